@@ -1,0 +1,1 @@
+"""Importers and exporters for the reference formats (SPEC §9)."""

@@ -1,0 +1,572 @@
+"""The data model (SPEC §2): column types and pandera models with every value rule.
+
+Three tables are stored: ``cases`` (gold labels, never shown to a model),
+``variants`` (what a model may see) and ``responses`` (the raw response log).
+Each has an ordered dtype mapping (``CASES_SCHEMA`` …), a pandera polars model
+(:class:`Cases` …) and a ``validate_*`` function that conforms dtypes, runs
+every check on materialised data and raises :class:`~peira.errors.ValidationError`
+whose message names the file, row, key, column and value of each violation.
+
+pandera validates only names and types on a ``LazyFrame``; the ``validate_*``
+functions therefore always validate a materialised ``DataFrame``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandera.polars as pa
+import polars as pl
+from pandera.api.polars.types import PolarsData
+from pandera.errors import SchemaErrors
+
+from .errors import ValidationError
+
+__all__ = [
+    "ARMS",
+    "CASES_SCHEMA",
+    "PRIMITIVES",
+    "RESPONSES_SCHEMA",
+    "SEVERITIES",
+    "SPLITS",
+    "VARIANTS_SCHEMA",
+    "Cases",
+    "Responses",
+    "Variants",
+    "conform",
+    "empty",
+    "validate_cases",
+    "validate_responses",
+    "validate_variants",
+]
+
+SPLITS = ("public", "holdout")
+PRIMITIVES = ("choice", "score", "abstain")
+SEVERITIES = ("critical", "high", "medium", "low")
+ARMS = ("benign", "attacked")
+
+_STR = pl.String()
+_LIST = pl.List(pl.String())
+
+CASES_SCHEMA: dict[str, pl.DataType] = {
+    "case_id": _STR,
+    "scenario_id": _STR,
+    "split": _STR,
+    "suite": _STR,
+    "family": _STR,
+    "primitive": _STR,
+    "severity": _STR,
+    "options": _LIST,
+    "expected_decision": _STR,
+    "positive_decision": _STR,
+    "target_decision": _STR,
+    "expected_score": pl.Float64(),
+    "dataset_version": _STR,
+    "extras": _STR,
+}
+
+VARIANTS_SCHEMA: dict[str, pl.DataType] = {
+    "case_id": _STR,
+    "arm": _STR,
+    "prompt": _STR,
+    "options": _LIST,
+    "input": _STR,
+}
+
+RESPONSES_SCHEMA: dict[str, pl.DataType] = {
+    "run_id": _STR,
+    "model": _STR,
+    "model_version": _STR,
+    "case_id": _STR,
+    "arm": _STR,
+    "sample": pl.Int32(),
+    "decision": _STR,
+    "abstained": pl.Boolean(),
+    "refusal_reason": _STR,
+    "score": pl.Float64(),
+    "confidence": pl.Float64(),
+    "malformed": pl.Boolean(),
+    "error": _STR,
+    "raw_text": _STR,
+    "latency_ms": pl.Float64(),
+    "tokens_in": pl.Int64(),
+    "tokens_out": pl.Int64(),
+    "cost_usd": pl.Float64(),
+}
+
+# Columns a writer may leave out; they are added as nulls (or defaults) on read.
+_OPTIONAL: dict[str, dict[str, Any]] = {
+    "cases": {
+        "suite": "main",
+        "positive_decision": None,
+        "target_decision": None,
+        "expected_score": None,
+        "extras": None,
+    },
+    "variants": {},
+    "responses": {
+        "sample": 0,
+        "refusal_reason": None,
+        "score": None,
+        "confidence": None,
+        "error": None,
+        "raw_text": None,
+        "latency_ms": None,
+        "tokens_in": None,
+        "tokens_out": None,
+        "cost_usd": None,
+    },
+}
+
+_SCHEMAS = {"cases": CASES_SCHEMA, "variants": VARIANTS_SCHEMA, "responses": RESPONSES_SCHEMA}
+KEYS: dict[str, tuple[str, ...]] = {
+    "cases": ("case_id",),
+    "variants": ("case_id", "arm"),
+    "responses": ("run_id", "case_id", "arm", "sample"),
+}
+
+
+def _unit(data: PolarsData) -> pl.LazyFrame:
+    c = pl.col(data.key)
+    return data.lazyframe.select(c.is_null() | (c.is_between(0.0, 1.0) & c.is_not_nan()))
+
+
+def _in_options(col: str) -> pl.Expr:
+    return pl.col(col).is_null() | pl.col("options").list.contains(pl.col(col)).fill_null(False)
+
+
+class Cases(pa.DataFrameModel):
+    """Gold labels and metadata of each case (SPEC §2.1)."""
+
+    case_id: str = pa.Field(unique=True, str_length={"min_value": 1})
+    scenario_id: str = pa.Field(str_length={"min_value": 1})
+    split: str = pa.Field(isin=SPLITS)
+    suite: str
+    family: str = pa.Field(str_length={"min_value": 1})
+    primitive: str = pa.Field(isin=PRIMITIVES)
+    severity: str = pa.Field(isin=SEVERITIES)
+    options: list[str]
+    expected_decision: str
+    positive_decision: str = pa.Field(nullable=True)
+    target_decision: str = pa.Field(nullable=True)
+    expected_score: float = pa.Field(nullable=True)
+    dataset_version: str
+    extras: str = pa.Field(nullable=True)
+
+    class Config:
+        strict = True
+        ordered = False
+
+    @pa.check("expected_score", name="in_unit_interval")
+    def expected_score_unit(cls, data: PolarsData) -> pl.LazyFrame:
+        return _unit(data)
+
+    @pa.dataframe_check(name="options_valid")
+    def options_valid(cls, data: PolarsData) -> pl.LazyFrame:
+        o = pl.col("options")
+        return data.lazyframe.select(
+            (o.list.len() >= 2)
+            & (o.list.n_unique() == o.list.len())
+            & (
+                o.list.eval(pl.element().is_null() | (pl.element().str.len_chars() == 0))
+                .list.any()
+                .not_()
+            )
+        )
+
+    @pa.dataframe_check(name="expected_in_options")
+    def expected_in_options(cls, data: PolarsData) -> pl.LazyFrame:
+        return data.lazyframe.select(_in_options("expected_decision"))
+
+    @pa.dataframe_check(name="positive_in_options")
+    def positive_in_options(cls, data: PolarsData) -> pl.LazyFrame:
+        return data.lazyframe.select(_in_options("positive_decision"))
+
+    @pa.dataframe_check(name="target_in_options")
+    def target_in_options(cls, data: PolarsData) -> pl.LazyFrame:
+        return data.lazyframe.select(_in_options("target_decision"))
+
+    @pa.dataframe_check(name="target_not_expected")
+    def target_not_expected(cls, data: PolarsData) -> pl.LazyFrame:
+        t = pl.col("target_decision")
+        return data.lazyframe.select(t.is_null() | (t != pl.col("expected_decision")))
+
+    @pa.dataframe_check(name="score_has_positive")
+    def score_has_positive(cls, data: PolarsData) -> pl.LazyFrame:
+        return data.lazyframe.select(
+            (pl.col("primitive") != "score") | pl.col("positive_decision").is_not_null()
+        )
+
+
+class Variants(pa.DataFrameModel):
+    """What a model may see: one row per (case_id, arm) (SPEC §2.2)."""
+
+    case_id: str = pa.Field(str_length={"min_value": 1})
+    arm: str = pa.Field(isin=ARMS)
+    prompt: str
+    options: list[str]
+    input: str
+
+    class Config:
+        strict = True
+        ordered = False
+        unique = ["case_id", "arm"]  # noqa: RUF012
+
+    @pa.dataframe_check(name="both_arms")
+    def both_arms(cls, data: PolarsData) -> pl.LazyFrame:
+        return data.lazyframe.select(pl.col("arm").n_unique().over("case_id") == 2)
+
+
+class Responses(pa.DataFrameModel):
+    """The raw response log: one row per model call (SPEC §2.3)."""
+
+    run_id: str = pa.Field(str_length={"min_value": 1})
+    model: str
+    model_version: str
+    case_id: str = pa.Field(str_length={"min_value": 1})
+    arm: str = pa.Field(isin=ARMS)
+    sample: pl.Int32 = pa.Field(ge=0)  # type: ignore[valid-type]
+    decision: str = pa.Field(nullable=True)
+    abstained: bool
+    refusal_reason: str = pa.Field(nullable=True)
+    score: float = pa.Field(nullable=True)
+    confidence: float = pa.Field(nullable=True)
+    malformed: bool
+    error: str = pa.Field(nullable=True)
+    raw_text: str = pa.Field(nullable=True)
+    latency_ms: float = pa.Field(nullable=True)
+    tokens_in: pl.Int64 = pa.Field(nullable=True)  # type: ignore[valid-type]
+    tokens_out: pl.Int64 = pa.Field(nullable=True)  # type: ignore[valid-type]
+    cost_usd: float = pa.Field(nullable=True)
+
+    class Config:
+        strict = True
+        ordered = False
+        unique = ["run_id", "case_id", "arm", "sample"]  # noqa: RUF012
+
+    @pa.check("score", "confidence", name="in_unit_interval")
+    def unit_interval(cls, data: PolarsData) -> pl.LazyFrame:
+        return _unit(data)
+
+    @pa.dataframe_check(name="decision_null_iff_no_answer")
+    def decision_null_iff_no_answer(cls, data: PolarsData) -> pl.LazyFrame:
+        no_answer = pl.col("abstained") | pl.col("malformed")
+        return data.lazyframe.select(pl.col("decision").is_null() == no_answer)
+
+    @pa.dataframe_check(name="model_constant")
+    def model_constant(cls, data: PolarsData) -> pl.LazyFrame:
+        return data.lazyframe.select(pl.col("model").n_unique().over("run_id") == 1)
+
+    @pa.dataframe_check(name="model_version_constant")
+    def model_version_constant(cls, data: PolarsData) -> pl.LazyFrame:
+        return data.lazyframe.select(pl.col("model_version").n_unique().over("run_id") == 1)
+
+
+_MODELS: dict[str, type[pa.DataFrameModel]] = {
+    "cases": Cases,
+    "variants": Variants,
+    "responses": Responses,
+}
+
+# The column each table-level check is about (for messages).
+_CHECK_COLUMN = {
+    "options_valid": "options",
+    "expected_in_options": "expected_decision",
+    "positive_in_options": "positive_decision",
+    "target_in_options": "target_decision",
+    "target_not_expected": "target_decision",
+    "score_has_positive": "positive_decision",
+    "both_arms": "arm",
+    "decision_null_iff_no_answer": "decision",
+    "model_constant": "model",
+    "model_version_constant": "model_version",
+}
+
+_FAILURE_SCHEMA = {
+    "table": pl.String(),
+    "source": pl.String(),
+    "row": pl.Int64(),
+    "key": pl.String(),
+    "column": pl.String(),
+    "check": pl.String(),
+    "value": pl.String(),
+}
+
+
+def empty(table: str) -> pl.DataFrame:
+    """An empty frame with the columns and dtypes of ``table``."""
+    return pl.DataFrame(schema=_SCHEMAS[table])
+
+
+def _castable(src: pl.DataType, dst: pl.DataType) -> bool:
+    if src == dst or src == pl.Null:
+        return True
+    if dst.is_numeric() and src.is_numeric():
+        return dst.is_float() or src.is_integer()
+    if dst == pl.String and src in (pl.Categorical, pl.Enum):
+        return True
+    if isinstance(dst, pl.List) and isinstance(src, pl.List):
+        return _castable(src.inner, dst.inner)
+    return isinstance(dst, pl.List) and isinstance(src, pl.Array)
+
+
+def conform(df: pl.DataFrame, table: str) -> pl.DataFrame:
+    """Add absent optional columns and losslessly cast near-miss dtypes.
+
+    Integer to float, narrower to wider integer, categorical to string and
+    all-null columns are cast; anything else is left for validation to report.
+    Columns are put in the canonical order, extra columns last.
+    """
+    schema = _SCHEMAS[table]
+    exprs: list[pl.Expr] = []
+    for name, dtype in schema.items():
+        if name in df.columns:
+            src = df.schema[name]
+            if src != dtype and _castable(src, dtype):
+                exprs.append(pl.col(name).cast(dtype))
+            else:
+                exprs.append(pl.col(name))
+        elif name in _OPTIONAL[table]:
+            exprs.append(pl.lit(_OPTIONAL[table][name], dtype=dtype).alias(name))
+    extra = [c for c in df.columns if c not in schema]
+    present = [e for e in exprs]
+    missing_required = [n for n in schema if n not in df.columns and n not in _OPTIONAL[table]]
+    if missing_required:
+        # Leave them absent so that validation reports them.
+        present = [e for e in exprs if e.meta.output_name() not in missing_required]
+    return df.select(*present, *[pl.col(c) for c in extra])
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, pl.Series):
+        value = value.to_list()
+    return repr(value)
+
+
+_CHECK_RENAME = {"field_uniqueness": "unique", "str_length(1, None)": "non_empty"}
+
+
+def _key_of(df: pl.DataFrame, table: str, row: int | None) -> str:
+    if row is None or row < 0 or row >= df.height:
+        return ""
+    parts = []
+    for k in KEYS[table]:
+        if k in df.columns:
+            parts.append(f"{k}={_fmt(df[k][row])}")
+    return ", ".join(parts)
+
+
+def _failures_from_pandera(
+    err: SchemaErrors, df: pl.DataFrame, table: str, source: str, locations: pl.DataFrame | None
+) -> pl.DataFrame:
+    fc = err.failure_cases
+    rows: list[dict[str, Any]] = []
+    for rec in fc.iter_rows(named=True):
+        check = str(rec["check"])
+        check = _CHECK_RENAME.get(check, check)
+        if check.startswith("isin("):
+            check = "value_in_set " + check[len("isin") :]
+        column = str(rec["column"])
+        if rec["schema_context"] == "DataFrameSchema" and check in _CHECK_COLUMN:
+            column = _CHECK_COLUMN[check]
+        row = rec["index"]
+        value: str
+        if row is not None and column in df.columns and 0 <= row < df.height:
+            value = _fmt(df[column][row])
+        else:
+            value = str(rec["failure_case"])
+        if check == "column_in_schema":
+            column, value = str(rec["failure_case"]), "(column not in schema)"
+            check = "unexpected_column"
+        elif check == "column_in_dataframe":
+            column, value = str(rec["failure_case"]), "(missing)"
+            check = "missing_column"
+        elif check.startswith("dtype("):
+            value = str(rec["failure_case"])
+        src = source
+        r = row
+        if locations is not None and row is not None and 0 <= row < locations.height:
+            src = str(locations["file"][row])
+            r = int(locations["row"][row])
+        rows.append(
+            {
+                "table": table,
+                "source": src,
+                "row": r,
+                "key": _key_of(df, table, row),
+                "column": column,
+                "check": check,
+                "value": value,
+            }
+        )
+    return pl.DataFrame(rows, schema=_FAILURE_SCHEMA)
+
+
+def failures_frame(rows: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
+    """Build a failures frame (the ``ValidationError.failures`` layout) from dicts."""
+    return pl.DataFrame(list(rows), schema=_FAILURE_SCHEMA)
+
+
+def describe_failures(failures: pl.DataFrame, *, examples: int = 3) -> str:
+    """Summarise a failures frame: one line per (source, column, check) with examples."""
+    groups = (
+        failures.with_row_index("_i")
+        .group_by("source", "column", "check", maintain_order=True)
+        .agg(pl.len().alias("n"), pl.all().head(examples))
+    )
+    lines = []
+    for g in groups.iter_rows(named=True):
+        ex = []
+        for row, key, value in zip(g["row"], g["key"], g["value"], strict=True):
+            where = f"row {row}" if row is not None else ""
+            bits = ", ".join(b for b in (where, key) if b)
+            ex.append(f"{bits}: {g['column']}={value}" if bits else f"{g['column']}: {value}")
+        more = f" (first {examples})" if g["n"] > examples else ""
+        lines.append(
+            f"{g['source']}: {g['n']} violation(s) of {g['check']} in column "
+            f"'{g['column']}'{more}: " + "; ".join(ex)
+        )
+    return "\n".join(lines)
+
+
+def raise_if(failures: pl.DataFrame, what: str) -> None:
+    """Raise :class:`ValidationError` if ``failures`` has rows."""
+    if failures.height:
+        msg = f"{what}: {failures.height} violation(s)\n" + describe_failures(failures)
+        raise ValidationError(msg, failures)
+
+
+def _validate(
+    df: pl.DataFrame, table: str, source: str, locations: pl.DataFrame | None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    df = conform(df, table)
+    try:
+        _MODELS[table].validate(df, lazy=True)
+    except SchemaErrors as err:
+        return df, _failures_from_pandera(err, df, table, source, locations)
+    return df, failures_frame([])
+
+
+def _cross_failures(
+    df: pl.DataFrame,
+    cases: pl.DataFrame,
+    table: str,
+    source: str,
+    locations: pl.DataFrame | None,
+) -> pl.DataFrame:
+    """Checks that need the cases table: unknown cases, decisions outside options."""
+    if "case_id" not in df.columns or df.schema.get("case_id") != pl.String:
+        return failures_frame([])
+    idx = df.select(pl.col("case_id")).with_row_index("_row")
+    known = cases.select("case_id", pl.col("options").alias("_options"))
+    joined = idx.join(known, on="case_id", how="left")
+    # Bad rows: unknown case
+    rows: list[dict[str, Any]] = []
+    unknown = joined.filter(pl.col("_options").is_null())
+    bad_dec = pl.DataFrame()
+    if table == "responses" and "decision" in df.columns and "malformed" in df.columns:
+        dec = df.select("decision", "malformed").with_row_index("_row")
+        bad_dec = (
+            joined.filter(pl.col("_options").is_not_null())
+            .join(dec, on="_row")
+            .filter(
+                pl.col("decision").is_not_null()
+                & pl.col("malformed").not_()
+                & pl.col("_options").list.contains(pl.col("decision")).not_()
+            )
+        )
+    for check, column, frame in (
+        ("known_case", "case_id", unknown),
+        ("decision_in_options", "decision", bad_dec),
+    ):
+        if frame.is_empty():
+            continue
+        for r in frame.sort("_row")["_row"].to_list():
+            src, rr = source, r
+            if locations is not None:
+                src, rr = str(locations["file"][r]), int(locations["row"][r])
+            rows.append(
+                {
+                    "table": table,
+                    "source": src,
+                    "row": rr,
+                    "key": _key_of(df, table, r),
+                    "column": column,
+                    "check": check,
+                    "value": _fmt(df[column][r]),
+                }
+            )
+    if table == "variants":
+        missing = cases.join(df.select("case_id").unique(), on="case_id", how="anti")
+        for cid in missing["case_id"].sort().to_list():
+            rows.append(
+                {
+                    "table": table,
+                    "source": source,
+                    "row": None,
+                    "key": f"case_id={cid!r}",
+                    "column": "case_id",
+                    "check": "case_has_variants",
+                    "value": "(no variants)",
+                }
+            )
+    return failures_frame(rows)
+
+
+def collect_failures(
+    df: pl.DataFrame,
+    table: str,
+    *,
+    source: str,
+    cases: pl.DataFrame | None = None,
+    locations: pl.DataFrame | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Validate ``df`` as ``table`` and return ``(conformed_df, failures)`` without raising.
+
+    ``locations`` (columns ``file``, ``row``), aligned with ``df``, maps each row
+    to the file and row it was read from, for multi-file response logs.
+    """
+    if table not in _MODELS:
+        raise ValueError(f"unknown table {table!r}; expected one of {sorted(_MODELS)}")
+    out, failures = _validate(df, table, source, locations)
+    if cases is not None and not failures.filter(pl.col("check") == "missing_column").height:
+        failures = pl.concat([failures, _cross_failures(out, cases, table, source, locations)])
+    return out, failures
+
+
+def validate_cases(df: pl.DataFrame, *, source: str = "cases") -> pl.DataFrame:
+    """Validate a cases table; return it conformed (canonical column order, dtypes).
+
+    Raises
+    ------
+    ValidationError
+        Listing every violation with its file, row, key, column and value.
+    """
+    out, failures = collect_failures(df, "cases", source=source)
+    raise_if(failures, source)
+    return out
+
+
+def validate_variants(
+    df: pl.DataFrame, *, cases: pl.DataFrame | None = None, source: str = "variants"
+) -> pl.DataFrame:
+    """Validate a variants table (and, given ``cases``, that it matches them)."""
+    out, failures = collect_failures(df, "variants", source=source, cases=cases)
+    raise_if(failures, source)
+    return out
+
+
+def validate_responses(
+    df: pl.DataFrame,
+    *,
+    cases: pl.DataFrame | None = None,
+    source: str = "responses",
+    locations: pl.DataFrame | None = None,
+) -> pl.DataFrame:
+    """Validate a response log (and, given ``cases``, that every case is known)."""
+    out, failures = collect_failures(
+        df, "responses", source=source, cases=cases, locations=locations
+    )
+    raise_if(failures, source)
+    return out
