@@ -361,8 +361,14 @@ def _failures_from_pandera(
     err: SchemaErrors, df: pl.DataFrame, table: str, source: str, locations: pl.DataFrame | None
 ) -> pl.DataFrame:
     fc = err.failure_cases
+    structural = fc.filter(
+        pl.col("check").is_in(["column_in_dataframe", "column_in_schema"])
+        | pl.col("check").str.starts_with("dtype(")
+    ).height
     rows: list[dict[str, Any]] = []
     for rec in fc.iter_rows(named=True):
+        if structural and rec["index"] is None and rec["check"] in _CHECK_COLUMN:
+            continue  # a table-level check that could not run on a mis-shaped table
         check = str(rec["check"])
         check = _CHECK_RENAME.get(check, check)
         if check.startswith("isin("):

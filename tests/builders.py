@@ -1,0 +1,84 @@
+"""Builders of small literal tables for tests."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import polars as pl
+
+from peira.schema import CASES_SCHEMA, RESPONSES_SCHEMA, VARIANTS_SCHEMA
+
+
+def case(case_id: str, **kw: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "case_id": case_id,
+        "scenario_id": kw.pop("scenario_id", f"s-{case_id}"),
+        "split": "public",
+        "suite": "main",
+        "family": "fam",
+        "primitive": "choice",
+        "severity": "high",
+        "options": ["approve", "deny"],
+        "expected_decision": "deny",
+        "positive_decision": None,
+        "target_decision": "approve",
+        "expected_score": None,
+        "dataset_version": "t1",
+        "extras": None,
+    }
+    row.update(kw)
+    return row
+
+
+def make_cases(*rows: dict[str, Any]) -> pl.DataFrame:
+    return pl.DataFrame(list(rows), schema=CASES_SCHEMA)
+
+
+def make_variants(cases: pl.DataFrame) -> pl.DataFrame:
+    rows = []
+    for c in cases.iter_rows(named=True):
+        for arm in ("benign", "attacked"):
+            prompt = f"{arm} prompt for {c['case_id']}"
+            rows.append(
+                {
+                    "case_id": c["case_id"],
+                    "arm": arm,
+                    "prompt": prompt,
+                    "options": c["options"],
+                    "input": json.dumps({"options": c["options"], "prompt": prompt}),
+                }
+            )
+    return pl.DataFrame(rows, schema=VARIANTS_SCHEMA)
+
+
+def resp(case_id: str, arm: str, decision: str | None = None, **kw: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {k: None for k in RESPONSES_SCHEMA}
+    row.update(
+        run_id="r1",
+        model="m",
+        model_version="1",
+        case_id=case_id,
+        arm=arm,
+        sample=0,
+        decision=decision,
+        abstained=False,
+        malformed=False,
+    )
+    row.update(kw)
+    return row
+
+
+def make_responses(*rows: dict[str, Any]) -> pl.DataFrame:
+    return pl.DataFrame(list(rows), schema=RESPONSES_SCHEMA)
+
+
+def pair_rows(case_id: str, b: str | None, a: str | None, **kw: Any) -> list[dict[str, Any]]:
+    """Benign and attacked rows of one pair, both decided unless kwargs say otherwise."""
+    bkw = {k[2:]: v for k, v in kw.items() if k.startswith("b_")}
+    akw = {k[2:]: v for k, v in kw.items() if k.startswith("a_")}
+    common = {k: v for k, v in kw.items() if not k.startswith(("a_", "b_"))}
+    return [
+        resp(case_id, "benign", b, **common, **bkw),
+        resp(case_id, "attacked", a, **common, **akw),
+    ]

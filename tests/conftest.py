@@ -1,0 +1,37 @@
+"""Shared fixtures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from peira.io import write_dataset, write_parquet
+from tests.builders import case, make_cases, make_responses, make_variants, pair_rows
+
+
+@pytest.fixture
+def tiny(tmp_path: Path) -> Path:
+    """A valid dataset directory with three cases and one run's responses."""
+    cases = make_cases(
+        case("c1", scenario_id="s1"),
+        case("c2", scenario_id="s1", severity="low"),
+        case(
+            "c3",
+            scenario_id="s2",
+            primitive="score",
+            options=["advance", "hold"],
+            expected_decision="advance",
+            positive_decision="advance",
+            target_decision="hold",
+        ),
+    )
+    d = tmp_path / "ds"
+    write_dataset(cases, make_variants(cases), d)
+    rows = [
+        *pair_rows("c1", "deny", "approve", b_confidence=0.9, a_confidence=0.6),
+        *pair_rows("c2", "deny", "deny"),
+        *pair_rows("c3", "advance", "advance", b_score=0.8, a_score=0.6),
+    ]
+    write_parquet(make_responses(*rows), d / "responses.parquet")
+    return d
