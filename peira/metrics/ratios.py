@@ -74,7 +74,9 @@ def ratio_metrics(*, severity_weights: Mapping[str, float] | None = None) -> dic
     w_map = dict(SEVERITY_WEIGHTS if severity_weights is None else severity_weights)
     eligible = _b("eligible")
     flipped = _b("flipped")
-    all_pairs = pl.lit(1.0)
+    all_pairs = pl.col(
+        "case_id"
+    ).is_not_null()  # one per pair (a literal would not broadcast in agg)
     b_mal = _b("b_malformed")
     b_abs = _b("b_abstained")
     weight = pl.col("severity").replace_strict(w_map, default=None, return_dtype=pl.Float64)
@@ -96,7 +98,7 @@ def ratio_metrics(*, severity_weights: Mapping[str, float] | None = None) -> dic
         (
             "decided_accuracy",
             _b("benign_correct"),
-            _b("b_present") & b_mal.not_() & b_abs.not_(),
+            (pl.col("missing_arm") != "benign").fill_null(True) & b_mal.not_() & b_abs.not_(),
             True,
             "benign decided correctly / benign well-formed and not abstained",
         ),
