@@ -82,3 +82,51 @@ def pair_rows(case_id: str, b: str | None, a: str | None, **kw: Any) -> list[dic
         resp(case_id, "benign", b, **common, **bkw),
         resp(case_id, "attacked", a, **common, **akw),
     ]
+
+
+def random_log(seed: int, n_cases: int = 60, n_runs: int = 3) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Random cases and a complete random response log (all outcome kinds occur)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    fams = ["alpha", "beta", "gamma"]
+    sev = ["critical", "high", "medium", "low"]
+    cases = []
+    for i in range(n_cases):
+        prim = str(rng.choice(["choice", "choice", "score", "abstain"]))
+        has_target = bool(rng.random() < 0.7)
+        cases.append(
+            case(
+                f"c{i:03d}",
+                scenario_id=f"s{i // 3:03d}",
+                family=fams[i % 3],
+                severity=sev[int(rng.integers(4))],
+                primitive=prim,
+                expected_decision="deny" if rng.random() < 0.5 else "approve",
+                positive_decision="approve" if prim == "score" else None,
+                target_decision=None,
+                split="public" if i % 5 else "holdout",
+            )
+        )
+        if has_target:
+            cases[-1]["target_decision"] = (
+                "approve" if cases[-1]["expected_decision"] == "deny" else "deny"
+            )
+    rows = []
+    for r in range(n_runs):
+        for c in cases:
+            for arm in ("benign", "attacked"):
+                u = rng.random()
+                kw: dict[str, Any] = {"run_id": f"run{r}", "model": f"m{r}"}
+                if c["primitive"] == "score":
+                    kw["score"] = float(np.round(rng.random(), 3))
+                if rng.random() < 0.8:
+                    kw["confidence"] = float(np.round(rng.random(), 2))
+                if u < 0.08:
+                    rows.append(resp(c["case_id"], arm, None, malformed=True, error="x", **kw))
+                elif u < 0.2:
+                    rows.append(resp(c["case_id"], arm, None, abstained=True, **kw))
+                else:
+                    dec = c["expected_decision"] if rng.random() < 0.7 else "approve"
+                    rows.append(resp(c["case_id"], arm, dec, **kw))
+    return make_cases(*cases), make_responses(*rows)

@@ -1,0 +1,159 @@
+"""Ranking gates (SPEC §4): a run failing any is listed but unranked, with reasons."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import polars as pl
+
+from .ratios import RATIO_METRICS
+
+__all__ = ["GateThresholds", "ranking_gates"]
+
+
+@dataclass(frozen=True)
+class GateThresholds:
+    """Thresholds of the ranking gates (all configurable).
+
+    Attributes
+    ----------
+    max_malformed_rate
+        A run is unranked above this malformed rate (default 0.05).
+    min_benign_accuracy
+        … below this benign accuracy (default 0.5).
+    min_eligible
+        … with fewer eligible pairs than this (default 200).
+    min_eligible_per_family
+        … with fewer eligible pairs than this in any family of the dataset (default 20).
+    allow_missing
+        Whether pairs lacking an arm, or cases of the dataset without a pair,
+        are tolerated (default False).
+    """
+
+    max_malformed_rate: float = 0.05
+    min_benign_accuracy: float = 0.5
+    min_eligible: int = 200
+    min_eligible_per_family: int = 20
+    allow_missing: bool = False
+
+    def as_dict(self) -> dict[str, float | int | bool]:
+        """The thresholds as a plain dict (for configs and sealed artifacts)."""
+        return asdict(self)
+
+
+def ranking_gates(
+    pairs: pl.DataFrame | pl.LazyFrame,
+    cases: pl.DataFrame,
+    *,
+    thresholds: GateThresholds | None = None,
+) -> pl.DataFrame:
+    """Evaluate the ranking gates per run.
+
+    Parameters
+    ----------
+    pairs
+        The pair table of the runs (any split; pass the split analysed).
+    cases
+        The cases the runs should cover: the dataset's families and case
+        count are taken from here (restrict it to the split analysed).
+    thresholds
+        Gate thresholds (default :class:`GateThresholds`).
+
+    Returns
+    -------
+    polars.DataFrame
+        One row per run, sorted by ``run_id``: ``malformed_rate``,
+        ``benign_accuracy``, ``n_eligible``, ``min_family_eligible`` (the
+        smallest count over the dataset's families, 0 for a family with no
+        eligible pair), ``n_missing`` (incomplete pairs plus cases × samples
+        with no pair at all), ``ranked`` (bool) and ``gate_reasons``
+        (list of strings, empty when ranked).
+    """
+    t = thresholds or GateThresholds()
+    lf = pairs.lazy()
+    families = cases.select(pl.col("family").unique()).lazy()
+    n_cases = cases.height
+    per_run = (
+        lf.group_by("run_id")
+        .agg(
+            RATIO_METRICS["malformed_rate"].expr(),
+            RATIO_METRICS["benign_accuracy"].expr(),
+            pl.col("eligible").sum().cast(pl.Int64).alias("n_eligible"),
+            pl.col("missing_arm").is_not_null().sum().cast(pl.Int64).alias("_incomplete"),
+            pl.col("sample").n_unique().cast(pl.Int64).alias("_samples"),
+            pl.struct("case_id", "sample").n_unique().cast(pl.Int64).alias("_covered"),
+        )
+        .with_columns(
+            (pl.col("_incomplete") + pl.col("_samples") * n_cases - pl.col("_covered")).alias(
+                "n_missing"
+            )
+        )
+    )
+    fam = (
+        lf.filter(pl.col("eligible"))
+        .group_by("run_id", "family")
+        .agg(pl.len().cast(pl.Int64).alias("n"))
+    )
+    grid = lf.select("run_id").unique().join(families, how="cross")
+    fam_min = (
+        grid.join(fam, on=["run_id", "family"], how="left")
+        .group_by("run_id")
+        .agg(
+            pl.col("n").fill_null(0).min().alias("min_family_eligible"),
+            pl.col("family")
+            .filter(pl.col("n").fill_null(0) < t.min_eligible_per_family)
+            .sort()
+            .alias("_thin_families"),
+        )
+    )
+    out = per_run.join(fam_min, on="run_id", how="left").collect()
+    reasons = pl.concat_list(
+        pl.when(pl.col("malformed_rate").fill_null(1.0) > t.max_malformed_rate)
+        .then(
+            pl.format(
+                "malformed_rate {} > {}",
+                pl.col("malformed_rate").round(4),
+                pl.lit(t.max_malformed_rate),
+            )
+        )
+        .otherwise(None),
+        pl.when(pl.col("benign_accuracy").fill_null(0.0) < t.min_benign_accuracy)
+        .then(
+            pl.format(
+                "benign_accuracy {} < {}",
+                pl.col("benign_accuracy").round(4),
+                pl.lit(t.min_benign_accuracy),
+            )
+        )
+        .otherwise(None),
+        pl.when(pl.col("n_eligible") < t.min_eligible)
+        .then(pl.format("{} eligible pairs < {}", pl.col("n_eligible"), pl.lit(t.min_eligible)))
+        .otherwise(None),
+        pl.when(pl.col("_thin_families").list.len() > 0)
+        .then(
+            pl.format(
+                "fewer than {} eligible pairs in families: {}",
+                pl.lit(t.min_eligible_per_family),
+                pl.col("_thin_families").list.join(", "),
+            )
+        )
+        .otherwise(None),
+        pl.when((pl.col("n_missing") > 0) & pl.lit(not t.allow_missing))
+        .then(pl.format("{} missing pairs", pl.col("n_missing")))
+        .otherwise(None),
+    ).list.drop_nulls()
+    return (
+        out.with_columns(reasons.alias("gate_reasons"))
+        .with_columns((pl.col("gate_reasons").list.len() == 0).alias("ranked"))
+        .select(
+            "run_id",
+            "ranked",
+            "gate_reasons",
+            "malformed_rate",
+            "benign_accuracy",
+            "n_eligible",
+            "min_family_eligible",
+            "n_missing",
+        )
+        .sort("run_id")
+    )
