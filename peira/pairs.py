@@ -52,9 +52,12 @@ _SHIFT_TOL = 1e-9
 Missing = Literal["error", "malformed"]
 
 
-def _arm(lf: pl.LazyFrame, arm: str, prefix: str) -> pl.LazyFrame:
-    return lf.filter(pl.col("arm") == arm).select(
+def _arm(lf: pl.LazyFrame, arm: str | None, prefix: str) -> pl.LazyFrame:
+    if arm is not None:
+        lf = lf.filter(pl.col("arm") == arm)
+    return lf.select(
         *PAIR_KEYS,
+        pl.col("arm").alias(f"{prefix}arm"),
         pl.col("model").alias(f"{prefix}model"),
         pl.col("model_version").alias(f"{prefix}model_version"),
         pl.lit(True).alias(f"{prefix}present"),
@@ -134,26 +137,62 @@ def pair_flags(*, delta: float = 0.10) -> list[pl.Expr]:
     ]
 
 
+def _join_arms(r: pl.LazyFrame) -> pl.LazyFrame:
+    """Pair arms with a hash join on (run_id, case_id, sample); keeps incomplete pairs."""
+    b = _arm(r, "benign", "b_")
+    a = _arm(r, "attacked", "a_")
+    return b.join(a, on=list(PAIR_KEYS), how="full", coalesce=True, nulls_equal=False)
+
+
+def _stack_arms(r: pl.LazyFrame) -> pl.LazyFrame:
+    """Pair arms of a log whose rows alternate attacked, benign within each key.
+
+    A log sorted by (run_id, case_id, sample, arm) with both arms of every
+    pair has this layout; pairing is then two strided slices side by side,
+    with no hashing. ``_aligned`` tells, per pair, whether the layout held.
+    """
+    a = _arm(r.gather_every(2, 0), None, "a_").rename({k: f"_a_{k}" for k in PAIR_KEYS})
+    b = _arm(r.gather_every(2, 1), None, "b_")
+    both = pl.concat([b, a], how="horizontal")
+    aligned = pl.lit(True)
+    for k in PAIR_KEYS:
+        aligned = aligned & (pl.col(k) == pl.col(f"_a_{k}")).fill_null(False)
+    arms = (pl.col("a_arm") == "attacked") & (pl.col("b_arm") == "benign")
+    return both.with_columns((aligned & arms.fill_null(False)).alias("_aligned")).drop(
+        [f"_a_{k}" for k in PAIR_KEYS]
+    )
+
+
 def scan_pairs(
     responses: pl.LazyFrame | pl.DataFrame,
     cases: pl.LazyFrame | pl.DataFrame,
     *,
     delta: float = 0.10,
-    missing: Missing = "error",
+    layout: Literal["any", "sorted"] = "any",
 ) -> pl.LazyFrame:
     """Lazy pair table; incomplete pairs are kept and marked in ``missing_arm``.
 
-    With ``missing="error"`` nothing is checked here (see :func:`build_pairs`);
-    incomplete pairs get the ``missing="malformed"`` treatment: a missing
+    Incomplete pairs get the ``missing="malformed"`` treatment: a missing
     attacked arm counts as malformed, a missing benign arm makes the pair
-    ineligible (``ineligible_reason = "benign_missing"``).
+    ineligible (``ineligible_reason = "benign_missing"``); :func:`build_pairs`
+    turns them into an error by default.
+
+    Parameters
+    ----------
+    layout
+        ``"any"``: pair by a hash join. ``"sorted"``: the log is sorted by
+        (run_id, case_id, sample, arm) and complete, so pairs are adjacent
+        rows; the result then has a boolean ``_aligned`` column that is false
+        wherever that assumption failed (:func:`build_pairs` checks it and
+        falls back to the join).
     """
-    del missing  # the lazy plan is the same; build_pairs enforces "error"
     r = responses.lazy()
     c = cases.lazy().select([pl.col(x).cast(CASES_SCHEMA[x]) for x in CASE_COLUMNS])
-    b = _arm(r, "benign", "b_")
-    a = _arm(r, "attacked", "a_")
-    joined = b.join(a, on=list(PAIR_KEYS), how="full", coalesce=True, nulls_equal=False)
+    if layout == "sorted":
+        r = r.select(*PAIR_KEYS, "arm", "model", "model_version", *ARM_COLUMNS)
+        joined = _stack_arms(r)
+    else:
+        joined = _join_arms(r)
     lf = joined.with_columns(
         pl.coalesce("b_model", "a_model").alias("model"),
         pl.coalesce("b_model_version", "a_model_version").alias("model_version"),
@@ -167,7 +206,7 @@ def scan_pairs(
         .otherwise(None)
         .alias("missing_arm")
     )
-    lf = lf.join(c, on="case_id", how="left")
+    lf = lf.join(c, on="case_id", how="left", maintain_order="left")
     for expr in pair_flags(delta=delta):
         lf = lf.with_columns(expr)
     order = [
@@ -194,7 +233,21 @@ def scan_pairs(
         "shift_without_flip",
         "confidence_erosion",
     ]
+    if layout == "sorted":
+        order.append("_aligned")
+        return lf.select(order)  # already in key order when aligned
     return lf.select(order).sort(list(PAIR_KEYS))
+
+
+def _looks_sorted(responses: pl.LazyFrame | pl.DataFrame, n: int = 64) -> bool:
+    """Whether the first rows alternate attacked/benign within (run_id, case_id, sample)."""
+    head = responses.lazy().select(*PAIR_KEYS, "arm").head(n).collect()
+    if head.height < 2:
+        return False
+    m = head.height // 2 * 2
+    a, b = head[0:m:2], head[1:m:2]
+    same = all((a[k] == b[k]).all() for k in PAIR_KEYS)
+    return bool(same and (a["arm"] == "attacked").all() and (b["arm"] == "benign").all())
 
 
 def build_pairs(
@@ -203,6 +256,7 @@ def build_pairs(
     *,
     delta: float = 0.10,
     missing: Missing = "error",
+    layout: Literal["auto", "sorted", "any"] = "auto",
 ) -> pl.DataFrame:
     """Responses + cases → the pair table, one row per (run_id, case_id, sample).
 
@@ -219,6 +273,12 @@ def build_pairs(
         :class:`MissingArmsError` listing them. ``"malformed"``: a missing
         attacked arm counts as malformed, a missing benign arm makes the pair
         ineligible; the ``missing_arm`` column tells which.
+    layout
+        How arms are paired. ``"auto"`` (default): if the first rows of the
+        log alternate attacked/benign within a key (a log sorted by run_id,
+        case_id, sample, arm), pair adjacent rows without hashing, checking
+        every pair and falling back to a hash join if any is misaligned;
+        ``"sorted"``: always try adjacent pairing first; ``"any"``: hash join.
 
     Raises
     ------
@@ -247,14 +307,16 @@ def build_pairs(
         raise ValueError(f"missing must be 'error' or 'malformed', not {missing!r}")
     if delta < 0:
         raise ValueError(f"delta must be >= 0, not {delta!r}")
-    case_ids = cases.lazy().select("case_id")
-    unknown = (
-        responses.lazy()
-        .select("run_id", "case_id", "arm", "sample")
-        .join(case_ids, on="case_id", how="anti")
-        .sort("run_id", "case_id", "arm", "sample")
-        .collect()
-    )
+    if layout not in ("auto", "sorted", "any"):
+        raise ValueError(f"layout must be 'auto', 'sorted' or 'any', not {layout!r}")
+    pairs: pl.DataFrame | None = None
+    if layout == "sorted" or (layout == "auto" and _looks_sorted(responses)):
+        trial = scan_pairs(responses, cases, delta=delta, layout="sorted").collect()
+        if trial.height and bool(trial["_aligned"].all()):
+            pairs = trial.drop("_aligned")
+    if pairs is None:
+        pairs = scan_pairs(responses, cases, delta=delta, layout="any").collect()
+    unknown = pairs.filter(pl.col("scenario_id").is_null()).select(*PAIR_KEYS)
     if unknown.height:
         failures = failures_frame(
             [
@@ -262,22 +324,20 @@ def build_pairs(
                     "table": "responses",
                     "source": "responses",
                     "row": None,
-                    "key": f"run_id={r['run_id']!r}, case_id={r['case_id']!r}, "
-                    f"arm={r['arm']!r}, sample={r['sample']!r}",
+                    "key": f"run_id={r[0]!r}, case_id={r[1]!r}, sample={r[2]!r}",
                     "column": "case_id",
                     "check": "known_case",
-                    "value": repr(r["case_id"]),
+                    "value": repr(r[1]),
                 }
-                for r in unknown.iter_rows(named=True)
+                for r in unknown.iter_rows()
             ]
         )
-        first = unknown.row(0, named=True)
+        first = unknown.row(0)
         raise ValidationError(
-            f"responses: {unknown.height} row(s) refer to cases not in the dataset "
-            f"(first: run_id={first['run_id']!r}, case_id={first['case_id']!r})",
+            f"responses: {unknown.height} pair(s) refer to cases not in the dataset "
+            f"(first: run_id={first[0]!r}, case_id={first[1]!r})",
             failures,
         )
-    pairs = scan_pairs(responses, cases, delta=delta, missing=missing).collect()
     if missing == "error":
         incomplete = pairs.filter(pl.col("missing_arm").is_not_null()).select(
             *PAIR_KEYS, "missing_arm"

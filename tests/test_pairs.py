@@ -350,3 +350,32 @@ def test_vectorised_rule_matches_plain_python(items: list[tuple[str, Any]]) -> N
     want = pl.DataFrame(expected).sort("sample")
     for col in want.columns:
         assert got[col].to_list() == want[col].to_list(), col
+
+
+# ---------------------------------------------------------------- layouts
+
+
+def test_sorted_layout_equals_hash_join() -> None:
+    from tests.builders import random_log
+
+    cases, log = random_log(11, n_cases=40, n_runs=3)
+    ordered = log.sort("run_id", "case_id", "sample", "arm")
+    joined = build_pairs(log.sample(fraction=1.0, shuffle=True, seed=1), cases, layout="any")
+    stacked = build_pairs(ordered, cases, layout="sorted")
+    auto = build_pairs(ordered, cases)
+    assert stacked.equals(joined)
+    assert auto.equals(joined)
+
+
+def test_sorted_layout_falls_back_when_misaligned() -> None:
+    from tests.builders import random_log
+
+    cases, log = random_log(12, n_cases=30, n_runs=2)
+    ordered = log.sort("run_id", "case_id", "sample", "arm")
+    holed = ordered.filter(~((pl.col("case_id") == "c010") & (pl.col("arm") == "benign")))
+    want = build_pairs(holed, cases, layout="any", missing="malformed")
+    got = build_pairs(holed, cases, layout="sorted", missing="malformed")
+    assert got.equals(want)
+    assert got.filter(pl.col("missing_arm").is_not_null())["case_id"].to_list() == ["c010"] * 2
+    with pytest.raises(MissingArmsError):
+        build_pairs(holed, cases, layout="sorted")
