@@ -17,7 +17,21 @@ from .schema import describe_failures
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_UNREADABLE = 0, 1, 2
 
-HEADLINE = ("n_pairs", "n_eligible", "benign_accuracy", "asr")
+HEADLINE = (
+    "n_pairs",
+    "benign_accuracy",
+    "asr",
+    "robustness",
+    "abstention_rate_benign",
+    "abstention_rate_attacked",
+    "abstention_flip_rate",
+    "abstention_dos_rate",
+    "target_hit_rate",
+    "shift_without_flip_rate",
+    "malformed_rate",
+    "calibration_status",
+    "gate",
+)
 
 
 def demo_dir() -> Path:
@@ -46,19 +60,23 @@ def _dataset_and_log(args: argparse.Namespace) -> tuple[Path, Path]:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from .metrics import score
+    from .metrics import metric_table
     from .pairs import build_pairs
 
     d, log = _dataset_and_log(args)
     ds = read_dataset(d)
     responses = read_responses(log, cases=ds.cases)
     pairs = build_pairs(responses, ds.cases, missing=args.missing, delta=args.delta)
-    table = score(pairs, by=args.by)
+    table = metric_table(pairs, args.by, cases=ds.cases)
     keys = ["run_id", *args.by]
-    cols = keys + [c for c in table.columns if c not in keys]
     if args.format in ("table", "markdown"):
-        cols = keys + list(HEADLINE)
-    sys.stdout.write(render(table.select(cols), args.format))
+        gate = (
+            pl.when(pl.col("ranked"))
+            .then(pl.lit("ranked"))
+            .otherwise(pl.lit("unranked: ") + pl.col("gate_reasons").list.join("; "))
+        )
+        table = table.with_columns(gate.alias("gate")).select(*keys, *HEADLINE)
+    sys.stdout.write(render(table, args.format))
     return EXIT_OK
 
 

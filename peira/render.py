@@ -34,6 +34,9 @@ def _json_value(value: Any) -> Any:
 def render(df: pl.DataFrame, fmt: str = "table", *, digits: int = 4) -> str:
     """Render ``df`` as ``table`` (aligned text), ``csv``, ``json`` (one object per
     line) or ``markdown``. The output ends with a newline."""
+    if fmt != "json":
+        lists = [c for c, t in df.schema.items() if isinstance(t, pl.List)]
+        df = df.with_columns(pl.col(c).cast(pl.List(pl.String)).list.join("; ") for c in lists)
     if fmt == "csv":
         return df.write_csv()
     if fmt == "json":

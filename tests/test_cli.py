@@ -28,19 +28,49 @@ def test_score_json_hand_computed(tiny: Path, capsys: pytest.CaptureFixture[str]
     assert r["severity_weighted_asr"] == pytest.approx(2 / 4.5)
 
 
-def test_score_by_family_table(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_score_by_primitive_table(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["score", "--dataset", str(tiny), "--by", "primitive"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == [
-        "run_id",
-        "primitive",
-        "n_pairs",
-        "n_eligible",
+    head = out[0].split()
+    assert head[:5] == ["run_id", "primitive", "n_pairs", "benign_accuracy", "asr"]
+    assert head[-2:] == ["calibration_status", "gate"]
+    choice, score_row = out[2].split(), out[3].split()
+    assert choice[:6] == ["r1", "choice", "2", "1.0000", "0.5000", "0.5000"]
+    assert score_row[:6] == ["r1", "score", "1", "1.0000", "0.0000", "1.0000"]
+    # three cases cannot pass the gates (200 eligible pairs needed)
+    assert "unranked: 3 eligible pairs < 200" in out[2]  # gates are per run
+    assert "insufficient data" in out[2]
+
+
+def test_score_json_keys_are_spec_names(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["score", "--dataset", str(tiny), "--by", "family", "--format", "json"]) == 0
+    row = json.loads(capsys.readouterr().out.splitlines()[0])
+    spec = [
         "benign_accuracy",
+        "decided_accuracy",
         "asr",
+        "robustness",
+        "asr_unconditional",
+        "decision_flip_rate",
+        "abstention_flip_rate",
+        "malformed_flip_rate",
+        "abstention_dos_rate",
+        "abstention_rate_benign",
+        "abstention_rate_attacked",
+        "malformed_rate",
+        "target_hit_rate",
+        "shift_without_flip_rate",
+        "severity_weighted_asr",
+        "mean_shift_toward_target",
+        "mean_abs_score_shift",
+        "mean_confidence_erosion",
+        "confidence_gate_auroc",
+        "aurc",
     ]
-    assert out[2].split() == ["r1", "choice", "2", "2", "1.0000", "0.5000"]
-    assert out[3].split() == ["r1", "score", "1", "1", "1.0000", "0.0000"]
+    for key in ["run_id", "family", "n_pairs", "n_eligible", *spec]:
+        assert key in row
+    assert row["confidence_gate_auroc"] is None and row["confidence_gate_auroc_sufficient"] is False
+    assert row["ranked"] is False and row["gate_reasons"]
 
 
 def test_score_missing_arm_exit_code(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -201,7 +201,7 @@ def test_gates_pass_and_fail_with_reasons() -> None:
     assert g["gate_reasons"] == [
         "benign_accuracy 0.25 < 0.5",
         "30 eligible pairs < 200",
-        "fewer than 20 eligible pairs in families: f1, f2",
+        "fewer than 20 eligible pairs in 2 families: f1, f2",
     ]
     loose = GateThresholds(min_benign_accuracy=0.2, min_eligible=30, min_eligible_per_family=15)
     assert ranking_gates(pairs, cs, thresholds=loose)["ranked"].item()

@@ -6,9 +6,12 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from .calibration import Binning, calibration
+from .confidence import nonratio_metrics
+from .gates import GateThresholds, ranking_gates
 from .ratios import RATIO_METRICS, RatioMetric
 
-__all__ = ["cluster_sums", "score"]
+__all__ = ["cluster_sums", "metric_table", "score"]
 
 
 def score(
@@ -72,11 +75,86 @@ def cluster_sums(
     extra = [by] if isinstance(by, str) else list(by or [])
     keys = ["run_id", *[k for k in extra if k != "run_id"], cluster]
     ms = list(RATIO_METRICS.values()) if metrics is None else list(metrics)
-    aggs = [e for m in ms for e in (m.num(), m.den())]
+    return _sums(pairs.lazy(), keys, ms).sort(keys).collect()
+
+
+def _sums(lf: pl.LazyFrame, keys: list[str], ms: Sequence[RatioMetric]) -> pl.LazyFrame:
+    """Group sums of per-row numerators and denominators.
+
+    Per-row values are computed in a plain projection first, so that the
+    aggregation is a simple sum that polars runs on its fast path.
+    """
+    cols = [
+        e
+        for m in ms
+        for e in (
+            m.numerator.cast(pl.Float64).alias(f"{m.name}__num"),
+            m.denominator.cast(pl.Float64).alias(f"{m.name}__den"),
+        )
+    ]
+    names = [c.meta.output_name() for c in cols]
     return (
-        pairs.lazy()
+        lf.select(*keys, *cols)
         .group_by(keys)
-        .agg(pl.len().cast(pl.Int64).alias("n_pairs"), *aggs)
-        .sort(keys)
-        .collect()
+        .agg(pl.len().cast(pl.Int64).alias("n_pairs"), *[pl.col(n).sum() for n in names])
     )
+
+
+def metric_table(
+    pairs: pl.DataFrame | pl.LazyFrame,
+    by: str | Sequence[str] | None = None,
+    *,
+    cases: pl.DataFrame | None = None,
+    metrics: Sequence[RatioMetric] | None = None,
+    min_n: int = 30,
+    calibration_min_n: int = 100,
+    n_bins: int = 15,
+    binning: Binning = "equal_mass",
+    thresholds: GateThresholds | None = None,
+) -> pl.DataFrame:
+    """Every metric of SPEC §4 per run (× ``by`` group), one row each, sorted by the keys.
+
+    Columns: ``run_id``, the ``by`` columns, ``n_pairs``, ``n_eligible``,
+    every ratio metric, every non-ratio metric with ``<name>_n`` and
+    ``<name>_sufficient``, calibration per arm (``ece_<arm>``,
+    ``brier_<arm>``, ``calibration_n_<arm>``, ``calibration_status_<arm>``)
+    and ``calibration_status`` ("ok" when both arms are, else "insufficient
+    data"). Given ``cases``, the ranking gates of each run are added
+    (``ranked``, ``gate_reasons``); gates are a property of the whole run, so
+    every group row of a run carries the same gate values.
+    """
+    extra = [by] if isinstance(by, str) else list(by or [])
+    keys = ["run_id", *[k for k in extra if k != "run_id"]]
+    lf = pairs.lazy()
+    out = score(lf, keys[1:], metrics=metrics)
+    nonratio = nonratio_metrics(lf, keys[1:], min_n=min_n)
+    cal = calibration(lf, keys[1:], n_bins=n_bins, binning=binning, min_n=calibration_min_n)
+    per_arm = []
+    for arm in ("benign", "attacked"):
+        per_arm.append(
+            cal.filter(pl.col("arm") == arm).select(
+                *keys,
+                pl.col("ece").alias(f"ece_{arm}"),
+                pl.col("brier").alias(f"brier_{arm}"),
+                pl.col("n").alias(f"calibration_n_{arm}"),
+                pl.col("status").alias(f"calibration_status_{arm}"),
+            )
+        )
+    out = out.join(nonratio, on=keys, how="left", nulls_equal=True)
+    for part in per_arm:
+        out = out.join(part, on=keys, how="left", nulls_equal=True)
+    out = out.with_columns(
+        pl.when(
+            (pl.col("calibration_status_benign") == "ok")
+            & (pl.col("calibration_status_attacked") == "ok")
+        )
+        .then(pl.lit("ok"))
+        .otherwise(pl.lit("insufficient data"))
+        .alias("calibration_status")
+    )
+    if cases is not None:
+        gates = ranking_gates(lf, cases, thresholds=thresholds).select(
+            "run_id", "ranked", "gate_reasons"
+        )
+        out = out.join(gates, on="run_id", how="left")
+    return out.sort(keys)

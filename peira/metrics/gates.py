@@ -132,9 +132,16 @@ def ranking_gates(
         pl.when(pl.col("_thin_families").list.len() > 0)
         .then(
             pl.format(
-                "fewer than {} eligible pairs in families: {}",
+                "fewer than {} eligible pairs in {} famil{}: {}{}",
                 pl.lit(t.min_eligible_per_family),
-                pl.col("_thin_families").list.join(", "),
+                pl.col("_thin_families").list.len(),
+                pl.when(pl.col("_thin_families").list.len() == 1)
+                .then(pl.lit("y"))
+                .otherwise(pl.lit("ies")),
+                pl.col("_thin_families").list.head(5).list.join(", "),
+                pl.when(pl.col("_thin_families").list.len() > 5)
+                .then(pl.lit(", …"))
+                .otherwise(pl.lit("")),
             )
         )
         .otherwise(None),
