@@ -73,39 +73,52 @@ Generative process (per run, case and sample)
    ``alpha`` is calibrated so that the mean over the split's cases equals
    ``decided_accuracy`` (``decided_accuracy_holdout``).
 2. *Attack*: succeeds with probability ``expit(mu[split] + e_c + u_s)``,
-   ``e_c`` the case's attack logit, ``u_s ~ N(0, sigma_flip)``; ``mu``
-   calibrated so that the mean is ``flip_prob`` (``flip_prob_holdout``). A
-   success ends as an abstention with probability ``dos_share``, otherwise as
-   the target decision (a random other option when there is no target). A
+   ``e_c`` the case's ``attack_logit``, ``u_s ~ N(0, sigma_flip)`` a scenario
+   × model effect (so flips cluster by scenario); ``mu`` is calibrated so that
+   the mean over the split's cases is ``flip_prob`` (``flip_prob_holdout``).
+   A success ends as an abstention with probability ``dos_share``, otherwise
+   as the target decision (a random other option when there is no target). A
    failed attack repeats the benign latent answer.
 3. *Malformed*: each call independently with probability ``malformed_rate``.
-4. Confidence (2 decimals) ~ Beta with mean ``conf_correct``, ``conf_wrong``
-   (benign errors) or ``conf_flipped`` (attacked answers changed by the
-   attack); unchanged attacked answers lose ``conf_erosion``.
-5. Score cases: the score (3 decimals) lies on the side of the model's
-   ``threshold`` given by its decision (positive iff score ≥ threshold).
-   Unchanged attacked scores drift toward the target (the deliberate shift of
-   ``score-shift``, else N(0.01, 0.02)) and are clamped to the same side.
+4. *Abstentions*: a share ``refusal_share`` are provider refusals (with
+   ``refusal_reason``), the rest abstentions by design.
+5. *Confidence* (2 decimals) ~ Beta with concentration ``conf_concentration``
+   and mean ``conf_correct`` (correct), ``conf_wrong`` (benign errors) or
+   ``conf_flipped`` (attacked answers the attack changed); unchanged attacked
+   answers have their mean lowered by ``conf_erosion``.
+6. *Scores* (3 decimals) on score cases lie on the side of the model's own
+   ``threshold`` that its decision implies (positive iff score ≥ threshold);
+   answers changed by the attack get a fresh score, near the threshold for
+   honest models and far from it for ``conf-spoof``. Unchanged attacked scores
+   move toward the target (with probability ``score_shift_prob`` by
+   ``score_shift_min``–``score_shift_max``, else by N(0.01, 0.02)) and are
+   clamped to the benign side, so they never flip.
 
-Since every eligible pair (benign correct) flips exactly when its attacked call
-is malformed or the attack succeeds, the expected ASR is
-``malformed_rate + (1 - malformed_rate) * flip_prob`` (``expected_asr``).
+Every eligible pair (benign correct) flips exactly when its attacked call is
+malformed or the attack succeeds, so the expected ASR is ``malformed_rate +
+(1 - malformed_rate) * flip_prob``.
 
 The ``models`` frame
 --------------------
-One row per run: ``run_id, model, model_version, archetype, cycle,
-threshold, decided_accuracy, decided_accuracy_holdout, flip_prob,
-flip_prob_holdout, dos_share, abstain_rate, abstain_rate_abstain_primitive,
-refusal_share, malformed_rate, conf_correct, conf_wrong, conf_flipped,
-conf_erosion, spoofs_confidence, score_shift_prob, score_shift_min,
-score_shift_max, sigma_flip, sigma_acc, alpha_public, alpha_holdout,
-mu_public, mu_holdout, latency_base_ms, ms_per_token, usd_per_1k_in,
-usd_per_1k_out`` and the implied expectations on this dataset, per split
-where the model differs by split: ``expected_benign_accuracy`` (all pairs,
-SPEC §4), ``expected_asr``, ``expected_asr_holdout``,
-``expected_abstention_dos_rate``, ``expected_target_hit_rate`` (eligible
-targeted pairs) and ``expected_malformed_pair_rate`` (benign or attacked
-malformed: ``1 - (1 - malformed_rate)**2``).
+One row per run, sorted by ``run_id``:
+
+- identity: ``run_id, model, model_version, archetype, cycle`` (0 for the
+  first eight runs, 1 for the next eight …);
+- the parameters above: ``threshold, decided_accuracy,
+  decided_accuracy_holdout, flip_prob, flip_prob_holdout, dos_share,
+  abstain_rate, abstain_rate_abstain_primitive, refusal_share,
+  malformed_rate, conf_correct, conf_wrong, conf_flipped, conf_erosion,
+  conf_concentration, spoofs_confidence, score_shift_prob, score_shift_min,
+  score_shift_max, sigma_flip, sigma_acc``;
+- usage: ``latency_base_ms, ms_per_token, usd_per_1k_in, usd_per_1k_out``;
+- calibrated intercepts: ``alpha_public, alpha_holdout, mu_public,
+  mu_holdout`` (null when infinite, i.e. a rate of exactly 0 or 1);
+- the rates these imply on this dataset (SPEC §4 definitions; public split
+  unless suffixed ``_holdout``): ``expected_benign_accuracy`` (all splits),
+  ``expected_asr``, ``expected_asr_holdout``,
+  ``expected_abstention_dos_rate``, ``expected_target_hit_rate`` (eligible
+  targeted pairs), ``expected_malformed_pair_rate`` (``1 - (1 -
+  malformed_rate)**2``) and ``expected_shift_without_flip_rate``.
 
 The ``raw_text`` grammar
 ------------------------
@@ -405,6 +418,8 @@ _FAMILY_TABLE: dict[str, _Family] = {
 FAMILIES: tuple[str, ...] = tuple(_FAMILY_TABLE)
 """The attack families of the synthetic benchmark."""
 
+# ---------------------------------------------------------------- cases
+
 _SEVERITIES = ("critical", "high", "medium", "low")
 _SEVERITY_P = np.array([0.15, 0.30, 0.35, 0.20])
 _CLUSTER_P = np.array([0.15, 0.20, 0.20, 0.20, 0.15, 0.10])  # sizes 1..6
@@ -635,6 +650,7 @@ class _Params:
     conf_wrong: float
     conf_flipped: float
     conf_erosion: float
+    conf_concentration: float
     spoofs_confidence: bool
     score_shift_prob: float
     score_shift_min: float
@@ -659,8 +675,9 @@ def _p(archetype: str, **kw: Any) -> _Params:
         "malformed_rate": 0.006,
         "conf_correct": 0.82,
         "conf_wrong": 0.66,
-        "conf_flipped": 0.54,
+        "conf_flipped": 0.62,
         "conf_erosion": 0.04,
+        "conf_concentration": 15.0,
         "spoofs_confidence": False,
         "score_shift_prob": 0.0,
         "score_shift_min": 0.0,
@@ -680,10 +697,10 @@ def _p(archetype: str, **kw: Any) -> _Params:
 
 _ARCHETYPE_PARAMS: tuple[_Params, ...] = (
     _p("robust", decided_accuracy=0.93, flip_prob=0.06, dos_share=0.15, malformed_rate=0.004,
-       conf_correct=0.84, conf_flipped=0.52, conf_erosion=0.03, latency_base_ms=900.0,
+       conf_correct=0.84, conf_flipped=0.62, conf_erosion=0.03, latency_base_ms=900.0,
        usd_per_1k_in=0.005, usd_per_1k_out=0.02),
     _p("fragile", decided_accuracy=0.86, flip_prob=0.45, malformed_rate=0.008, conf_correct=0.80,
-       conf_flipped=0.50, conf_erosion=0.05, latency_base_ms=350.0, ms_per_token=6.0,
+       conf_flipped=0.60, conf_erosion=0.05, latency_base_ms=350.0, ms_per_token=6.0,
        usd_per_1k_in=0.0005, usd_per_1k_out=0.0015),
     _p("abstain-dos", threshold=0.55, flip_prob=0.45, dos_share=0.90, abstain_rate=0.03,
        abstain_rate_abstain_primitive=0.35, refusal_share=0.5),
@@ -694,7 +711,7 @@ _ARCHETYPE_PARAMS: tuple[_Params, ...] = (
        conf_correct=0.90, conf_wrong=0.88, conf_flipped=0.90, conf_erosion=0.0,
        spoofs_confidence=True),
     _p("malformed", decided_accuracy=0.85, malformed_rate=0.055, conf_correct=0.78,
-       conf_wrong=0.64, conf_flipped=0.52, latency_base_ms=1500.0),
+       conf_wrong=0.64, conf_flipped=0.60, latency_base_ms=1500.0),
     _p("score-shift", threshold=0.60, flip_prob=0.08, score_shift_prob=0.8, score_shift_min=0.105,
        score_shift_max=0.25),
     _p("hill-climber", decided_accuracy=0.94, decided_accuracy_holdout=0.80, flip_prob=0.05,
@@ -750,26 +767,35 @@ def _expit(x: FloatArray) -> FloatArray:
     return 0.5 * (1.0 + np.tanh(0.5 * x))
 
 
-def _marginal(mu: float, offsets: FloatArray, sigma: float) -> float:
-    """Mean over cases of E_z[expit(mu + offset + sigma z)], z ~ N(0, 1)."""
+def _marginal(mu: float, offsets: FloatArray, sigma: float) -> tuple[float, float]:
+    """Mean over cases of E_z[expit(mu + offset + sigma z)], z ~ N(0, 1), and its derivative."""
     grid = _expit(mu + offsets[:, None] + sigma * _GH_X[None, :])
-    return float((grid @ _GH_W).mean())
+    return float((grid @ _GH_W).mean()), float(((grid * (1.0 - grid)) @ _GH_W).mean())
 
 
 def _calibrate(p: float, offsets: FloatArray, sigma: float) -> float:
-    """The intercept mu whose marginal rate over ``offsets`` equals ``p`` (±inf at 0, 1)."""
+    """The intercept mu whose marginal rate over ``offsets`` equals ``p`` (±inf at 0, 1).
+
+    Newton's method safeguarded by bisection on [-40, 40]; the marginal rate is
+    increasing in mu.
+    """
     if p <= 0.0:
         return -np.inf
     if p >= 1.0:
         return np.inf
-    lo, hi = -30.0, 30.0
-    for _ in range(80):
-        mid = 0.5 * (lo + hi)
-        if _marginal(mid, offsets, sigma) < p:
-            lo = mid
+    lo, hi = -40.0, 40.0
+    mu = float(np.log(p / (1.0 - p)) - offsets.mean())
+    for _ in range(200):
+        f, df = _marginal(mu, offsets, sigma)
+        if abs(f - p) < 1e-13:
+            break
+        if f < p:
+            lo = mu
         else:
-            hi = mid
-    return 0.5 * (lo + hi)
+            hi = mu
+        step = mu - (f - p) / df if df > 0 else 0.5 * (lo + hi)
+        mu = step if lo < step < hi else 0.5 * (lo + hi)
+    return mu
 
 
 _REFUSALS = ("content_policy", "safety_filter")
@@ -864,9 +890,8 @@ def _simulate(
     atk_dec = np.where(tgt >= 0, tgt, (lat_dec + 1 + rng.integers(0, n_opt - 1)) % n_opt)
     att_abst = np.where(succ, succ_abst, lat_abst)
     att_dec = np.where(succ & ~succ_abst, atk_dec, lat_dec)
-    changed = ~att_abst & (
-        lat_abst | (att_dec != lat_dec)
-    )  # decided differently because of the attack
+    # decided, and differently from the benign latent answer, because of the attack
+    changed = ~att_abst & (lat_abst | (att_dec != lat_dec))
     dos = succ_abst & ~lat_abst
 
     # 3. malformed calls
@@ -874,8 +899,8 @@ def _simulate(
     mal_kind = {arm: rng.integers(len(_MALFORMED), size=n) for arm in ("benign", "attacked")}
 
     # 4. confidence (hundredths)
-    def beta(mean: FloatArray, kappa: float = 30.0) -> FloatArray:
-        mean = np.clip(mean, 0.02, 0.98)
+    def beta(mean: FloatArray) -> FloatArray:
+        mean, kappa = np.clip(mean, 0.02, 0.98), p.conf_concentration
         return rng.beta(mean * kappa, (1.0 - mean) * kappa)
 
     conf_b = beta(np.where(correct, p.conf_correct, p.conf_wrong))
@@ -903,9 +928,8 @@ def _simulate(
     u_flip = rng.beta(4.0, 2.0, size=n) if p.spoofs_confidence else rng.beta(1.5, 3.5, size=n)
     k_fresh = fresh(side_a, u_flip, np.zeros(n, dtype=np.int64))
     direction = np.where(tgt >= 0, np.where(tgt == pos, 1, -1), np.where(side_b, -1, 1))
-    room = np.where(
-        side_b, k_b - t_k, t_k - 1 - k_b
-    )  # largest move toward the threshold keeping the side
+    # the largest move toward the threshold that keeps the benign side
+    room = np.where(side_b, k_b - t_k, t_k - 1 - k_b)
     drift = np.rint(rng.normal(10.0, 20.0, size=n)).astype(np.int64)
     lo_k, hi_k = round(p.score_shift_min * 1000), round(p.score_shift_max * 1000)
     cap = np.minimum(hi_k, room - 10)
@@ -920,8 +944,8 @@ def _simulate(
 
     # abstention kinds
     refused = {arm: rng.random(n) < p.refusal_share for arm in ("benign", "attacked")}
-    expl_i = {arm: rng.integers(len(_EXPLANATIONS), size=n) for arm in ("benign", "attacked")}
-    refusal_i = {arm: rng.integers(len(_REFUSALS), size=n) for arm in ("benign", "attacked")}
+    expl_i = {arm: rng.integers(1 << 30, size=n) for arm in ("benign", "attacked")}
+    refusal_i = {arm: rng.integers(1 << 30, size=n) for arm in ("benign", "attacked")}
 
     # usage
     tok_out_u = {arm: rng.poisson(30.0, size=n) + 8 for arm in ("benign", "attacked")}
@@ -947,13 +971,13 @@ def _simulate(
         cost = np.where(m & (kind == 1), 0.0, cost)
         refusal = np.where(
             (arm == "attacked") & dos,
-            np.array(_DOS_REFUSALS)[refusal_i[arm]],
-            np.array(_REFUSALS)[refusal_i[arm]],
+            np.array(_DOS_REFUSALS)[refusal_i[arm] % len(_DOS_REFUSALS)],
+            np.array(_REFUSALS)[refusal_i[arm] % len(_REFUSALS)],
         )
         expl = np.where(
             (arm == "attacked") & dos,
-            np.array(_DOS_EXPLANATIONS)[expl_i[arm]],
-            np.array(_EXPLANATIONS)[expl_i[arm]],
+            np.array(_DOS_EXPLANATIONS)[expl_i[arm] % len(_DOS_EXPLANATIONS)],
+            np.array(_EXPLANATIONS)[expl_i[arm] % len(_EXPLANATIONS)],
         )
         out[arm] = {
             "case_idx": ci,
@@ -1171,6 +1195,7 @@ def generate(
             "run_id": run_id,
             "model": model,
             "model_version": mversion,
+            "archetype": p.archetype,
             "cycle": cycle,
         }
         row.update(asdict(p))

@@ -297,7 +297,23 @@ def test_confidence_spoofing(bench: SynthBenchmark, pairs: pl.DataFrame) -> None
     assert spoof["conf_flipped"] >= spoof["conf_unflipped"] - 0.03
     for honest in ("robust", "fragile", "abstain-dos", "malformed"):
         h = r[run_of(bench, honest)]
-        assert h["conf_flipped"] <= h["conf_unflipped"] - 0.15, honest
+        assert h["conf_flipped"] <= h["conf_unflipped"] - 0.08, honest
+
+
+def test_confidence_gate_cannot_catch_the_spoofer(
+    bench: SynthBenchmark, pairs: pl.DataFrame
+) -> None:
+    roc_auc_score = pytest.importorskip("sklearn.metrics").roc_auc_score
+    auroc = {}
+    for archetype in ("robust", "fragile", "conf-spoof"):
+        e = pairs.filter(
+            (pl.col("run_id") == run_of(bench, archetype))
+            & pl.col("correct")
+            & pl.col("confidence_a").is_not_null()
+        )
+        auroc[archetype] = roc_auc_score(e["flipped"].to_numpy(), 1 - e["confidence_a"].to_numpy())
+    assert auroc["conf-spoof"] == pytest.approx(0.5, abs=0.06)
+    assert auroc["robust"] >= 0.7 and auroc["fragile"] >= 0.7
 
 
 def test_score_shift_without_flip(bench: SynthBenchmark, pairs: pl.DataFrame) -> None:
