@@ -29,7 +29,14 @@ import polars as pl
 from .errors import MissingArmsError, ValidationError
 from .schema import CASES_SCHEMA, RESPONSES_SCHEMA, failures_frame
 
-__all__ = ["ARM_COLUMNS", "PAIR_KEYS", "build_pairs", "pair_flags", "scan_pairs"]
+__all__ = [
+    "ARM_COLUMNS",
+    "PAIR_KEYS",
+    "build_pairs",
+    "looks_sorted",
+    "pair_flags",
+    "scan_pairs",
+]
 
 PAIR_KEYS = ("run_id", "case_id", "sample")
 ARM_COLUMNS = ("decision", "abstained", "malformed", "score", "confidence")
@@ -239,7 +246,7 @@ def scan_pairs(
     return lf.select(order).sort(list(PAIR_KEYS))
 
 
-def _looks_sorted(responses: pl.LazyFrame | pl.DataFrame, n: int = 64) -> bool:
+def looks_sorted(responses: pl.LazyFrame | pl.DataFrame, n: int = 64) -> bool:
     """Whether the first rows alternate attacked/benign within (run_id, case_id, sample)."""
     head = responses.lazy().select(*PAIR_KEYS, "arm").head(n).collect()
     if head.height < 2:
@@ -310,7 +317,7 @@ def build_pairs(
     if layout not in ("auto", "sorted", "any"):
         raise ValueError(f"layout must be 'auto', 'sorted' or 'any', not {layout!r}")
     pairs: pl.DataFrame | None = None
-    if layout == "sorted" or (layout == "auto" and _looks_sorted(responses)):
+    if layout == "sorted" or (layout == "auto" and looks_sorted(responses)):
         trial = scan_pairs(responses, cases, delta=delta, layout="sorted").collect()
         if trial.height and bool(trial["_aligned"].all()):
             pairs = trial.drop("_aligned")

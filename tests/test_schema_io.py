@@ -259,3 +259,15 @@ def test_validate_files_collects_all_tables(tmp_path: Path) -> None:
     f = validate_files(d, [log])
     assert set(f["table"].to_list()) == {"cases", "responses"}
     assert f.filter(pl.col("table") == "cases").height == 2
+
+
+def test_written_files_get_the_usual_mode(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    mask = os.umask(0o022)
+    try:
+        p = write_parquet(GOOD, tmp_path / "x.parquet")
+    finally:
+        os.umask(mask)
+    assert stat.S_IMODE(p.stat().st_mode) == 0o644

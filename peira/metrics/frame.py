@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 import polars as pl
 
+from ..pairs import Missing, build_pairs, looks_sorted, scan_pairs
 from .calibration import Binning, calibration
 from .confidence import nonratio_metrics
 from .gates import GateThresholds, ranking_gates
 from .ratios import RATIO_METRICS, RatioMetric
 
-__all__ = ["cluster_sums", "metric_table", "score"]
+__all__ = ["cluster_sums", "metric_table", "scan_cluster_sums", "score"]
 
 
 def score(
@@ -78,7 +80,12 @@ def cluster_sums(
     return _sums(pairs.lazy(), keys, ms).sort(keys).collect()
 
 
-def _sums(lf: pl.LazyFrame, keys: list[str], ms: Sequence[RatioMetric]) -> pl.LazyFrame:
+def _sums(
+    lf: pl.LazyFrame,
+    keys: list[str],
+    ms: Sequence[RatioMetric],
+    extra_aggs: Sequence[pl.Expr] = (),
+) -> pl.LazyFrame:
     """Group sums of per-row numerators and denominators.
 
     Per-row values are computed in a plain projection first, so that the
@@ -93,10 +100,15 @@ def _sums(lf: pl.LazyFrame, keys: list[str], ms: Sequence[RatioMetric]) -> pl.La
         )
     ]
     names = [c.meta.output_name() for c in cols]
+    carried = sorted({n for e in extra_aggs for n in e.meta.root_names()} - set(keys))
     return (
-        lf.select(*keys, *cols)
+        lf.select(*keys, *cols, *carried)
         .group_by(keys)
-        .agg(pl.len().cast(pl.Int64).alias("n_pairs"), *[pl.col(n).sum() for n in names])
+        .agg(
+            pl.len().cast(pl.Int64).alias("n_pairs"),
+            *[pl.col(n).sum() for n in names],
+            *extra_aggs,
+        )
     )
 
 
@@ -158,3 +170,60 @@ def metric_table(
         )
         out = out.join(gates, on="run_id", how="left")
     return out.sort(keys)
+
+
+def scan_cluster_sums(
+    responses: pl.LazyFrame | pl.DataFrame,
+    cases: pl.DataFrame,
+    by: str | Sequence[str] | None = None,
+    *,
+    metrics: Sequence[RatioMetric] | None = None,
+    delta: float = 0.10,
+    missing: Missing = "error",
+    layout: Literal["auto", "sorted", "any"] = "auto",
+    cluster: str = "scenario_id",
+) -> pl.DataFrame:
+    """Stream a response log straight to per-cluster sums (see :func:`cluster_sums`).
+
+    The pair table is built lazily and consumed by the aggregation in one
+    streaming pass, so a log far larger than the pair table would be in
+    memory can be scored. With a log sorted by (run_id, case_id, sample, arm)
+    (``layout="auto"`` detects it from the first rows), arms are paired as
+    adjacent rows without a hash join; every pair's alignment is checked in
+    the same pass and the join is used instead if any pair is misaligned.
+
+    Raises
+    ------
+    MissingArmsError
+        Pairs lacking an arm, with ``missing="error"``.
+    ValidationError
+        Responses for cases not in ``cases``.
+    """
+    extra = [by] if isinstance(by, str) else list(by or [])
+    keys = ["run_id", *[k for k in extra if k != "run_id"], cluster]
+    ms = list(RATIO_METRICS.values()) if metrics is None else list(metrics)
+    checks = [
+        pl.col("missing_arm").is_not_null().sum().alias("_n_missing"),
+    ]
+
+    def run(lay: Literal["sorted", "any"]) -> pl.DataFrame:
+        lf = scan_pairs(responses, cases, delta=delta, layout=lay)
+        extra_aggs = list(checks)
+        if lay == "sorted":
+            extra_aggs.append(pl.col("_aligned").all().alias("_aligned"))
+        return _sums(lf, keys, ms, extra_aggs).collect(engine="streaming")
+
+    use_sorted = layout == "sorted" or (layout == "auto" and looks_sorted(responses))
+    out: pl.DataFrame | None = None
+    if use_sorted:
+        trial = run("sorted")
+        if trial.height and bool(trial["_aligned"].all()):
+            out = trial.drop("_aligned")
+    if out is None:
+        out = run("any")
+    if out.filter(pl.col(cluster).is_null()).height:
+        # Only on error: a second pass lists the offending rows.
+        build_pairs(responses, cases, delta=delta, missing=missing, layout="any")
+    if missing == "error" and out["_n_missing"].sum():
+        build_pairs(responses, cases, delta=delta, missing=missing, layout="any")
+    return out.drop("_n_missing").sort(keys)
