@@ -219,3 +219,33 @@ def test_gates_missing_pairs_and_uncovered_cases() -> None:
     assert ranking_gates(pairs, extra, thresholds=GateThresholds(allow_missing=True))[
         "ranked"
     ].item()
+
+
+# ---------------------------------------------------------------- streaming sums
+
+
+def test_scan_cluster_sums_equals_materialised_pairs() -> None:
+    from peira.metrics.frame import scan_cluster_sums
+
+    cases, log = random_log(21, n_cases=45, n_runs=3)
+    want = cluster_sums(build_pairs(log, cases), by="family")
+    ordered = log.sort("run_id", "case_id", "sample", "arm")
+    for layout in ("any", "sorted", "auto"):
+        got = scan_cluster_sums(ordered.lazy(), cases, by="family", layout=layout)  # type: ignore[arg-type]
+        assert got.equals(want), layout
+    shuffled = log.sample(fraction=1.0, shuffle=True, seed=3)
+    assert scan_cluster_sums(shuffled, cases, by="family", layout="sorted").equals(want)
+
+
+def test_scan_cluster_sums_errors() -> None:
+    from peira.errors import MissingArmsError, ValidationError
+    from peira.metrics.frame import scan_cluster_sums
+
+    cases, log = random_log(22, n_cases=12, n_runs=1)
+    holed = log.sort("run_id", "case_id", "sample", "arm").slice(1)
+    with pytest.raises(MissingArmsError, match="case_id='c000', sample=0: no attacked arm"):
+        scan_cluster_sums(holed, cases)
+    sums = scan_cluster_sums(holed, cases, missing="malformed")
+    assert sums["n_pairs"].sum() == 12
+    with pytest.raises(ValidationError, match="case_id='c011'"):
+        scan_cluster_sums(log, cases.filter(pl.col("case_id") != "c011"))
