@@ -157,7 +157,10 @@ def bench_big() -> dict[str, dict[str, float]]:
     out = {}
     for layout in ("auto", "any"):
         r = subprocess.run(
-            [sys.executable, "-c", _CHILD, str(d), layout], check=True, capture_output=True, text=True
+            [sys.executable, "-c", _CHILD, str(d), layout],
+            check=True,
+            capture_output=True,
+            text=True,
         )
         out[layout] = json.loads(r.stdout)
     out["log"] = {

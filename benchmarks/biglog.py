@@ -34,7 +34,9 @@ def make_cases(n_cases: int, rng: np.random.Generator) -> pl.DataFrame:
             "severity": rng.choice(SEVERITIES, size=n_cases),
             "options": [["approve", "deny"]] * n_cases,
             "expected_decision": expected,
-            "positive_decision": pl.Series(np.where(prim == "score", "approve", None).tolist(), dtype=pl.String),
+            "positive_decision": pl.Series(
+                np.where(prim == "score", "approve", None).tolist(), dtype=pl.String
+            ),
             "target_decision": np.where(expected == "approve", "deny", "approve"),
             "expected_score": None,
             "dataset_version": "bench",
@@ -44,16 +46,22 @@ def make_cases(n_cases: int, rng: np.random.Generator) -> pl.DataFrame:
 
 
 def make_variants(cases: pl.DataFrame) -> pl.DataFrame:
-    return cases.select("case_id", "options").join(
-        pl.DataFrame({"arm": ["attacked", "benign"]}), how="cross"
-    ).with_columns(
-        pl.format("{} prompt {}", "arm", "case_id").alias("prompt"),
-    ).with_columns(
-        pl.struct("prompt", "options").map_batches(
-            lambda s: pl.Series([json.dumps(x, sort_keys=True) for x in s.to_list()]),
-            return_dtype=pl.String,
-        ).alias("input")
-    ).select("case_id", "arm", "prompt", "options", "input")
+    return (
+        cases.select("case_id", "options")
+        .join(pl.DataFrame({"arm": ["attacked", "benign"]}), how="cross")
+        .with_columns(
+            pl.format("{} prompt {}", "arm", "case_id").alias("prompt"),
+        )
+        .with_columns(
+            pl.struct("prompt", "options")
+            .map_batches(
+                lambda s: pl.Series([json.dumps(x, sort_keys=True) for x in s.to_list()]),
+                return_dtype=pl.String,
+            )
+            .alias("input")
+        )
+        .select("case_id", "arm", "prompt", "options", "input")
+    )
 
 
 def make_log(cases: pl.DataFrame, runs: int, samples: int, seed: int) -> pl.DataFrame:

@@ -20,6 +20,7 @@ import pandera.polars as pa
 import polars as pl
 from pandera.api.polars.types import PolarsData
 from pandera.errors import SchemaErrors
+from polars._typing import PolarsDataType
 
 from .errors import ValidationError
 
@@ -226,7 +227,7 @@ class Responses(pa.DataFrameModel):
     model_version: str
     case_id: str = pa.Field(str_length={"min_value": 1})
     arm: str = pa.Field(isin=ARMS)
-    sample: pl.Int32 = pa.Field(ge=0)  # type: ignore[valid-type]
+    sample: pl.Int32 = pa.Field(ge=0)
     decision: str = pa.Field(nullable=True)
     abstained: bool
     refusal_reason: str = pa.Field(nullable=True)
@@ -236,8 +237,8 @@ class Responses(pa.DataFrameModel):
     error: str = pa.Field(nullable=True)
     raw_text: str = pa.Field(nullable=True)
     latency_ms: float = pa.Field(nullable=True)
-    tokens_in: pl.Int64 = pa.Field(nullable=True)  # type: ignore[valid-type]
-    tokens_out: pl.Int64 = pa.Field(nullable=True)  # type: ignore[valid-type]
+    tokens_in: pl.Int64 = pa.Field(nullable=True)
+    tokens_out: pl.Int64 = pa.Field(nullable=True)
     cost_usd: float = pa.Field(nullable=True)
 
     class Config:
@@ -299,7 +300,7 @@ def empty(table: str) -> pl.DataFrame:
     return pl.DataFrame(schema=_SCHEMAS[table])
 
 
-def _castable(src: pl.DataType, dst: pl.DataType) -> bool:
+def _castable(src: PolarsDataType, dst: PolarsDataType) -> bool:
     if src == dst or src == pl.Null:
         return True
     if dst.is_numeric() and src.is_numeric():
