@@ -80,6 +80,13 @@ def cmd_score(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_metrics(args: argparse.Namespace) -> int:
+    from .metrics import registry_frame
+
+    sys.stdout.write(render(registry_frame(), args.format))
+    return EXIT_OK
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     failures = validate_files(args.dataset, args.responses)
     if failures.height == 0:
@@ -151,6 +158,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--missing", choices=("error", "malformed"), default="error")
     s.add_argument("--delta", type=float, default=0.10, help="shift-without-flip threshold")
     s.set_defaults(func=cmd_score)
+
+    mt = sub.add_parser("metrics", help="list every metric: kind, direction, definition")
+    mt.add_argument("--format", choices=FORMATS, default="table")
+    mt.set_defaults(func=cmd_metrics)
 
     v = sub.add_parser("validate", help="report every violation of the data model")
     v.add_argument("dataset", help="dataset directory")

@@ -249,3 +249,15 @@ def test_scan_cluster_sums_errors() -> None:
     assert sums["n_pairs"].sum() == 12
     with pytest.raises(ValidationError, match="case_id='c011'"):
         scan_cluster_sums(log, cases.filter(pl.col("case_id") != "c011"))
+
+
+def test_registry_drives_the_metric_table(rand_pairs: pl.DataFrame) -> None:
+    from peira.metrics import METRICS, metric_table, registry_frame
+
+    table = metric_table(rand_pairs, "family")
+    for name, info in METRICS.items():
+        assert name in table.columns, name
+        if info.min_n is not None and info.kind != "calibration":
+            assert f"{name}_n" in table.columns and f"{name}_sufficient" in table.columns
+    assert set(RATIO_METRICS) <= set(METRICS)
+    assert registry_frame().height == len(METRICS)

@@ -11,12 +11,15 @@ from .confidence import NONRATIO_METRIC_NAMES, nonratio_metrics
 from .frame import cluster_sums, metric_table, score
 from .gates import GateThresholds, ranking_gates
 from .ratios import RATIO_METRICS, SEVERITY_WEIGHTS, RatioMetric, ratio, ratio_metrics
+from .registry import METRICS, MetricInfo, registry_frame
 
 __all__ = [
+    "METRICS",
     "NONRATIO_METRIC_NAMES",
     "RATIO_METRICS",
     "SEVERITY_WEIGHTS",
     "GateThresholds",
+    "MetricInfo",
     "RatioMetric",
     "calibration",
     "cluster_sums",
@@ -25,6 +28,7 @@ __all__ = [
     "ranking_gates",
     "ratio",
     "ratio_metrics",
+    "registry_frame",
     "reliability_bins",
     "score",
 ]
