@@ -118,3 +118,48 @@ def test_validate_ok_and_violations(
 def test_unreadable_dataset_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["score", "--dataset", str(tmp_path / "nope"), "--responses", "x"]) == 2
     assert "nope" in capsys.readouterr().err
+
+
+REF = Path(__file__).resolve().parents[2] / "shared" / "reference" / "peira-v2"
+
+
+def _ref_cases() -> Path:
+    for base in (Path(__file__).resolve().parents[1].parent, Path.cwd().parent):
+        p = base / "shared" / "reference" / "peira-v2" / "trial-demo-cases.jsonl"
+        if p.exists():
+            return p
+    pytest.skip("shared/reference not beside the checkout")
+    raise AssertionError  # unreachable
+
+
+def test_import_export_round_trip_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = _ref_cases()
+    ds = tmp_path / "ds"
+    assert main(["import", "cases", str(src), "--out", str(ds)]) == 0
+    assert "12 cases, 24 variants" in capsys.readouterr().out
+    assert main(["validate", str(ds)]) == 0
+    out = tmp_path / "back.jsonl"
+    assert main(["export", "cases", str(ds), "--out", str(out)]) == 0
+    got = [json.loads(x) for x in out.read_text().splitlines()]
+    want = [json.loads(x) for x in src.read_text().splitlines()]
+    assert got == want
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b'{"case_id": "a"\n', "bad.jsonl:1"),
+        (b"\xff\xfe not utf-8\n", "bad.jsonl:1"),
+        (b"", "bad.jsonl"),
+    ],
+)
+def test_import_bad_input_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, message: str
+) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(content)
+    for kind, out in (("cases", tmp_path / "ds"), ("transcript", tmp_path / "log.parquet")):
+        assert main(["import", kind, str(bad), "--out", str(out)]) == 1
+        assert message in capsys.readouterr().err
+        assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl"]
