@@ -1,0 +1,52 @@
+"""Deterministic cluster-bootstrap confidence intervals (SPEC §5).
+
+Draw the plan once; apply every statistic to it.
+
+- :mod:`.plan` — :class:`ResamplePlan`: the B × C matrix ``W`` of cluster
+  counts, drawn from PCG64's raw stream, with its fingerprint.
+- :mod:`.intervals` — percentile and BCa intervals from replicates, and the
+  single-statistic :func:`bootstrap` (scipy's shape, frozen
+  :class:`BootstrapResult`).
+- :mod:`.ratio` — :func:`ratio_intervals` for every ratio metric × run ×
+  group from one GEMM per group, :func:`replicates` and
+  :func:`paired_differences` for head-to-head.
+- :mod:`.nonratio` — :func:`nonratio_intervals`: AUROC, ECE, Brier and mean
+  shifts through case weights expanded from ``W``.
+- :mod:`.compat` — the reference implementation's case-level bootstrap and
+  Wilson intervals, for parity checks.
+"""
+
+from .intervals import BootstrapResult, Method, bootstrap
+from .plan import (
+    FINGERPRINT_ROWS,
+    MIN_CLUSTERS,
+    FewClustersWarning,
+    PeiraWarning,
+    PlanMismatchError,
+    ResamplePlan,
+    Unit,
+    make_plan,
+    plan_fingerprint,
+    plan_for_cases,
+)
+from .ratio import Replicates, paired_differences, ratio_intervals, replicates
+
+__all__ = [
+    "FINGERPRINT_ROWS",
+    "MIN_CLUSTERS",
+    "BootstrapResult",
+    "FewClustersWarning",
+    "Method",
+    "PeiraWarning",
+    "PlanMismatchError",
+    "Replicates",
+    "ResamplePlan",
+    "Unit",
+    "bootstrap",
+    "make_plan",
+    "paired_differences",
+    "plan_fingerprint",
+    "plan_for_cases",
+    "ratio_intervals",
+    "replicates",
+]

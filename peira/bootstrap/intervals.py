@@ -1,0 +1,376 @@
+"""Intervals from bootstrap replicates, and the single-statistic :func:`bootstrap`.
+
+Percentile (default): with B' defined replicates sorted ascending, the
+interval at level 1 − α is the order statistics at 0-based indices
+⌊(α/2)·B'⌋ and ⌊(1 − α/2)·B'⌋, the level read as the decimal it prints as
+(0.95 → α/2 = 1/40 exactly, so B' = 10,000 gives indices 250 and 9,750).
+
+BCa (``method="bca"``): bias correction z₀ = Φ⁻¹(#{θ_b < θ̂}/B'),
+acceleration a = Σu³ / (6 (Σu²)^{3/2}) with u_i = mean(θ₍ᵢ₎) − θ₍ᵢ₎ over the
+leave-one-cluster-out jackknife of all C clusters of the plan (undefined
+jackknife values dropped), and order statistics at ⌊α_k·B'⌋, clipped to
+[0, B' − 1], for α_k = Φ(z₀ + (z₀ + z_k)/(1 − a(z₀ + z_k))), z_k = Φ⁻¹(α/2)
+and Φ⁻¹(1 − α/2). Where z₀ is infinite (every replicate on one side of θ̂,
+e.g. a rate that is 0 in every resample) the row falls back to the
+percentile interval, recorded as ``"percentile (bca z0 infinite)"``.
+
+A replicate whose denominator is 0 is undefined (NaN): dropped and counted
+(``n_defined`` = B'). The estimate is always the full-data value.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from fractions import Fraction
+from itertools import pairwise
+from typing import Any, Literal, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+from scipy.special import ndtr, ndtri
+
+from .plan import ResamplePlan, Unit, make_plan, warn_few_clusters
+
+try:  # optional: keeps OpenBLAS from spinning threads against our sorting threads
+    from threadpoolctl import threadpool_limits as _threadpool_limits
+except ImportError:  # pragma: no cover
+    _threadpool_limits = None
+
+__all__ = ["BootstrapResult", "Method", "bootstrap"]
+
+Method = Literal["percentile", "bca"]
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+T = TypeVar("T")
+
+_FALLBACK = "percentile (bca z0 infinite)"
+_METHOD_DTYPE = "<U32"
+
+
+# ---------------------------------------------------------------- threads
+
+
+def n_threads() -> int:
+    """Worker threads for row-parallel work (the CPUs this process may use, at most 8)."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        n = os.cpu_count() or 1
+    return max(1, min(8, n))
+
+
+@contextmanager
+def blas_single_thread() -> Iterator[None]:
+    """Limit BLAS to one thread (if threadpoolctl is installed) while we use our own threads."""
+    if _threadpool_limits is None:  # pragma: no cover
+        yield
+        return
+    with _threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
+def row_slices(n_rows: int, parts: int) -> list[slice]:
+    """About equal, non-empty, ordered slices covering ``range(n_rows)``."""
+    k = max(1, min(parts, n_rows))
+    edges = np.linspace(0, n_rows, k + 1).astype(int)
+    return [slice(int(a), int(b)) for a, b in pairwise(edges.tolist())]
+
+
+def map_rows(
+    fn: Callable[[slice], T], n_rows: int, pool: ThreadPoolExecutor, parts: int
+) -> list[T]:
+    """``fn`` over :func:`row_slices` in ``pool``; results in row order."""
+    return [f.result() for f in [pool.submit(fn, sl) for sl in row_slices(n_rows, parts)]]
+
+
+# ---------------------------------------------------------------- checks
+
+
+def half_alpha(level: float) -> Fraction:
+    """α/2 = (1 − level)/2 as an exact fraction of the level's decimal."""
+    if isinstance(level, bool) or not isinstance(level, float | int) or not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), not {level!r}")
+    return (1 - Fraction(repr(float(level)))) / 2
+
+
+def check_method(method: str) -> Method:
+    """Validate an interval method."""
+    if method not in ("percentile", "bca"):
+        raise ValueError(f"method must be 'percentile' or 'bca', not {method!r}")
+    return "percentile" if method == "percentile" else "bca"
+
+
+# ---------------------------------------------------------------- intervals
+
+
+def ratio(num: npt.NDArray[Any], den: npt.NDArray[Any]) -> F64:
+    """num / den in float64 (inputs cast first), NaN where den == 0."""
+    out = np.full(np.broadcast_shapes(num.shape, den.shape), np.nan)
+    np.divide(num, den, out=out, where=den != 0, dtype=np.float64)
+    return out
+
+
+def acceleration(jack: F64) -> F64:
+    """BCa acceleration per row of jackknife values (NaN = undefined, dropped); 0 if flat."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        u = np.nanmean(jack, axis=1, keepdims=True) - jack
+        num = np.nansum(u**3, axis=1)
+        den = 6.0 * np.nansum(u**2, axis=1) ** 1.5
+        a = np.where(den > 0, num / np.where(den > 0, den, 1.0), 0.0)
+    return np.asarray(a, dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class RowIntervals:
+    """Interval ends per row: lo, hi (NaN where undefined), n_defined, method used."""
+
+    lo: F64
+    hi: F64
+    n_defined: I64
+    method: npt.NDArray[np.str_]
+
+    @staticmethod
+    def concat(parts: Sequence[RowIntervals]) -> RowIntervals:
+        """Rows of several parts, in order."""
+        if not parts:
+            return RowIntervals(
+                np.empty(0), np.empty(0), np.empty(0, np.int64), np.empty(0, _METHOD_DTYPE)
+            )
+        return RowIntervals(
+            np.concatenate([p.lo for p in parts]),
+            np.concatenate([p.hi for p in parts]),
+            np.concatenate([p.n_defined for p in parts]),
+            np.concatenate([p.method for p in parts]),
+        )
+
+
+def intervals(
+    theta: F64, estimate: F64, level: float, method: Method, jack: F64 | None = None
+) -> RowIntervals:
+    """Interval per row of ``theta`` (k × B, NaN = undefined); sorts ``theta`` in place.
+
+    Parameters
+    ----------
+    theta
+        Replicates, one row per statistic.
+    estimate
+        (k,) full-data values (NaN = undefined: the row's interval is NaN).
+    level, method
+        Confidence level and ``"percentile"`` or ``"bca"``.
+    jack
+        (k × n) jackknife values, required for BCa.
+    """
+    q = half_alpha(level)
+    n_def = theta.shape[1] - np.count_nonzero(np.isnan(theta), axis=1)
+    below = np.count_nonzero(theta < estimate[:, None], axis=1) if method == "bca" else None
+    theta.sort(axis=1)  # NaN last
+    ok = (n_def > 0) & ~np.isnan(estimate)
+    kl = (q.numerator * n_def) // q.denominator
+    kh = ((q.denominator - q.numerator) * n_def) // q.denominator
+    used = np.full(theta.shape[0], "percentile", dtype=_METHOD_DTYPE)
+    last = np.maximum(n_def - 1, 0)
+    if method == "bca":
+        if below is None or jack is None:
+            raise ValueError("BCa needs jackknife values")
+        with np.errstate(invalid="ignore", divide="ignore"):
+            z0 = ndtri(below / np.maximum(n_def, 1))
+            a = acceleration(jack)
+            za = float(ndtri(float(q)))
+            ends = []
+            for z in (za, -za):
+                t = z0 + z
+                ends.append(ndtr(z0 + t / (1.0 - a * t)))
+        finite = np.isfinite(z0) & np.isfinite(ends[0]) & np.isfinite(ends[1])
+        bl = np.clip(np.floor(np.nan_to_num(ends[0]) * n_def), 0, last).astype(np.int64)
+        bh = np.clip(np.floor(np.nan_to_num(ends[1]) * n_def), 0, last).astype(np.int64)
+        kl = np.where(finite, bl, kl)
+        kh = np.where(finite, bh, kh)
+        used = np.where(finite, "bca", _FALLBACK).astype(_METHOD_DTYPE)
+    rows = np.arange(theta.shape[0])
+    lo = np.where(ok, theta[rows, np.minimum(kl, last)], np.nan)
+    hi = np.where(ok, theta[rows, np.minimum(kh, last)], np.nan)
+    return RowIntervals(lo, hi, n_def.astype(np.int64), used)
+
+
+def interval_frame(
+    keys: dict[str, Any],
+    estimate: F64,
+    iv: RowIntervals,
+    level: float,
+    plan: ResamplePlan,
+    key_schema: dict[str, Any],
+) -> pl.DataFrame:
+    """The output columns shared by every interval table."""
+    n = estimate.size
+    return pl.DataFrame(
+        {
+            **keys,
+            "estimate": estimate,
+            "lo": iv.lo,
+            "hi": iv.hi,
+            "level": np.full(n, float(level)),
+            "method": iv.method.tolist(),
+            "n_defined": iv.n_defined,
+            "n_resamples": np.full(n, plan.n_resamples, dtype=np.int64),
+            "unit": [plan.unit] * n,
+            "seed": np.full(n, plan.seed, dtype=np.int64),
+            "fingerprint": [plan.fingerprint] * n,
+            "few_clusters": np.full(n, plan.few_clusters),
+        },
+        schema_overrides={**key_schema, "method": pl.String, "unit": pl.String},
+    ).with_columns(pl.col("estimate", "lo", "hi").fill_nan(None))
+
+
+# ---------------------------------------------------------------- single statistic
+
+
+@dataclass(frozen=True)
+class BootstrapResult:
+    """One bootstrap interval (scipy's result shape, frozen).
+
+    Attributes
+    ----------
+    estimate : float or None
+        Full-data value (None when undefined).
+    low, high : float or None
+        Interval ends (None when undefined).
+    method : str
+        ``"percentile"``, ``"bca"``, ``"percentile (bca z0 infinite)"`` or
+        ``"compat-percentile"`` (:func:`peira.bootstrap.compat_bootstrap`).
+    n_defined : int
+        Resamples with a defined statistic (B').
+    fingerprint : str
+        The plan's fingerprint.
+    distribution : numpy.ndarray or None
+        The B replicates in resample order (NaN = undefined), on request.
+    n_resamples : int
+        B.
+    confidence_level : float
+        Level of the interval.
+    few_clusters : bool
+        Whether the plan has fewer than 30 clusters.
+    """
+
+    estimate: float | None
+    low: float | None
+    high: float | None
+    method: str
+    n_defined: int
+    fingerprint: str
+    distribution: F64 | None = field(default=None, repr=False, compare=False)
+    n_resamples: int = 0
+    confidence_level: float = 0.95
+    few_clusters: bool = False
+
+
+def _opt(x: float) -> float | None:
+    return None if np.isnan(x) else float(x)
+
+
+def bootstrap(
+    numerator: npt.ArrayLike,
+    denominator: npt.ArrayLike | None = None,
+    *,
+    clusters: Sequence[str] | pl.Series | None = None,
+    plan: ResamplePlan | None = None,
+    n_resamples: int = 10_000,
+    confidence_level: float = 0.95,
+    method: Method = "percentile",
+    seed: int = 0,
+    distribution: bool = False,
+) -> BootstrapResult:
+    """Bootstrap interval of one ratio of sums, Σ numerator / Σ denominator.
+
+    Parameters
+    ----------
+    numerator, denominator
+        Per-observation values (1-D, same length); the denominator defaults
+        to ones (the statistic is then the mean).
+    clusters
+        Per-observation cluster labels; observations of one label are drawn
+        together. Default: each observation is its own unit (``unit="case"``).
+    plan
+        A plan to use (its B and seed win over ``n_resamples`` and ``seed``);
+        default: :func:`make_plan` over the labels.
+    n_resamples, seed
+        B and seed of the plan made when ``plan`` is None.
+    confidence_level
+        Level of the interval (default 0.95).
+    method
+        ``"percentile"`` (default) or ``"bca"``.
+    distribution
+        Keep the replicates in the result.
+
+    Returns
+    -------
+    BootstrapResult
+
+    Warns
+    -----
+    FewClustersWarning
+        When the plan has fewer than 30 clusters.
+
+    Notes
+    -----
+    θ_b = Σ_c W_bc·num_c / Σ_c W_bc·den_c over per-cluster sums, undefined when
+    the denominator is 0 (see the module notes for the interval). The
+    direction of "better" is the caller's; the interval is direction-free.
+
+    Examples
+    --------
+    >>> r = bootstrap([1, 0, 1, 1] * 10, n_resamples=2000)
+    >>> r.estimate, r.n_defined, r.low < 0.75 < r.high
+    (0.75, 2000, True)
+    """
+    num = np.asarray(numerator, dtype=np.float64).ravel()
+    den = np.ones_like(num) if denominator is None else np.asarray(denominator, np.float64).ravel()
+    if num.shape != den.shape:
+        raise ValueError(f"numerator and denominator differ in length: {num.size} vs {den.size}")
+    if num.size == 0:
+        raise ValueError("bootstrap: no observations")
+    if not (np.isfinite(num).all() and np.isfinite(den).all()):
+        raise ValueError("bootstrap: numerator and denominator must be finite")
+    m = check_method(method)
+    half_alpha(confidence_level)
+    unit: Unit = "case"
+    if clusters is None:
+        width = len(str(num.size - 1))
+        labels = pl.Series([f"{i:0{width}d}" for i in range(num.size)], dtype=pl.String)
+    else:
+        labels = pl.Series(clusters, dtype=pl.String)
+        unit = "cluster"
+        if labels.len() != num.size:
+            raise ValueError(f"clusters has {labels.len()} labels for {num.size} observations")
+    if plan is None:
+        plan = make_plan(labels.unique().to_list(), n_resamples=n_resamples, seed=seed, unit=unit)
+    warn_few_clusters(plan)
+    ci = plan.index_of(labels, source="bootstrap")
+    c = plan.n_clusters
+    s = np.stack([np.bincount(ci, num, c), np.bincount(ci, den, c)], axis=1)
+    theta = np.empty(plan.n_resamples)
+    step = max(1, (1 << 22) // c)
+    for a in range(0, plan.n_resamples, step):
+        p = plan.W[a : a + step].astype(np.float64) @ s
+        theta[a : a + step] = ratio(p[:, 0], p[:, 1])
+    tot = s.sum(axis=0)
+    est = ratio(tot[:1], tot[1:])
+    jack = ratio(tot[0] - s[:, 0], tot[1] - s[:, 1])[None, :] if m == "bca" else None
+    kept = theta.copy() if distribution else None
+    iv = intervals(theta[None, :], est, confidence_level, m, jack)
+    return BootstrapResult(
+        estimate=_opt(est[0]),
+        low=_opt(iv.lo[0]),
+        high=_opt(iv.hi[0]),
+        method=str(iv.method[0]),
+        n_defined=int(iv.n_defined[0]),
+        fingerprint=plan.fingerprint,
+        distribution=kept,
+        n_resamples=plan.n_resamples,
+        confidence_level=float(confidence_level),
+        few_clusters=plan.few_clusters,
+    )

@@ -1,0 +1,535 @@
+"""Cluster-bootstrap intervals of ratio metrics, replicates and paired differences.
+
+A ratio metric of a run (× group) per resample b is
+θ_b = (W_b · num) / (W_b · den) over its per-cluster sums
+(:func:`peira.metrics.frame.cluster_sums`). Every (run, metric) numerator
+and denominator column of a group goes into one matrix S (clusters ×
+columns), identical columns are merged (many metrics share ``eligible`` or
+"all pairs", and "all pairs" is the same for every run), and one GEMM
+``S_uniqueᵀ · Wᵀ`` gives every replicate of the group. The sums are exact:
+values that are integers (or multiples of 2^-p) run in float32 while every
+partial sum stays below 2^24 — so θ_b is bit-identical to recomputing the
+ratio from the resampled pairs in float64 — and in float64 otherwise.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from ..metrics.frame import cluster_sums
+from ..metrics.ratios import RATIO_METRICS, RatioMetric
+from .intervals import (
+    F64,
+    I64,
+    Method,
+    RowIntervals,
+    blas_single_thread,
+    check_method,
+    half_alpha,
+    interval_frame,
+    intervals,
+    map_rows,
+    n_threads,
+    ratio,
+    row_slices,
+)
+from .plan import ResamplePlan, warn_few_clusters
+
+__all__ = ["Replicates", "paired_differences", "ratio_intervals", "replicates"]
+
+_F32_EXACT = float(1 << 24)
+_MAX_DYADIC = 8  # values k·2^-p with p <= 8 may use float32
+
+
+def _keys(by: str | Sequence[str] | None) -> list[str]:
+    extra = [by] if isinstance(by, str) else list(by or [])
+    return [k for k in extra if k != "run_id"]
+
+
+def _resolve_metrics(metrics: Sequence[str | RatioMetric] | None) -> list[RatioMetric]:
+    if metrics is None:
+        return list(RATIO_METRICS.values())
+    out = []
+    for m in metrics:
+        if isinstance(m, RatioMetric):
+            out.append(m)
+        elif m in RATIO_METRICS:
+            out.append(RATIO_METRICS[m])
+        else:
+            raise KeyError(f"unknown ratio metric {m!r}; known: {', '.join(RATIO_METRICS)}")
+    return out
+
+
+def _sums_input(
+    data: pl.DataFrame | pl.LazyFrame,
+    plan: ResamplePlan,
+    by: list[str],
+    metrics: Sequence[str | RatioMetric] | None,
+) -> tuple[pl.DataFrame, list[str]]:
+    """Per-cluster sums and metric names, from a pair table or a cluster-sums frame."""
+    cols = data.collect_schema().names()
+    if "eligible" in cols or not any(c.endswith("__num") for c in cols):
+        ms = _resolve_metrics(metrics)
+        return cluster_sums(data, by, metrics=ms, cluster=plan.column), [m.name for m in ms]
+    names = [c[:-5] for c in cols if c.endswith("__num") and f"{c[:-5]}__den" in cols]
+    if metrics is not None:
+        wanted = [m.name if isinstance(m, RatioMetric) else m for m in metrics]
+        missing = [w for w in wanted if w not in names]
+        if missing:
+            raise KeyError(f"cluster sums lack the __num/__den columns of {missing}")
+        names = wanted
+    absent = [c for c in ["run_id", *by, plan.column] if c not in cols]
+    if absent:
+        raise KeyError(
+            f"cluster sums lack column(s) {absent}; compute them with "
+            f"cluster_sums(pairs, by, cluster={plan.column!r})"
+        )
+    return data.lazy().collect(), names
+
+
+@dataclass
+class _Block:
+    """Per-cluster sums of one group: every (run, metric) numerator and denominator."""
+
+    key: tuple[Any, ...] | None  # group values; None = overall
+    supp: I64  # plan indices of the clusters with rows
+    s: F64  # len(supp) × (R·2M); column 2(r·M + m) = numerator, + 1 = denominator
+    present: npt.NDArray[np.bool_]  # (R,) runs with rows in the group
+
+
+@dataclass
+class _Products:
+    """W-products of a block's unique columns, and how metric columns map onto them."""
+
+    prod: npt.NDArray[Any]  # K_u × B
+    inv_num: I64  # (k,) row of prod of each metric column's numerator
+    inv_den: I64
+    zero_den: npt.NDArray[np.bool_]  # (K_u,) rows of prod with a zero
+    estimate: F64  # (k,)
+    jack: F64 | None  # k × C
+
+
+def _dedupe(cols: F64) -> tuple[F64, I64]:
+    """Unique rows of ``cols`` (k × n) and the inverse index; exact."""
+    if cols.shape[0] == 0:
+        return cols, np.empty(0, np.int64)
+    probe = np.random.Generator(np.random.PCG64(0)).random(cols.shape[1])
+    h = cols @ probe
+    _, first, inv = np.unique(h, return_index=True, return_inverse=True)
+    uniq = cols[first]
+    if not np.array_equal(uniq[inv], cols):  # a hash collision: exact fallback
+        uniq, inv = np.unique(cols, axis=0, return_inverse=True)
+    return uniq, np.asarray(inv, dtype=np.int64).ravel()
+
+
+class _Engine:
+    """Blocks of per-cluster sums of one dataset and their products with a plan."""
+
+    def __init__(
+        self,
+        data: pl.DataFrame | pl.LazyFrame,
+        plan: ResamplePlan,
+        by: list[str],
+        metrics: Sequence[str | RatioMetric] | None,
+        overall: bool,
+    ) -> None:
+        self.plan, self.by = plan, by
+        sums, self.metrics = _sums_input(data, plan, by, metrics)
+        nm = len(self.metrics)
+        self.runs: list[str] = sorted(sums["run_id"].unique().to_list())
+        r = len(self.runs)
+        ci = plan.index_of(sums[plan.column], source="pairs")
+        ri = sums["run_id"].rank("dense").to_numpy().astype(np.int64) - 1
+        vcols = [f"{m}__{p}" for m in self.metrics for p in ("num", "den")]
+        v = sums.select(pl.col(vcols).cast(pl.Float64).fill_null(0.0)).to_numpy()
+        if not np.isfinite(v).all():
+            raise ValueError("cluster sums hold non-finite values")
+        groups: list[_Block] = []
+        if by:
+            gt = sums.select(by).unique().sort(by, nulls_last=False)
+            gi = (
+                sums.select(by)
+                .join(gt.with_row_index("_g"), on=by, how="left", nulls_equal=True)["_g"]
+                .to_numpy()
+            )
+            order = np.argsort(gi, kind="stable")
+            bounds = np.flatnonzero(np.diff(gi[order])) + 1
+            for k, sl in enumerate(np.split(order, bounds)):
+                groups.append(self._block(gt.row(k), ci[sl], ri[sl], v[sl], r, nm))
+        else:
+            groups.append(self._block(None, ci, ri, v, r, nm))
+        self.blocks = list(groups)
+        if by and overall:
+            full = np.zeros((plan.n_clusters, r * 2 * nm))
+            seen = np.zeros(plan.n_clusters, dtype=bool)
+            for b in groups:
+                full[b.supp] += b.s
+                seen[b.supp] = True
+            supp = np.flatnonzero(seen)
+            present = np.logical_or.reduce([b.present for b in groups])
+            self.blocks.append(_Block(None, supp, full[supp], present))
+        # float32 is exact when every value is k·2^-p and every partial sum < 2^(24-p)
+        self.dtype: type[np.floating[Any]] = np.float64
+        bound = sum((np.abs(b.s).sum(axis=0) for b in groups), np.zeros(r * 2 * nm))
+        wmax = float(plan.W.max())
+        for p in range(_MAX_DYADIC + 1):
+            scaled = v * float(1 << p)
+            if np.array_equal(scaled, np.round(scaled)):
+                if bound.size == 0 or float(bound.max()) * wmax * (1 << p) < _F32_EXACT:
+                    self.dtype = np.float32
+                break
+        self.wt = np.ascontiguousarray(plan.W.T, dtype=self.dtype)
+
+    @staticmethod
+    def _block(key: tuple[Any, ...] | None, ci: I64, ri: I64, v: F64, r: int, nm: int) -> _Block:
+        supp, loc = np.unique(ci, return_inverse=True)
+        s = np.zeros((supp.size, r, 2 * nm))
+        s[loc.ravel(), ri] = v
+        present = np.zeros(r, dtype=bool)
+        present[ri] = True
+        return _Block(key, supp, s.reshape(supp.size, r * 2 * nm), present)
+
+    def products(self, block: _Block, cols: I64 | None, jackknife: bool) -> _Products:
+        """Products for metric columns j (run, metric) = divmod(j, M); default all."""
+        k_all = block.s.shape[1] // 2
+        j = np.arange(k_all) if cols is None else cols
+        sub = block.s[:, np.concatenate([2 * j, 2 * j + 1])]
+        uniq, inv = _dedupe(np.ascontiguousarray(sub.T))
+        wt = self.wt if block.supp.size == self.plan.n_clusters else self.wt[block.supp]
+        prod = uniq.astype(self.dtype) @ wt
+        n = j.size
+        tot = sub.sum(axis=0)
+        est = ratio(tot[:n], tot[n:])
+        jack = None
+        if jackknife:
+            jack = np.repeat(est[:, None], self.plan.n_clusters, axis=1)
+            jack[:, block.supp] = ratio(tot[:n] - sub[:, :n], tot[n:] - sub[:, n:]).T
+        zero = (prod == 0).any(axis=1)
+        return _Products(prod, inv[:n], inv[n:], zero, est, jack)
+
+
+def _theta(p: _Products, sl: slice) -> F64:
+    """Replicates (rows × B) of metric columns ``sl``, float64, NaN = undefined."""
+    inum, iden = p.inv_num[sl], p.inv_den[sl]
+    out = np.empty((inum.size, p.prod.shape[1]))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for i in range(inum.size):
+            np.divide(p.prod[inum[i]], p.prod[iden[i]], out=out[i], dtype=np.float64)
+            if p.zero_den[iden[i]]:
+                out[i][p.prod[iden[i]] == 0] = np.nan
+    return out
+
+
+def _post(p: _Products, sl: slice, level: float, method: Method) -> RowIntervals:
+    jack = None if p.jack is None else p.jack[sl]
+    return intervals(_theta(p, sl), p.estimate[sl], level, method, jack)
+
+
+def ratio_intervals(
+    data: pl.DataFrame | pl.LazyFrame,
+    plan: ResamplePlan,
+    *,
+    by: str | Sequence[str] | None = None,
+    overall: bool = False,
+    metrics: Sequence[str | RatioMetric] | None = None,
+    level: float = 0.95,
+    method: Method = "percentile",
+) -> pl.DataFrame:
+    """Bootstrap intervals of every ratio metric per run (× group), one plan for all.
+
+    Parameters
+    ----------
+    data
+        The pair table (:func:`peira.pairs.build_pairs`) restricted to the
+        plan's split, or its per-cluster sums
+        (:func:`peira.metrics.frame.cluster_sums` with ``cluster`` =
+        ``plan.column`` and the same ``by``).
+    plan
+        The resample plan (:func:`peira.bootstrap.plan_for_cases`). Clusters
+        of the plan that a run lacks contribute zero sums; clusters in
+        ``data`` but not in the plan raise :class:`PlanMismatchError`.
+    by
+        Grouping columns besides ``run_id`` (e.g. ``"family"``).
+    overall
+        With ``by``, also emit each run's overall rows (``by`` columns null).
+    metrics
+        Names or :class:`~peira.metrics.ratios.RatioMetric` objects (default:
+        the whole registry).
+    level
+        Confidence level (default 0.95).
+    method
+        ``"percentile"`` (default) or ``"bca"``.
+
+    Returns
+    -------
+    polars.DataFrame
+        One row per run × group × metric, sorted by ``run_id``, the ``by``
+        columns (nulls first) and ``metric``: ``run_id``, the ``by`` columns,
+        ``metric``, ``estimate`` (full-data value), ``lo``, ``hi`` (null
+        where undefined), ``level``, ``method``, ``n_defined`` (B'),
+        ``n_resamples``, ``unit``, ``seed``, ``fingerprint``,
+        ``few_clusters``. Only groups in which a run has pairs appear.
+
+    Warns
+    -----
+    FewClustersWarning
+        When the plan has fewer than 30 clusters.
+
+    Notes
+    -----
+    θ_b = (W_b · num) / (W_b · den) per run × group × metric, undefined when
+    W_b · den = 0. The direction of "better" is the metric's
+    (``higher_is_better`` in the registry); intervals are direction-free.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> from peira.bootstrap import make_plan
+    >>> pairs = pl.DataFrame({"run_id": ["r"] * 40, "case_id": [f"c{i}" for i in range(40)],
+    ...     "scenario_id": [f"s{i // 2:02d}" for i in range(40)],
+    ...     "eligible": [True] * 40, "flipped": [i % 4 == 0 for i in range(40)]})
+    >>> plan = make_plan(pairs["scenario_id"], n_resamples=1000)
+    >>> ratio_intervals(pairs, plan, metrics=["asr"]).select("metric", "estimate", "n_defined").row(0)
+    ('asr', 0.25, 1000)
+    """
+    m = check_method(method)
+    half_alpha(level)
+    keys = _keys(by)
+    warn_few_clusters(plan)
+    eng = _Engine(data, plan, keys, metrics, overall)
+    nm, nt = len(eng.metrics), n_threads()
+    schema = dict(data.lazy().select(keys).collect_schema()) if keys else {}
+    frames: list[pl.DataFrame] = []
+
+    def finish(block: _Block, p: _Products, futs: list[Future[RowIntervals]]) -> None:
+        iv = RowIntervals.concat([f.result() for f in futs])
+        keep = np.repeat(block.present, nm)
+        ri, mi = np.divmod(np.flatnonzero(keep), nm)
+        cols: dict[str, Any] = {"run_id": [eng.runs[i] for i in ri]}
+        for k, name in enumerate(keys):
+            cols[name] = [None if block.key is None else block.key[k]] * ri.size
+        cols["metric"] = [eng.metrics[i] for i in mi]
+        sel = RowIntervals(iv.lo[keep], iv.hi[keep], iv.n_defined[keep], iv.method[keep])
+        frames.append(interval_frame(cols, p.estimate[keep], sel, level, plan, schema))
+
+    with blas_single_thread(), ThreadPoolExecutor(nt) as pool:
+        inflight: deque[tuple[_Block, _Products, list[Future[RowIntervals]]]] = deque()
+        for block in eng.blocks:
+            p = eng.products(block, None, m == "bca")
+            n = p.estimate.size
+            futs = [pool.submit(_post, p, sl, level, m) for sl in row_slices(n, nt)]
+            inflight.append((block, p, futs))
+            while len(inflight) > 1:
+                finish(*inflight.popleft())
+        while inflight:
+            finish(*inflight.popleft())
+    return pl.concat(frames).sort(["run_id", *keys, "metric"], nulls_last=False)
+
+
+# ---------------------------------------------------------------- replicates
+
+
+@dataclass(frozen=True)
+class Replicates:
+    """Bootstrap replicates of one ratio metric per run (× group), on one plan.
+
+    Attributes
+    ----------
+    metric : str
+        Metric name.
+    keys : polars.DataFrame
+        ``run_id`` and the ``by`` columns; row i describes row i of ``theta``.
+    estimate : numpy.ndarray
+        (n,) full-data values, NaN where undefined.
+    theta : numpy.ndarray
+        (n, B) replicates in resample order, NaN where undefined. Rows share
+        the plan, so ``theta[i] - theta[j]`` is a paired difference.
+    jackknife : numpy.ndarray
+        (n, C) leave-one-cluster-out values (NaN where undefined), for BCa.
+    plan : ResamplePlan
+        The plan.
+    """
+
+    metric: str
+    keys: pl.DataFrame = field(compare=False)
+    estimate: F64 = field(repr=False, compare=False)
+    theta: F64 = field(repr=False, compare=False)
+    jackknife: F64 = field(repr=False, compare=False)
+    plan: ResamplePlan = field(repr=False)
+
+    def row(self, run_id: str, **group: Any) -> int:
+        """Row index of a run (and group values)."""
+        mask = self.keys["run_id"] == run_id
+        for k, v in group.items():
+            mask = mask & self.keys[k].eq_missing(pl.Series([v], dtype=self.keys[k].dtype))
+        hits = np.flatnonzero(mask.to_numpy())
+        if hits.size != 1:
+            raise KeyError(f"no unique row for run_id={run_id!r}, {group}")
+        return int(hits[0])
+
+    def of(self, run_id: str, **group: Any) -> F64:
+        """The B-vector of replicates of one run (and group)."""
+        return self.theta[self.row(run_id, **group)]
+
+
+def replicates(
+    data: pl.DataFrame | pl.LazyFrame,
+    plan: ResamplePlan,
+    metric: str | RatioMetric,
+    *,
+    by: str | Sequence[str] | None = None,
+    overall: bool = False,
+) -> Replicates:
+    """Replicates θ_b of one ratio metric for every run (× group) on one plan.
+
+    Parameters are those of :func:`ratio_intervals`. The result feeds
+    :func:`paired_differences` (head-to-head): all pairs of 50 runs are
+    1,225 row differences of one 50 × B matrix.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> from peira.bootstrap import make_plan
+    >>> pairs = pl.DataFrame({"run_id": ["a"] * 40 + ["b"] * 40,
+    ...     "case_id": [f"c{i % 40}" for i in range(80)],
+    ...     "scenario_id": [f"s{i % 40:02d}" for i in range(80)],
+    ...     "eligible": [True] * 80, "flipped": [i % 3 == 0 for i in range(80)]})
+    >>> reps = replicates(pairs, make_plan(pairs["scenario_id"], n_resamples=500), "asr")
+    >>> reps.keys["run_id"].to_list(), reps.theta.shape
+    (['a', 'b'], (2, 500))
+    """
+    keys = _keys(by)
+    warn_few_clusters(plan)
+    eng = _Engine(data, plan, keys, [metric], overall)
+    thetas, ests, jacks, rows = [], [], [], []
+    with blas_single_thread():
+        for block in eng.blocks:
+            idx = np.flatnonzero(block.present)
+            p = eng.products(block, idx, True)
+            assert p.jack is not None
+            thetas.append(_theta(p, slice(0, idx.size)))
+            ests.append(p.estimate)
+            jacks.append(p.jack)
+            group = [None] * len(keys) if block.key is None else list(block.key)
+            rows += [(eng.runs[i], *group) for i in idx]
+    schema = dict(data.lazy().select(keys).collect_schema()) if keys else {}
+    kf = pl.DataFrame(rows, schema={"run_id": pl.String, **schema}, orient="row")
+    order = kf.with_row_index("_i").sort(["run_id", *keys], nulls_last=False)["_i"].to_numpy()
+    return Replicates(
+        metric=metric.name if isinstance(metric, RatioMetric) else metric,
+        keys=kf[order],
+        estimate=np.concatenate(ests)[order],
+        theta=np.concatenate(thetas)[order],
+        jackknife=np.concatenate(jacks)[order],
+        plan=plan,
+    )
+
+
+def _pair_indices(
+    kf: pl.DataFrame, gcols: list[str], pairs: Sequence[tuple[str, str]] | None
+) -> tuple[I64, I64]:
+    members_of = (
+        kf.select(gcols).with_row_index("_r").group_by(gcols, maintain_order=True).agg("_r")
+        if gcols
+        else pl.DataFrame({"_r": [list(range(kf.height))]})
+    )
+    runs = kf["run_id"].to_list()
+    ia: list[int] = []
+    ib: list[int] = []
+    for members in members_of["_r"].to_list():
+        if pairs is None:
+            for x, a in enumerate(members):
+                ia += [a] * (len(members) - x - 1)
+                ib += members[x + 1 :]
+        else:
+            pos = {runs[i]: i for i in members}
+            for a, b in pairs:
+                if a in pos and b in pos:
+                    ia.append(pos[a])
+                    ib.append(pos[b])
+    return np.array(ia, dtype=np.int64), np.array(ib, dtype=np.int64)
+
+
+def paired_differences(
+    reps: Replicates,
+    *,
+    level: float = 0.95,
+    method: Method = "percentile",
+    pairs: Sequence[tuple[str, str]] | None = None,
+) -> pl.DataFrame:
+    """Paired bootstrap intervals and p-values of θ_A − θ_B for pairs of runs.
+
+    Parameters
+    ----------
+    reps
+        :func:`replicates` of one metric.
+    level, method
+        As in :func:`ratio_intervals`.
+    pairs
+        (run_a, run_b) pairs; default every pair a < b of sorted run_ids,
+        within each group.
+
+    Returns
+    -------
+    polars.DataFrame
+        ``run_a``, ``run_b``, the group columns, ``metric``, ``estimate``
+        (θ̂_A − θ̂_B), ``lo``, ``hi``, ``p_value``, then ``level``, ``method``,
+        ``n_defined``, ``n_resamples``, ``unit``, ``seed``, ``fingerprint``,
+        ``few_clusters``; sorted by run_a, run_b and the group columns.
+
+    Notes
+    -----
+    d_b = θ_A,b − θ_B,b over the resamples where both are defined (B' of
+    them); the interval is taken over d as in :func:`ratio_intervals` (BCa
+    uses the difference of the jackknife values). Two-sided bootstrap
+    p-value of d = 0: p = min(1, 2·(1 + min(#{d_b ≤ 0}, #{d_b ≥ 0})) / (B' + 1)).
+    Whether a positive difference favours A is the metric's direction.
+    """
+    m = check_method(method)
+    half_alpha(level)
+    kf = reps.keys
+    gcols = [c for c in kf.columns if c != "run_id"]
+    ai, bi = _pair_indices(kf, gcols, pairs)
+    est = reps.estimate[ai] - reps.estimate[bi]
+
+    def work(sl: slice) -> tuple[RowIntervals, F64]:
+        parts, pv = [], []
+        for s in range(sl.start, sl.stop, 128):
+            a, b = ai[s : min(s + 128, sl.stop)], bi[s : min(s + 128, sl.stop)]
+            d = reps.theta[a] - reps.theta[b]
+            n_def = d.shape[1] - np.count_nonzero(np.isnan(d), axis=1)
+            tail = np.minimum(np.count_nonzero(d <= 0, axis=1), np.count_nonzero(d >= 0, axis=1))
+            pv.append(np.minimum(1.0, 2.0 * (1 + tail) / (n_def + 1)))
+            jack = reps.jackknife[a] - reps.jackknife[b] if m == "bca" else None
+            parts.append(intervals(d, est[s : s + a.size], level, m, jack))
+        return RowIntervals.concat(parts), np.concatenate(pv) if pv else np.empty(0)
+
+    nt = n_threads()
+    with ThreadPoolExecutor(nt) as pool:
+        done = map_rows(work, ai.size, pool, nt) if ai.size else []
+    iv = RowIntervals.concat([d[0] for d in done])
+    pvals = np.concatenate([d[1] for d in done]) if done else np.empty(0)
+    runs = kf["run_id"]
+    keys: dict[str, Any] = {
+        "run_a": runs.gather(ai).to_list(),
+        "run_b": runs.gather(bi).to_list(),
+    }
+    for g in gcols:
+        keys[g] = kf[g].gather(ai).to_list()
+    keys["metric"] = [reps.metric] * ai.size
+    schema = {"run_a": pl.String, "run_b": pl.String, **{g: kf.schema[g] for g in gcols}}
+    f = interval_frame(keys, est, iv, level, reps.plan, schema).with_columns(
+        pl.Series("p_value", pvals, dtype=pl.Float64)
+    )
+    head = ["run_a", "run_b", *gcols, "metric", "estimate", "lo", "hi", "p_value"]
+    return f.select(*head, *[c for c in f.columns if c not in head]).sort(
+        ["run_a", "run_b", *gcols], nulls_last=False
+    )

@@ -1,0 +1,486 @@
+"""Tests of the deterministic cluster bootstrap (SPEC §5, peira.bootstrap)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import struct
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+from scipy import stats
+
+from peira.bootstrap import (
+    FewClustersWarning,
+    PlanMismatchError,
+    ResamplePlan,
+    bootstrap,
+    make_plan,
+    paired_differences,
+    plan_fingerprint,
+    plan_for_cases,
+    ratio_intervals,
+    replicates,
+)
+from peira.metrics.frame import cluster_sums, score
+from peira.metrics.ratios import RATIO_METRICS, RatioMetric
+from peira.pairs import build_pairs
+from peira.synth import generate
+from tests.builders import random_log
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# fingerprint of make_plan(40 clusters, n_resamples=1000, seed=0), computed once
+GOLDEN_40_1000_0 = "e37659e1a496acfb02a0f331b0124ce385d591d0824fe477f5eb2c360717ea18"
+
+
+# ---------------------------------------------------------------- fixtures and helpers
+
+
+@pytest.fixture(scope="module")
+def synth() -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Cases and pairs of a synthetic benchmark with scenario-level random effects."""
+    bench = generate(400, 3, seed=7)
+    pairs = build_pairs(bench.responses, bench.cases)
+    return bench.cases, pairs
+
+
+@pytest.fixture(scope="module")
+def rlog() -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Cases and pairs of a random log where every outcome kind occurs."""
+    cases, log = random_log(11, n_cases=120, n_runs=3)
+    return cases, build_pairs(log, cases)
+
+
+def slow_replicates(
+    pairs: pl.DataFrame, plan: ResamplePlan, metric: RatioMetric, run: str, **group: Any
+) -> np.ndarray:
+    """θ_b by expanding each resample's cluster draws to pairs and recomputing the ratio."""
+    sub = pairs.filter(pl.col("run_id") == run)
+    for k, v in group.items():
+        sub = sub.filter(pl.col(k) == v)
+    num = sub.select(metric.numerator.cast(pl.Float64)).to_series().to_numpy()
+    den = sub.select(metric.denominator.cast(pl.Float64)).to_series().to_numpy()
+    ci = plan.index_of(sub[plan.column])
+    rows_of = [np.flatnonzero(ci == c) for c in range(plan.n_clusters)]
+    out = np.empty(plan.n_resamples)
+    draws = plan.draws()
+    for b in range(plan.n_resamples):
+        rows = np.concatenate([rows_of[c] for c in draws[b]])
+        d = den[rows].sum()
+        out[b] = num[rows].sum() / d if d != 0 else np.nan
+    return out
+
+
+def percentile_ends(theta: np.ndarray) -> tuple[float, float, int]:
+    """Order statistics ⌊0.025·B'⌋ and ⌊0.975·B'⌋ of the sorted defined replicates."""
+    t = np.sort(theta[~np.isnan(theta)])
+    n = t.size
+    return float(t[n // 40]), float(t[(39 * n) // 40]), n
+
+
+def row_of(frame: pl.DataFrame, **keys: Any) -> dict[str, Any]:
+    f = frame
+    for k, v in keys.items():
+        f = f.filter(pl.col(k).is_null() if v is None else pl.col(k) == v)
+    assert f.height == 1, keys
+    return f.row(0, named=True)
+
+
+# ---------------------------------------------------------------- plans
+
+
+def test_plan_counts_rows_and_dtype() -> None:
+    plan = make_plan([f"s{i}" for i in range(37)], n_resamples=300, seed=3)
+    assert plan.W.shape == (300, 37)
+    assert plan.W.dtype == np.uint8
+    assert (plan.W.sum(axis=1) == 37).all()
+    assert not plan.W.flags.writeable
+    assert plan.clusters == tuple(sorted(f"s{i}" for i in range(37)))
+    assert (plan.n_clusters, plan.n_resamples, plan.seed, plan.unit) == (37, 300, 3, "cluster")
+
+
+def test_plan_draws_use_raw_pcg64_stream_and_our_mapping() -> None:
+    c, b = 13, 50
+    plan = make_plan([f"k{i:02d}" for i in range(c)], n_resamples=b, seed=5)
+    bg = np.random.PCG64(np.random.SeedSequence(5))
+    raw = [int(x) for x in bg.random_raw(b * c)]
+    expect = np.array([((r >> 32) * c) >> 32 for r in raw]).reshape(b, c)
+    assert np.array_equal(plan.draws(), expect)
+    counts = np.stack([np.bincount(row, minlength=c) for row in expect])
+    assert np.array_equal(plan.W, counts)
+    assert np.array_equal(plan.draws(7, 9), expect[7:9])  # regenerated from the middle
+
+
+def test_golden_fingerprint_and_its_definition() -> None:
+    plan = make_plan([f"s{i:03d}" for i in range(40)], n_resamples=1000, seed=0)
+    assert plan.fingerprint == GOLDEN_40_1000_0
+    h = hashlib.sha256(b"peira/resample-plan/v1")
+    h.update(struct.pack("<QQ", 1000, 40))
+    h.update(plan.W[:32].astype("<u4").tobytes())
+    assert h.hexdigest() == GOLDEN_40_1000_0 == plan_fingerprint(plan.W)
+
+
+def test_plan_depends_on_the_cluster_set_only() -> None:
+    a = make_plan(["b", "a", "c", "a"], n_resamples=64)
+    b = make_plan(("c", "b", "a"), n_resamples=64)
+    assert a == b and np.array_equal(a.W, b.W)
+    assert make_plan(["a", "b", "c"], n_resamples=64, seed=1).fingerprint != a.fingerprint
+
+
+def test_plan_for_cases_uses_cases_of_the_split(rlog: tuple[pl.DataFrame, pl.DataFrame]) -> None:
+    cases, _ = rlog
+    plan = plan_for_cases(cases, split="public", n_resamples=10)
+    expect = sorted(set(cases.filter(pl.col("split") == "public")["scenario_id"].to_list()))
+    assert list(plan.clusters) == expect
+    by_case = plan_for_cases(cases, unit="case", n_resamples=10)
+    assert list(by_case.clusters) == sorted(cases["case_id"].to_list())
+    assert by_case.column == "case_id"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "match"),
+    [
+        ({"n_resamples": 0}, ValueError, "n_resamples must be >= 1"),
+        ({"seed": -1}, ValueError, "seed must be >= 0"),
+        ({"seed": 1.5}, TypeError, "seed must be an integer"),
+        ({"unit": "scenario"}, ValueError, "unit must be 'cluster' or 'case'"),
+    ],
+)
+def test_make_plan_rejects_bad_arguments(kwargs: dict[str, Any], exc: type, match: str) -> None:
+    with pytest.raises(exc, match=match):
+        make_plan(["a", "b"], **kwargs)
+
+
+def test_make_plan_rejects_no_clusters_and_non_strings() -> None:
+    with pytest.raises(ValueError, match="no clusters"):
+        make_plan([])
+    with pytest.raises(TypeError, match="must be strings"):
+        make_plan(["a", 3])  # type: ignore[list-item]
+
+
+def test_plan_for_cases_rejects_an_empty_split(rlog: tuple[pl.DataFrame, pl.DataFrame]) -> None:
+    cases, _ = rlog
+    with pytest.raises(ValueError, match="no cases in split 'nope'"):
+        plan_for_cases(cases, split="nope")
+
+
+# ---------------------------------------------------------------- exactness
+
+
+@pytest.mark.parametrize("name", ["asr", "benign_accuracy", "severity_weighted_asr"])
+def test_cluster_bootstrap_equals_slow_resample_and_recompute_exactly(
+    rlog: tuple[pl.DataFrame, pl.DataFrame], name: str
+) -> None:
+    cases, pairs = rlog
+    plan = plan_for_cases(cases, n_resamples=400, seed=2)
+    metric = RATIO_METRICS[name]
+    out = ratio_intervals(pairs, plan, by="family", overall=True)
+    reps = replicates(pairs, plan, metric, by="family", overall=True)
+    for run, fam in [("run0", None), ("run1", "beta"), ("run2", "gamma")]:
+        group = {} if fam is None else {"family": fam}
+        slow = slow_replicates(pairs, plan, metric, run, **group)
+        assert np.array_equal(reps.of(run, family=fam), slow, equal_nan=True)
+        lo, hi, n = percentile_ends(slow)
+        row = row_of(out, run_id=run, family=fam, metric=name)
+        assert (row["lo"], row["hi"], row["n_defined"]) == (lo, hi, n)
+
+
+def test_estimates_are_the_full_data_values(rlog: tuple[pl.DataFrame, pl.DataFrame]) -> None:
+    cases, pairs = rlog
+    plan = plan_for_cases(cases, n_resamples=50)
+    out = ratio_intervals(pairs, plan, by="family")
+    wide = score(pairs, "family").unpivot(
+        index=["run_id", "family"], on=list(RATIO_METRICS), variable_name="metric"
+    )
+    joined = out.join(wide, on=["run_id", "family", "metric"], how="full", coalesce=True)
+    assert joined.height == out.height == wide.height
+    assert joined.filter(pl.col("estimate").is_null() != pl.col("value").is_null()).height == 0
+    diff = joined.select((pl.col("estimate") - pl.col("value")).abs().max()).item()
+    assert diff is None or diff < 1e-12
+
+
+def test_cluster_sums_input_equals_pair_input(rlog: tuple[pl.DataFrame, pl.DataFrame]) -> None:
+    cases, pairs = rlog
+    plan = plan_for_cases(cases, n_resamples=200)
+    a = ratio_intervals(pairs, plan, by="severity")
+    b = ratio_intervals(cluster_sums(pairs, "severity"), plan, by="severity")
+    assert a.equals(b)
+
+
+def test_output_columns_sorting_and_metadata(rlog: tuple[pl.DataFrame, pl.DataFrame]) -> None:
+    cases, pairs = rlog
+    plan = plan_for_cases(cases, n_resamples=100, seed=4)
+    out = ratio_intervals(pairs, plan, by="family", overall=True, metrics=["asr", "robustness"])
+    assert out.columns == [
+        "run_id",
+        "family",
+        "metric",
+        "estimate",
+        "lo",
+        "hi",
+        "level",
+        "method",
+        "n_defined",
+        "n_resamples",
+        "unit",
+        "seed",
+        "fingerprint",
+        "few_clusters",
+    ]
+    assert out.height == 3 * 4 * 2
+    assert out.equals(out.sort(["run_id", "family", "metric"], nulls_last=False))
+    assert out["family"].null_count() == 3 * 2
+    meta = out.select("n_resamples", "unit", "seed", "fingerprint", "few_clusters").unique()
+    assert meta.rows() == [(100, "cluster", 4, plan.fingerprint, False)]
+    assert (out["lo"] <= out["estimate"]).all() and (out["estimate"] <= out["hi"]).all()
+
+
+# ---------------------------------------------------------------- determinism
+
+
+def _fingerprint_of(frame: pl.DataFrame) -> str:
+    return hashlib.sha256(frame.write_csv().encode()).hexdigest()
+
+
+_SUBPROCESS = """
+import hashlib, json, polars as pl
+from peira.bootstrap import plan_for_cases, ratio_intervals
+from peira.pairs import build_pairs
+from tests.builders import random_log
+cases, log = random_log(11, n_cases=120, n_runs=3)
+pairs = build_pairs(log, cases)
+plan = plan_for_cases(cases, n_resamples=500, seed=9)
+out = ratio_intervals(pairs, plan, by="family", overall=True, method="{method}")
+print(json.dumps([plan.fingerprint, hashlib.sha256(out.write_csv().encode()).hexdigest()]))
+"""
+
+
+@pytest.mark.parametrize("method", ["percentile", "bca"])
+def test_same_inputs_same_intervals_in_a_new_process(
+    rlog: tuple[pl.DataFrame, pl.DataFrame], method: str
+) -> None:
+    cases, pairs = rlog
+    plan = plan_for_cases(cases, n_resamples=500, seed=9)
+    out = ratio_intervals(pairs, plan, by="family", overall=True, method=method)  # type: ignore[arg-type]
+    run = subprocess.run(
+        [sys.executable, "-c", _SUBPROCESS.replace("{method}", method)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(run.stdout) == [plan.fingerprint, _fingerprint_of(out)]
+
+
+def test_different_seeds_give_different_intervals(rlog: tuple[pl.DataFrame, pl.DataFrame]) -> None:
+    cases, pairs = rlog
+    a = ratio_intervals(pairs, plan_for_cases(cases, n_resamples=300, seed=0), metrics=["asr"])
+    b = ratio_intervals(pairs, plan_for_cases(cases, n_resamples=300, seed=1), metrics=["asr"])
+    assert a["estimate"].equals(b["estimate"])
+    assert not a["lo"].equals(b["lo"]) or not a["hi"].equals(b["hi"])
+    assert a["fingerprint"][0] != b["fingerprint"][0]
+
+
+def test_adding_a_run_leaves_other_runs_unchanged(rlog: tuple[pl.DataFrame, pl.DataFrame]) -> None:
+    cases, pairs = rlog
+    plan = plan_for_cases(cases, n_resamples=300)
+    two = pairs.filter(pl.col("run_id") != "run2")
+    # the added run covers only some cases: clusters it lacks contribute zero sums
+    partial = pairs.filter((pl.col("run_id") == "run2") & (pl.col("family") != "alpha"))
+    small = ratio_intervals(two, plan, by="family", overall=True)
+    big = ratio_intervals(pl.concat([two, partial]), plan, by="family", overall=True)
+    assert big.filter(pl.col("run_id") != "run2").equals(small)
+    assert big.filter(pl.col("run_id") == "run2")["family"].drop_nulls().unique().len() == 2
+
+
+# ---------------------------------------------------------------- scipy agreement
+
+
+@pytest.mark.parametrize("method", ["percentile", "BCa"])
+def test_intervals_agree_with_scipy_bootstrap(
+    synth: tuple[pl.DataFrame, pl.DataFrame], method: str
+) -> None:
+    cases, pairs = synth
+    run = "m02-fragile"
+    plan = plan_for_cases(cases, n_resamples=10_000, seed=0)
+    sums = cluster_sums(pairs.filter(pl.col("run_id") == run), metrics=[RATIO_METRICS["asr"]])
+    num = np.zeros(plan.n_clusters)
+    den = np.zeros(plan.n_clusters)
+    idx = plan.index_of(sums["scenario_id"])
+    num[idx], den[idx] = sums["asr__num"].to_numpy(), sums["asr__den"].to_numpy()
+    ref = stats.bootstrap(
+        (num, den),
+        lambda n, d, axis=-1: n.sum(axis=axis) / d.sum(axis=axis),
+        paired=True,
+        vectorized=True,
+        n_resamples=10_000,
+        method=method,
+        rng=np.random.default_rng(1),
+    )
+    ours = row_of(
+        ratio_intervals(pairs, plan, metrics=["asr"], method=method.lower()),  # type: ignore[arg-type]
+        run_id=run,
+    )
+    se = float(ref.standard_error)
+    assert abs(ours["lo"] - ref.confidence_interval.low) < 0.15 * se
+    assert abs(ours["hi"] - ref.confidence_interval.high) < 0.15 * se
+    assert ours["method"] == method.lower()
+
+
+# ---------------------------------------------------------------- undefined and few clusters
+
+
+def _toy(n_clusters: int, eligible_clusters: set[int]) -> tuple[pl.DataFrame, ResamplePlan]:
+    rows = []
+    for c in range(n_clusters):
+        for k in range(2):
+            rows.append(
+                {
+                    "run_id": "r",
+                    "case_id": f"c{c:02d}-{k}",
+                    "scenario_id": f"s{c:02d}",
+                    "eligible": c in eligible_clusters,
+                    "flipped": k == 0,
+                }
+            )
+    pairs = pl.DataFrame(rows)
+    plan = make_plan(pairs["scenario_id"].to_list(), n_resamples=2000, seed=3)
+    return pairs, plan
+
+
+def test_few_clusters_warn_flag_and_undefined_resamples_are_counted() -> None:
+    pairs, plan = _toy(8, {0, 3})
+    with pytest.warns(FewClustersWarning, match="8 clusters"):
+        out = ratio_intervals(pairs, plan, metrics=["asr"])
+    row = out.row(0, named=True)
+    assert row["few_clusters"] is True
+    defined = int((plan.W[:, [0, 3]].sum(axis=1) > 0).sum())
+    assert 0 < defined < plan.n_resamples
+    assert row["n_defined"] == defined
+    assert row["estimate"] == 0.5
+    with pytest.warns(FewClustersWarning):
+        res = bootstrap([1, 0] * 8, [1, 1, 0, 0] * 4, clusters=[f"s{i // 2}" for i in range(16)])
+    assert res.few_clusters and res.n_defined < res.n_resamples
+
+
+def test_no_warning_from_30_clusters() -> None:
+    pairs, plan = _toy(30, set(range(30)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = ratio_intervals(pairs, plan, metrics=["asr"])
+    assert out["few_clusters"].to_list() == [False]
+
+
+def test_empty_denominator_gives_null_estimate_and_interval() -> None:
+    pairs, plan = _toy(30, set())
+    out = ratio_intervals(pairs, plan, metrics=["asr"])
+    assert out.select("estimate", "lo", "hi", "n_defined").row(0) == (None, None, None, 0)
+
+
+def test_clusters_outside_the_plan_are_an_error(rlog: tuple[pl.DataFrame, pl.DataFrame]) -> None:
+    cases, pairs = rlog
+    plan = plan_for_cases(cases.filter(pl.col("scenario_id") < "s030"), n_resamples=10)
+    with pytest.raises(
+        PlanMismatchError, match=r"10 scenario_id value\(s\) are not in the resample"
+    ):
+        ratio_intervals(pairs, plan)
+
+
+# ---------------------------------------------------------------- levels, BCa, single statistic
+
+
+def test_order_statistics_generalise_to_the_level() -> None:
+    x = np.arange(40, dtype=float)
+    res = bootstrap(x, n_resamples=1000, confidence_level=0.9, distribution=True)
+    assert res.distribution is not None
+    t = np.sort(res.distribution)
+    # α/2 = 1/20 exactly: indices ⌊1000/20⌋ = 50 and ⌊19·1000/20⌋ = 950
+    assert (res.low, res.high) == (t[50], t[950])
+
+
+def test_single_statistic_matches_the_table(synth: tuple[pl.DataFrame, pl.DataFrame]) -> None:
+    cases, pairs = synth
+    plan = plan_for_cases(cases, n_resamples=2000)
+    sub = pairs.filter(pl.col("run_id") == "m01-robust")
+    metric = RATIO_METRICS["asr"]
+    num = sub.select(metric.numerator.cast(pl.Float64)).to_series()
+    den = sub.select(metric.denominator.cast(pl.Float64)).to_series()
+    for method in ("percentile", "bca"):
+        res = bootstrap(num, den, clusters=sub["scenario_id"], plan=plan, method=method)  # type: ignore[arg-type]
+        row = row_of(
+            ratio_intervals(sub, plan, metrics=["asr"], method=method),  # type: ignore[arg-type]
+            run_id="m01-robust",
+        )
+        assert (res.estimate, res.low, res.high, res.n_defined, res.method) == (
+            row["estimate"],
+            row["lo"],
+            row["hi"],
+            row["n_defined"],
+            row["method"],
+        )
+        assert res.fingerprint == plan.fingerprint
+
+
+def test_bca_falls_back_to_percentile_when_every_replicate_ties() -> None:
+    pairs, plan = _toy(30, set(range(30)))
+    pairs = pairs.with_columns(pl.lit(False).alias("flipped"))
+    out = ratio_intervals(pairs, plan, metrics=["asr"], method="bca")
+    assert out.select("estimate", "lo", "hi", "method").row(0) == (
+        0.0,
+        0.0,
+        0.0,
+        "percentile (bca z0 infinite)",
+    )
+
+
+# ---------------------------------------------------------------- paired differences
+
+
+def test_paired_differences_use_the_same_resamples(
+    synth: tuple[pl.DataFrame, pl.DataFrame],
+) -> None:
+    cases, pairs = synth
+    plan = plan_for_cases(cases, n_resamples=3000)
+    reps = replicates(pairs, plan, "asr")
+    diffs = paired_differences(reps)
+    assert diffs.select("run_a", "run_b").rows() == [
+        ("m01-robust", "m02-fragile"),
+        ("m01-robust", "m03-abstain-dos"),
+        ("m02-fragile", "m03-abstain-dos"),
+    ]
+    d = reps.of("m01-robust") - reps.of("m02-fragile")
+    lo, hi, n = percentile_ends(d)
+    row = diffs.row(0, named=True)
+    assert (row["lo"], row["hi"], row["n_defined"]) == (lo, hi, n)
+    tail = min((d <= 0).sum(), (d >= 0).sum())
+    assert row["p_value"] == min(1.0, 2 * (1 + tail) / (n + 1))
+    assert row["hi"] < 0 and row["p_value"] < 0.01  # robust beats fragile, clearly
+    intervals = ratio_intervals(pairs, plan, metrics=["asr"])
+    assert row["estimate"] == pytest.approx(
+        intervals["estimate"][0] - intervals["estimate"][1], abs=1e-15
+    )
+
+
+# ---------------------------------------------------------------- compat helpers
+
+
+def reference_loop(flags: list[bool], n_resamples: int, seed: int) -> tuple[float, float]:
+    """Plain-Python transcription of the reference implementation's bootstrap loop."""
+    rng = random.Random(seed)
+    n = len(flags)
+    stats_ = []
+    for _ in range(n_resamples):
+        s = 0
+        for _ in range(n):
+            s += flags[rng.randrange(n)]
+        stats_.append(s / n)
+    stats_.sort()
+    return stats_[int(0.025 * n_resamples)], stats_[int(0.975 * n_resamples)]
