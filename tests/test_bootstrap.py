@@ -18,17 +18,24 @@ import pytest
 from scipy import stats
 
 from peira.bootstrap import (
+    NONRATIO_INTERVAL_METRICS,
     FewClustersWarning,
     PlanMismatchError,
     ResamplePlan,
     bootstrap,
+    compat_bootstrap,
+    compat_draws,
     make_plan,
+    nonratio_intervals,
     paired_differences,
     plan_fingerprint,
     plan_for_cases,
     ratio_intervals,
     replicates,
+    wilson_interval,
 )
+from peira.metrics.calibration import calibration
+from peira.metrics.confidence import gate_confidence, nonratio_metrics
 from peira.metrics.frame import cluster_sums, score
 from peira.metrics.ratios import RATIO_METRICS, RatioMetric
 from peira.pairs import build_pairs
@@ -484,3 +491,178 @@ def reference_loop(flags: list[bool], n_resamples: int, seed: int) -> tuple[floa
         stats_.append(s / n)
     stats_.sort()
     return stats_[int(0.025 * n_resamples)], stats_[int(0.975 * n_resamples)]
+
+
+@pytest.mark.parametrize(("n", "seed"), [(1, 0), (7, 3), (100, 0), (1000, 12345)])
+def test_compat_draws_are_python_randrange(n: int, seed: int) -> None:
+    rng = random.Random(seed)
+    b = 40
+    expect = [[rng.randrange(n) for _ in range(n)] for _ in range(b)]
+    assert compat_draws(n, b, seed).tolist() == expect
+
+
+def test_wilson_41_of_100() -> None:
+    lo, hi = wilson_interval(41, 100)
+    assert (round(lo, 3), round(hi, 3)) == (0.319, 0.508)
+    z = 1.959963984540054
+    p = 0.41
+    centre = (p + z * z / 200) / (1 + z * z / 100)
+    assert lo == pytest.approx(
+        centre - z * np.sqrt(p * 0.59 / 100 + z * z / 40000) / (1 + z * z / 100)
+    )
+    assert wilson_interval(0, 10)[0] == pytest.approx(0.0, abs=1e-15)
+    assert wilson_interval(10, 10)[1] == pytest.approx(1.0)
+    assert wilson_interval(41, 100, level=0.9)[0] > lo
+
+
+@pytest.mark.parametrize(("k", "n"), [(-1, 10), (11, 10), (0, 0)])
+def test_wilson_rejects_bad_counts(k: int, n: int) -> None:
+    with pytest.raises(ValueError, match="need 0 <= k <= n"):
+        wilson_interval(k, n)
+
+
+@pytest.mark.parametrize(("n", "b", "seed"), [(100, 2000, 0), (37, 500, 7)])
+def test_compat_bootstrap_equals_the_reference_loop(n: int, b: int, seed: int) -> None:
+    flags = [(i * 7) % 10 < 4 for i in range(n)]
+    res = compat_bootstrap(flags, n_resamples=b, seed=seed)
+    assert (res.low, res.high) == reference_loop(flags, b, seed)
+    assert res.estimate == sum(flags) / n
+    assert (res.n_defined, res.n_resamples, res.method) == (b, b, "compat-percentile")
+    again = compat_bootstrap(np.array(flags), n_resamples=b, seed=seed)
+    assert again == res
+
+
+def test_compat_bootstrap_with_a_denominator_drops_empty_resamples() -> None:
+    num = [1, 0, 0, 0, 0]
+    den = [1, 1, 0, 0, 0]
+    res = compat_bootstrap(num, n_resamples=500, seed=1, denominator=den)
+    rng = random.Random(1)
+    stats_ = []
+    for _ in range(500):
+        idx = [rng.randrange(5) for _ in range(5)]
+        d = sum(den[i] for i in idx)
+        if d:
+            stats_.append(sum(num[i] for i in idx) / d)
+    stats_.sort()
+    assert res.n_defined == len(stats_) < 500
+    assert (res.low, res.high) == (
+        stats_[int(0.025 * len(stats_))],
+        stats_[int(0.975 * len(stats_))],
+    )
+    assert res.estimate == 0.5
+
+
+# ---------------------------------------------------------------- non-ratio metrics
+
+NONRATIO_COLUMNS = {
+    "mean_shift_toward_target": "mean_shift_toward_target",
+    "mean_abs_score_shift": "mean_abs_score_shift",
+    "mean_confidence_erosion": "mean_confidence_erosion",
+    "confidence_gate_auroc": "confidence_gate_auroc",
+}
+
+
+def _library_values(
+    pairs: pl.DataFrame, binning: str = "equal_mass"
+) -> dict[tuple[str, str], float]:
+    """Non-ratio metric values of the library, per (run_id, metric), nothing withheld."""
+    out: dict[tuple[str, str], float] = {}
+    nr = nonratio_metrics(pairs, min_n=0)
+    for row in nr.iter_rows(named=True):
+        for m in NONRATIO_COLUMNS:
+            out[(row["run_id"], m)] = row[m]
+    cal = calibration(pairs, min_n=0, binning=binning)  # type: ignore[arg-type]
+    for row in cal.iter_rows(named=True):
+        out[(row["run_id"], f"ece_{row['arm']}")] = row["ece"]
+        out[(row["run_id"], f"brier_{row['arm']}")] = row["brier"]
+    return out
+
+
+@pytest.fixture(scope="module")
+def synth_big() -> tuple[pl.DataFrame, pl.DataFrame]:
+    bench = generate(1200, 2, seed=3)
+    return bench.cases, build_pairs(bench.responses, bench.cases)
+
+
+@pytest.mark.parametrize("binning", ["equal_mass", "equal_width"])
+def test_nonratio_estimates_are_the_library_values(
+    synth_big: tuple[pl.DataFrame, pl.DataFrame], binning: str
+) -> None:
+    cases, pairs = synth_big
+    plan = plan_for_cases(cases, n_resamples=200)
+    out = nonratio_intervals(pairs, plan, binning=binning)  # type: ignore[arg-type]
+    lib = _library_values(pairs, binning)
+    assert out.height == 2 * len(NONRATIO_INTERVAL_METRICS)
+    for row in out.iter_rows(named=True):
+        assert row["sufficient"], row
+        assert row["estimate"] == pytest.approx(lib[(row["run_id"], row["metric"])], abs=1e-12)
+        assert row["lo"] <= row["hi"]
+
+
+def test_nonratio_replicates_equal_recomputation_on_expanded_resamples(
+    synth_big: tuple[pl.DataFrame, pl.DataFrame],
+) -> None:
+    cases, pairs = synth_big
+    pairs = pairs.filter(pl.col("run_id") == "m02-fragile")
+    plan = plan_for_cases(cases, n_resamples=8, seed=5)
+    out = nonratio_intervals(pairs, plan)  # 8 resamples: lo = min, hi = max of the replicates
+    by_cluster = pairs.partition_by("scenario_id", as_dict=True)
+    draws = plan.draws()
+    reps: dict[str, list[float]] = {}
+    for b in range(plan.n_resamples):
+        parts = [
+            by_cluster[(plan.clusters[c],)] for c in draws[b] if (plan.clusters[c],) in by_cluster
+        ]
+        for (_, m), v in _library_values(pl.concat(parts)).items():
+            reps.setdefault(m, []).append(v)
+    for row in out.iter_rows(named=True):
+        vals = reps[row["metric"]]
+        assert row["n_defined"] == 8
+        assert row["lo"] == pytest.approx(min(vals), abs=1e-12), row["metric"]
+        assert row["hi"] == pytest.approx(max(vals), abs=1e-12), row["metric"]
+
+
+def test_nonratio_auroc_replicate_matches_sklearn_with_weights(
+    synth_big: tuple[pl.DataFrame, pl.DataFrame],
+) -> None:
+    from sklearn.metrics import roc_auc_score
+
+    cases, pairs = synth_big
+    sub = pairs.filter(pl.col("run_id") == "m01-robust")
+    plan = plan_for_cases(cases, n_resamples=8, seed=8)
+    row = nonratio_intervals(sub, plan, metrics=["confidence_gate_auroc"]).row(0, named=True)
+    gate = (
+        sub.filter(pl.col("eligible")).with_columns(gate_confidence()).drop_nulls("gate_confidence")
+    )
+    ci = plan.index_of(gate["scenario_id"])
+    vals = [
+        roc_auc_score(gate["flipped"], -gate["gate_confidence"], sample_weight=plan.W[b][ci])
+        for b in range(8)
+    ]
+    assert (row["lo"], row["hi"]) == pytest.approx((min(vals), max(vals)), abs=1e-12)
+
+
+def test_nonratio_withholds_below_min_n(synth_big: tuple[pl.DataFrame, pl.DataFrame]) -> None:
+    cases, pairs = synth_big
+    plan = plan_for_cases(cases, n_resamples=50)
+    out = nonratio_intervals(pairs, plan, by="family", min_n=10_000, calibration_min_n=10_000)
+    assert out["sufficient"].sum() == 0
+    assert out.select(pl.col("estimate", "lo", "hi").null_count().sum()).row(0) == (
+        out.height,
+        out.height,
+        out.height,
+    )
+    assert (out["n_defined"] == 0).all() and (out["n"] > 0).all()
+
+
+def test_nonratio_bca_and_groups(synth_big: tuple[pl.DataFrame, pl.DataFrame]) -> None:
+    cases, pairs = synth_big
+    plan = plan_for_cases(cases, n_resamples=300)
+    out = nonratio_intervals(
+        pairs, plan, by="severity", overall=True, metrics=["mean_confidence_erosion"], method="bca"
+    )
+    assert out.height == 2 * 5
+    assert set(out["method"]) <= {"bca", "percentile (bca z0 infinite)"}
+    assert out.equals(out.sort(["run_id", "severity", "metric"], nulls_last=False))
+    with pytest.raises(KeyError, match="no bootstrap for"):
+        nonratio_intervals(pairs, plan, metrics=["aurc"])

@@ -16,7 +16,9 @@ Draw the plan once; apply every statistic to it.
   Wilson intervals, for parity checks.
 """
 
+from .compat import Z95, compat_bootstrap, compat_draws, wilson_interval
 from .intervals import BootstrapResult, Method, bootstrap
+from .nonratio import NONRATIO_INTERVAL_METRICS, nonratio_intervals
 from .plan import (
     FINGERPRINT_ROWS,
     MIN_CLUSTERS,
@@ -34,6 +36,8 @@ from .ratio import Replicates, paired_differences, ratio_intervals, replicates
 __all__ = [
     "FINGERPRINT_ROWS",
     "MIN_CLUSTERS",
+    "NONRATIO_INTERVAL_METRICS",
+    "Z95",
     "BootstrapResult",
     "FewClustersWarning",
     "Method",
@@ -43,10 +47,14 @@ __all__ = [
     "ResamplePlan",
     "Unit",
     "bootstrap",
+    "compat_bootstrap",
+    "compat_draws",
     "make_plan",
+    "nonratio_intervals",
     "paired_differences",
     "plan_fingerprint",
     "plan_for_cases",
     "ratio_intervals",
     "replicates",
+    "wilson_interval",
 ]

@@ -293,9 +293,9 @@ def ratio_intervals(
     --------
     >>> import polars as pl
     >>> from peira.bootstrap import make_plan
-    >>> pairs = pl.DataFrame({"run_id": ["r"] * 40, "case_id": [f"c{i}" for i in range(40)],
-    ...     "scenario_id": [f"s{i // 2:02d}" for i in range(40)],
-    ...     "eligible": [True] * 40, "flipped": [i % 4 == 0 for i in range(40)]})
+    >>> pairs = pl.DataFrame({"run_id": ["r"] * 60, "case_id": [f"c{i}" for i in range(60)],
+    ...     "scenario_id": [f"s{i // 2:02d}" for i in range(60)],
+    ...     "eligible": [True] * 60, "flipped": [i % 4 == 0 for i in range(60)]})
     >>> plan = make_plan(pairs["scenario_id"], n_resamples=1000)
     >>> ratio_intervals(pairs, plan, metrics=["asr"]).select("metric", "estimate", "n_defined").row(0)
     ('asr', 0.25, 1000)
