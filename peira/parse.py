@@ -1,0 +1,724 @@
+"""Raw model text → decisions: vectorised, configurable parsers.
+
+A response log keeps each call's ``raw_text``; re-parsing it re-scores a run
+without calling the model. :func:`parse_responses` rebuilds ``decision``,
+``abstained``, ``refusal_reason``, ``score``, ``confidence``, ``malformed``
+and ``error`` of every row from ``raw_text`` with polars string and JSON
+expressions only (no ``map_elements``, no Python loop over rows).
+
+Rules
+-----
+A parser is an ordered list of *rules*. Each rule either *recognises* a text
+(and then decides it: an answer, an abstention or a malformed reason) or
+passes it on to the next rule; the first rule that recognises a text wins.
+Text that no rule recognises is malformed (``unparseable output: …``).
+
+``json``
+    The stripped text is a JSON object (optionally inside a ```` ```json ````
+    fence, trailing prose after the closing brace ignored). Keys:
+    ``decision`` (alias ``answer``), ``confidence``, ``score``, ``abstain``
+    (alias ``abstained``; ``true``, ``"yes"`` or ``1`` mean abstain) and
+    ``refusal_reason`` (alias ``refusal``; a refusal is an abstention).
+    Extra keys are ignored. Text that starts with ``{`` but is not valid JSON
+    is malformed (``unparseable output: invalid JSON``), as is an object with
+    neither a decision nor an abstention.
+``synth``
+    The exact one-line grammar of :mod:`peira.synth`::
+
+        Decision: <decision> (confidence <c>)
+        Score: <s> -> <decision> (confidence <c>)
+        ABSTAIN: <explanation>
+        REFUSED: <refusal_reason>
+
+    Re-parsing a synthetic log with this rule (or ``auto``) reproduces its
+    decision, abstained, refusal_reason, score, confidence and malformed
+    columns exactly.
+``decision-line``
+    A line ``Decision: X`` (also ``Answer:``, ``Verdict:``, ``Final decision:``;
+    case-insensitive, ``:`` or ``=``, markdown emphasis and quotes allowed) or
+    ``Score: s -> X``; ``X`` is one token. ``X`` = ``abstain`` means an
+    abstention. A confidence (``confidence 0.8``, ``Confidence: .8``,
+    ``confidence=0.8``) and a score (``Score: 0.7``) anywhere in the text are
+    read too.
+``abstain``
+    One of the configured abstention phrases (``I abstain``, ``cannot
+    decide`` …) or refusal phrases (``I can't help with`` …; the matched
+    phrase becomes ``refusal_reason``) occurs on word boundaries,
+    case-insensitively, and is not negated (see below).
+``options``
+    Option-name matching: each of the case's options is searched for on word
+    boundaries, case-insensitively (``approve`` is not found in
+    ``disapprove``). Exactly one option named → that decision; several →
+    malformed (``unparseable output: several options named``); none → not
+    recognised.
+
+Negation rule (``options`` and ``abstain``): a mention is *negated* when a
+negation word — by default ``not``, ``no``, ``never``, ``cannot``, ``nor``,
+``without`` or any word ending in ``n't`` — precedes it with at most
+``negation_window`` (default 3) other words in between, separated by
+whitespace only. Punctuation ends the scope: in ``"Do not approve; deny."``
+``approve`` is negated and ``deny`` is not, so the decision is ``deny``; in
+``"No, approve."`` ``approve`` is not negated. An option counts as named when
+it has more mentions than negated mentions. Typographic apostrophes (’) are
+read as ``'``.
+
+Common checks, whatever the rule: the decision is matched to the case's
+options (case-insensitively unless ``case_sensitive``) and replaced by the
+option's spelling — a decision outside the options is malformed
+(``decision outside options: 'x'``); a score or confidence that is not a
+number in [0, 1] is malformed; numbers are read from the text's decimal
+digits (``float("0.82")`` exactly). An abstention carries no decision and no
+score or confidence. A null ``raw_text`` (no output: timeout, provider
+error) stays malformed and keeps the logged ``error``; an empty or blank text
+is malformed (``empty response``).
+
+Named parsers: ``auto`` (``json``, ``synth``, ``decision-line``,
+``abstain``, ``options`` in this order) and one per rule. A
+:class:`ParserConfig`, a mapping or a JSON file combines rules in any order
+with custom phrase lists.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import polars as pl
+
+from .errors import PeiraError, ValidationError
+from .schema import RESPONSES_SCHEMA, failures_frame
+
+__all__ = [
+    "DEFAULT_ABSTAIN_PHRASES",
+    "DEFAULT_NEGATIONS",
+    "DEFAULT_REFUSAL_PHRASES",
+    "PARSERS",
+    "RULES",
+    "ParserConfig",
+    "ParserConfigError",
+    "parse_frame",
+    "parse_responses",
+    "resolve_parser",
+]
+
+RULES = ("json", "synth", "decision-line", "abstain", "options")
+Rule = Literal["json", "synth", "decision-line", "abstain", "options"]
+
+DEFAULT_ABSTAIN_PHRASES = (
+    "I abstain",
+    "abstain",
+    "abstaining",
+    "cannot decide",
+    "can't decide",
+    "unable to decide",
+    "cannot determine",
+    "can't determine",
+    "unable to determine",
+    "needs human review",
+    "defer to a human",
+)
+DEFAULT_REFUSAL_PHRASES = (
+    "I can't help with",
+    "I cannot help with",
+    "I can't assist with",
+    "I cannot assist with",
+    "I won't help with",
+    "I'm not able to help with",
+)
+DEFAULT_NEGATIONS = ("not", "no", "never", "cannot", "nor", "without")
+
+PathLike = str | os.PathLike[str]
+
+
+class ParserConfigError(PeiraError, ValueError):
+    """A parser name or configuration is unknown or invalid."""
+
+
+@dataclass(frozen=True)
+class ParserConfig:
+    """An ordered combination of parsing rules with their phrase lists.
+
+    Parameters
+    ----------
+    rules
+        Rule names from :data:`RULES`, tried in order; the first that
+        recognises a text decides it.
+    abstain_phrases, refusal_phrases
+        Phrases of the ``abstain`` rule (matched on word boundaries,
+        case-insensitively, unless negated).
+    negations
+        Words that negate a following option or phrase (words ending in
+        ``n't`` always do).
+    negation_window
+        Most words allowed between a negation and the negated mention.
+    case_sensitive
+        Match decisions and options case-sensitively (default: no).
+    name
+        A label for reports.
+
+    Examples
+    --------
+    >>> ParserConfig.from_mapping({"rules": ["json", "options"]}).rules
+    ('json', 'options')
+    """
+
+    rules: tuple[str, ...] = RULES
+    abstain_phrases: tuple[str, ...] = DEFAULT_ABSTAIN_PHRASES
+    refusal_phrases: tuple[str, ...] = DEFAULT_REFUSAL_PHRASES
+    negations: tuple[str, ...] = DEFAULT_NEGATIONS
+    negation_window: int = 3
+    case_sensitive: bool = False
+    name: str = field(default="custom")
+
+    def __post_init__(self) -> None:
+        unknown = [r for r in self.rules if r not in RULES]
+        if unknown or not self.rules:
+            raise ParserConfigError(
+                f"parser {self.name!r}: unknown rule(s) {unknown} (or no rules); "
+                f"rules are {list(RULES)}"
+            )
+        if len(set(self.rules)) != len(self.rules):
+            raise ParserConfigError(f"parser {self.name!r}: a rule is listed twice: {self.rules}")
+        if self.negation_window < 0:
+            raise ParserConfigError(f"parser {self.name!r}: negation_window must be >= 0")
+        for attr in ("abstain_phrases", "refusal_phrases", "negations"):
+            if any(not isinstance(p, str) or not p.strip() for p in getattr(self, attr)):
+                raise ParserConfigError(f"parser {self.name!r}: {attr} holds an empty phrase")
+
+    @classmethod
+    def from_mapping(cls, config: Mapping[str, Any], *, name: str = "custom") -> ParserConfig:
+        """Build a config from a mapping (e.g. parsed JSON).
+
+        ``"extends"`` names a parser whose settings the mapping overrides;
+        list values become tuples. Unknown keys raise :class:`ParserConfigError`.
+        """
+        known = {f.name for f in fields(cls)}
+        extra = set(config) - known - {"extends"}
+        if extra:
+            raise ParserConfigError(
+                f"parser config {name!r}: unknown key(s) {sorted(extra)}; known: {sorted(known)}"
+            )
+        base = resolve_parser(str(config["extends"])) if "extends" in config else cls()
+        kw: dict[str, Any] = {"name": str(config.get("name", name))}
+        for k, v in config.items():
+            if k in ("extends", "name"):
+                continue
+            if isinstance(v, list | tuple):
+                v = tuple(v)
+            kw[k] = v
+        try:
+            return replace(base, **kw)
+        except TypeError as exc:  # pragma: no cover - replace() rejects odd values
+            raise ParserConfigError(f"parser config {name!r}: {exc}") from exc
+
+
+PARSERS: dict[str, ParserConfig] = {
+    "auto": ParserConfig(name="auto"),
+    **{r: ParserConfig(rules=(r,), name=r) for r in RULES},
+}
+
+
+def resolve_parser(parser: str | PathLike | Mapping[str, Any] | ParserConfig) -> ParserConfig:
+    """A :class:`ParserConfig` from a name in :data:`PARSERS`, a mapping or a JSON file.
+
+    Raises
+    ------
+    ParserConfigError
+        Unknown name, unreadable file or invalid configuration.
+    """
+    if isinstance(parser, ParserConfig):
+        return parser
+    if isinstance(parser, Mapping):
+        return ParserConfig.from_mapping(parser)
+    if isinstance(parser, str) and parser in PARSERS:
+        return PARSERS[parser]
+    p = Path(parser)
+    if p.is_file():
+        try:
+            cfg = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ParserConfigError(f"{p}: cannot read parser config: {exc}") from exc
+        if not isinstance(cfg, dict):
+            raise ParserConfigError(f"{p}: a parser config must be a JSON object")
+        return ParserConfig.from_mapping(cfg, name=p.stem)
+    raise ParserConfigError(
+        f"unknown parser {str(parser)!r}: expected one of {sorted(PARSERS)} or a JSON config file"
+    )
+
+
+# ---------------------------------------------------------------- rule outputs
+#
+# A rule takes a frame with ``_row``, ``_text`` (str, not null, not blank),
+# ``_options`` (list[str]) and returns, row for row and in the same order,
+# ``_hit`` (recognised), ``_dec`` (decision as written), ``_abst`` (bool),
+# ``_refusal``, ``_score_s``, ``_conf_s`` (numbers as written) and ``_err``.
+
+_OUT = ("_hit", "_dec", "_abst", "_refusal", "_score_s", "_conf_s", "_err")
+_S = pl.String()
+_NUM = r"(\d+(?:\.\d+)?|\.\d+)"
+
+
+def _out(
+    hit: pl.Expr,
+    dec: pl.Expr | None = None,
+    abst: pl.Expr | None = None,
+    refusal: pl.Expr | None = None,
+    score: pl.Expr | None = None,
+    conf: pl.Expr | None = None,
+    err: pl.Expr | None = None,
+) -> list[pl.Expr]:
+    def s(e: pl.Expr | None) -> pl.Expr:
+        return pl.lit(None, dtype=_S) if e is None else e.cast(_S)
+
+    return [
+        hit.fill_null(False).alias("_hit"),
+        s(dec).alias("_dec"),
+        (pl.lit(False) if abst is None else abst.fill_null(False)).alias("_abst"),
+        s(refusal).alias("_refusal"),
+        s(score).alias("_score_s"),
+        s(conf).alias("_conf_s"),
+        s(err).alias("_err"),
+    ]
+
+
+def _rule_synth(df: pl.DataFrame, cfg: ParserConfig) -> pl.DataFrame:
+    t = pl.col("_text")
+    dec = t.str.extract_groups(r"^Decision: ([^\s()]+) \(confidence ([01]\.\d{2})\)$")
+    sco = t.str.extract_groups(r"^Score: ([01]\.\d{3}) -> ([^\s()]+) \(confidence ([01]\.\d{2})\)$")
+    abst = t.str.extract(r"^ABSTAIN: (.+)$", 1)
+    ref = t.str.extract(r"^REFUSED: (.+)$", 1)
+    d1, c1 = dec.struct.field("1"), dec.struct.field("2")
+    s2, d2, c2 = sco.struct.field("1"), sco.struct.field("2"), sco.struct.field("3")
+    return df.select(
+        *_out(
+            hit=d1.is_not_null() | d2.is_not_null() | abst.is_not_null() | ref.is_not_null(),
+            dec=pl.coalesce(d1, d2),
+            abst=abst.is_not_null() | ref.is_not_null(),
+            refusal=ref,
+            score=s2,
+            conf=pl.coalesce(c1, c2),
+        )
+    )
+
+
+def _json_bool(e: pl.Expr) -> pl.Expr:
+    return e.str.to_lowercase().is_in(["true", "yes", "1"])
+
+
+def _rule_json(df: pl.DataFrame, cfg: ParserConfig) -> pl.DataFrame:
+    t = pl.col("_text").str.strip_chars()
+    body = pl.coalesce(
+        t.str.extract(r"(?s)^```[A-Za-z]*\s*(\{.*\})\s*```$", 1),
+        t.str.extract(r"(?s)^(\{.*\})", 1),
+        pl.when(t.str.starts_with("{")).then(t),
+    )
+    df = df.with_columns(body.alias("_body"))
+    b = pl.col("_body")
+
+    def path(*keys: str) -> pl.Expr:
+        return pl.coalesce(*[b.str.json_path_match(f"$.{k}") for k in keys])
+
+    valid = b.str.json_path_match("$").is_not_null()
+    dec, refusal = path("decision", "answer"), path("refusal_reason", "refusal")
+    abst = _json_bool(path("abstain", "abstained")).fill_null(False) | refusal.is_not_null()
+    err = (
+        pl.when(valid.not_())
+        .then(pl.lit("unparseable output: invalid JSON"))
+        .when(dec.is_null() & abst.not_())
+        .then(pl.lit("unparseable output: JSON object has no decision"))
+    )
+    return df.select(
+        *_out(
+            hit=b.is_not_null(),
+            dec=dec,
+            abst=abst,
+            refusal=refusal,
+            score=path("score"),
+            conf=path("confidence"),
+            err=err,
+        )
+    )
+
+
+_ABSTAIN_TOKENS = ["abstain", "abstained", "abstention"]
+
+
+def _rule_decision_line(df: pl.DataFrame, cfg: ParserConfig) -> pl.DataFrame:
+    t = pl.col("_text")
+    line = t.str.extract(
+        r"(?im)^[\s*#>_-]*(?:final\s+)?(?:decision|answer|verdict)\**\s*[:=][\s*\"'`]*"
+        r"([^\s\"'`()*,;]+)",
+        1,
+    )
+    arrow = t.str.extract_groups(r"(?i)\bscore\s*[:=]\s*" + _NUM + r"\s*(?:->|→|=>)\s*([^\s()]+)")
+    dec = pl.coalesce(line, arrow.struct.field("2")).str.strip_chars_end(".!:")
+    score = pl.coalesce(arrow.struct.field("1"), t.str.extract(r"(?i)\bscore\s*[:=]\s*" + _NUM, 1))
+    conf = t.str.extract(r"(?i)\bconfidence\b\s*(?:[:=]|of|is)?\s*" + _NUM, 1)
+    is_abst = dec.str.to_lowercase().is_in(_ABSTAIN_TOKENS)
+    return df.select(
+        *_out(
+            hit=dec.is_not_null(),
+            dec=pl.when(is_abst.not_()).then(dec),
+            abst=is_abst,
+            score=score,
+            conf=conf,
+        )
+    )
+
+
+def _negation_prefix(cfg: ParserConfig) -> str:
+    words = "|".join(_escape(w) for w in cfg.negations)
+    neg = r"(?:\b(?:" + words + r")\b|\b\w+n't\b)" if words else r"(?:\b\w+n't\b)"
+    return neg + r"\s+(?:[\w']+\s+){0," + str(cfg.negation_window) + "}"
+
+
+def _escape(s: str) -> str:
+    special = set(r"\.+*?()|[]{}^$#&-~")
+    return "".join("\\" + c if c in special else c for c in s).replace(" ", r"\s+")
+
+
+def _flags(cfg: ParserConfig) -> str:
+    return "" if cfg.case_sensitive else "(?i)"
+
+
+def _matched_text(t: pl.Expr) -> pl.Expr:
+    return t.str.replace_all("’", "'", literal=True)
+
+
+def _rule_abstain(df: pl.DataFrame, cfg: ParserConfig) -> pl.DataFrame:
+    t = _matched_text(pl.col("_text"))
+    neg = _negation_prefix(cfg)
+
+    def found(phrases: Sequence[str]) -> tuple[pl.Expr, pl.Expr]:
+        if not phrases:
+            return pl.lit(False), pl.lit(None, dtype=_S)
+        pat = _bounded_alt(phrases)
+        n_all = t.str.count_matches("(?i)" + pat)
+        n_neg = t.str.count_matches("(?i)" + neg + pat)
+        return n_all > n_neg, t.str.extract("(?i)(" + pat + ")", 1)
+
+    refused, refusal = found(cfg.refusal_phrases)
+    abstained, _ = found(cfg.abstain_phrases)
+    return df.select(
+        *_out(
+            hit=refused | abstained,
+            abst=refused | abstained,
+            refusal=pl.when(refused).then(refusal),
+        )
+    )
+
+
+def _bounded_alt(phrases: Sequence[str]) -> str:
+    """A regex group matching any phrase, on word boundaries where it has word characters."""
+    parts = []
+    for p in sorted(phrases, key=len, reverse=True):
+        lb = r"\b" if (p[0].isalnum() or p[0] == "_") else ""
+        rb = r"\b" if (p[-1].isalnum() or p[-1] == "_") else ""
+        parts.append(lb + _escape(p) + rb)
+    return "(?:" + "|".join(parts) + ")"
+
+
+def _rule_options(df: pl.DataFrame, cfg: ParserConfig) -> pl.DataFrame:
+    flags = _flags(cfg)
+    opt = pl.col("_opt")
+    esc = opt.str.escape_regex()
+    lb = pl.when(opt.str.contains(r"^\w")).then(pl.lit(r"\b")).otherwise(pl.lit(""))
+    rb = pl.when(opt.str.contains(r"\w$")).then(pl.lit(r"\b")).otherwise(pl.lit(""))
+    mention = lb + esc + rb
+    t = _matched_text(pl.col("_text"))
+    per_option = (
+        df.select("_row", "_text", pl.col("_options").alias("_opt"))
+        .explode("_opt")
+        .filter(opt.is_not_null())
+        .with_columns(
+            (
+                t.str.count_matches(pl.lit(flags) + mention)
+                > t.str.count_matches(pl.lit(flags + _negation_prefix(cfg)) + mention)
+            ).alias("_named")
+        )
+        .group_by("_row")
+        .agg(
+            pl.col("_named").sum().alias("_n"),
+            pl.col("_opt").filter(pl.col("_named")).alias("_which"),
+        )
+    )
+    joined = df.select("_row").join(per_option, on="_row", how="left", maintain_order="left")
+    n = pl.col("_n").fill_null(0)
+    which = pl.col("_which")
+    return joined.select(
+        *_out(
+            hit=n >= 1,
+            dec=pl.when(n == 1).then(which.list.first()),
+            err=pl.when(n > 1).then(
+                pl.lit("unparseable output: several options named: ") + which.list.join(", ")
+            ),
+        )
+    )
+
+
+_RULE_FUNCS = {
+    "json": _rule_json,
+    "synth": _rule_synth,
+    "decision-line": _rule_decision_line,
+    "abstain": _rule_abstain,
+    "options": _rule_options,
+}
+
+
+# ---------------------------------------------------------------- assembly
+
+
+def _unit_number(col: str, label: str) -> tuple[pl.Expr, pl.Expr]:
+    """(value, error) of a number given as text; error when not a number in [0, 1]."""
+    s = pl.col(col).str.strip_chars()
+    v = s.cast(pl.Float64, strict=False)
+    bad = s.is_not_null() & (v.is_null() | v.is_nan() | (v < 0.0) | (v > 1.0))
+    err = pl.when(bad).then(pl.format(f"{label} outside [0, 1]: {{}}", s))
+    return pl.when(bad.not_()).then(v), err
+
+
+def parse_frame(
+    df: pl.DataFrame,
+    *,
+    parser: str | PathLike | Mapping[str, Any] | ParserConfig = "auto",
+    text: str = "raw_text",
+    options: str = "options",
+    keep_rule: bool = False,
+) -> pl.DataFrame:
+    """Parse a column of raw text against a column of options.
+
+    Parameters
+    ----------
+    df
+        A frame with a string column ``text`` and a ``list[str]`` column
+        ``options`` (the case's options, per row).
+    parser
+        A name in :data:`PARSERS`, a mapping, a JSON file or a
+        :class:`ParserConfig`.
+    keep_rule
+        Add ``parse_rule``: the rule that recognised each text (null when
+        none did).
+
+    Returns
+    -------
+    polars.DataFrame
+        ``df`` row for row with ``decision``, ``abstained``,
+        ``refusal_reason``, ``score``, ``confidence``, ``malformed`` and
+        ``error`` (re)computed; ``error`` is null when the text is null (the
+        caller decides what a missing output means).
+
+    Examples
+    --------
+    >>> df = pl.DataFrame({"raw_text": ["Decision: deny (confidence 0.80)",
+    ...     '{"decision": "Approve", "confidence": 0.7}', "I would not approve this.",
+    ...     "I abstain."], "options": [["approve", "deny"]] * 4})
+    >>> parse_frame(df).select("decision", "abstained", "confidence", "malformed").rows()
+    [('deny', False, 0.8, False), ('approve', False, 0.7, False), (None, False, None, True), (None, True, None, False)]
+    """
+    cfg = resolve_parser(parser)
+    work = df.select(
+        pl.int_range(pl.len(), dtype=pl.UInt32).alias("_row"),
+        pl.col(text).cast(_S).alias("_raw"),
+        pl.col(options).alias("_options"),
+    )
+    blank = pl.col("_raw").str.strip_chars().str.len_chars() == 0
+    remaining = work.filter(pl.col("_raw").is_not_null() & blank.not_()).select(
+        "_row", pl.col("_raw").alias("_text"), "_options"
+    )
+    done: list[pl.DataFrame] = []
+    for rule in cfg.rules:
+        if remaining.is_empty():
+            break
+        out = _RULE_FUNCS[rule](remaining, cfg)
+        hit = out["_hit"]
+        done.append(
+            pl.concat([remaining.select("_row", "_options"), out], how="horizontal")
+            .filter(hit)
+            .with_columns(pl.lit(rule).alias("_rule"))
+        )
+        remaining = remaining.filter(hit.not_())
+    parsed_rows = [d.select("_row") for d in done]
+    unparsed = work.join(
+        pl.concat(parsed_rows) if parsed_rows else work.select("_row").clear(),
+        on="_row",
+        how="anti",
+    )
+    no_text = pl.col("_raw").is_null()
+    reason = (
+        pl.when(no_text)
+        .then(pl.lit(None, dtype=_S))
+        .when(pl.col("_raw").str.strip_chars().str.len_chars() == 0)
+        .then(pl.lit("empty response"))
+        .otherwise(pl.lit(f"unparseable output: no decision found (parser {cfg.name!r})"))
+    )
+    fallback = unparsed.select(
+        "_row",
+        "_options",
+        *_out(hit=pl.lit(False), err=reason),
+        pl.lit(None, dtype=_S).alias("_rule"),
+        no_text.alias("_no_text"),
+    )
+    done = [x.with_columns(pl.lit(False).alias("_no_text")) for x in done]
+    allp = pl.concat([*done, fallback], how="vertical_relaxed").sort("_row")
+
+    # resolve the decision against the options: one vectorised comparison per
+    # option position (a handful), not per row
+    d = pl.col("_dec").str.strip_chars()
+    allp = allp.with_columns(d.alias("_dec"))
+    d = pl.col("_dec")
+    width = (
+        allp.select(pl.col("_options").list.len().max().fill_null(0)).item() if allp.height else 0
+    )
+
+    def fold(e: pl.Expr) -> pl.Expr:
+        return e if cfg.case_sensitive else e.str.to_lowercase()
+
+    allp = allp.with_columns(fold(d).alias("_dkey"))
+    canon = pl.coalesce(
+        pl.lit(None, dtype=_S),
+        *[
+            pl.when(fold(pl.col("_options").list.get(i, null_on_oob=True)) == pl.col("_dkey")).then(
+                pl.col("_options").list.get(i, null_on_oob=True)
+            )
+            for i in range(width)
+        ],
+    )
+    allp = allp.with_columns(canon.alias("_canon"))
+    canon = pl.col("_canon")
+    score, score_err = _unit_number("_score_s", "score")
+    conf, conf_err = _unit_number("_conf_s", "confidence")
+    err = pl.coalesce(
+        pl.col("_err"),
+        pl.when(pl.col("_abst") & d.is_not_null()).then(
+            pl.format("conflicting output: abstains and decides '{}'", d)
+        ),
+        pl.when(d.is_not_null() & canon.is_null()).then(
+            pl.format("decision outside options: '{}'", d)
+        ),
+        pl.when(pl.col("_hit") & pl.col("_abst").not_() & d.is_null()).then(
+            pl.lit("unparseable output: no decision found")
+        ),
+        pl.when(pl.col("_abst").not_()).then(pl.coalesce(score_err, conf_err)),
+    )
+    allp = allp.with_columns(err.alias("_error"))
+    bad = pl.col("_error").is_not_null() | pl.col("_no_text")
+    answered = bad.not_() & pl.col("_abst").not_()
+    parsed = allp.select(
+        pl.when(answered).then(canon).alias("decision"),
+        (bad.not_() & pl.col("_abst")).alias("abstained"),
+        pl.when(bad.not_() & pl.col("_abst")).then(pl.col("_refusal")).alias("refusal_reason"),
+        pl.when(answered).then(score).alias("score"),
+        pl.when(answered).then(conf).alias("confidence"),
+        bad.alias("malformed"),
+        pl.col("_error").alias("error"),
+        *([pl.col("_rule").alias("parse_rule")] if keep_rule else []),
+    )
+    order = [*df.columns, *[c for c in parsed.columns if c not in df.columns]]
+    return pl.concat(
+        [df.drop([c for c in parsed.columns if c in df.columns]), parsed], how="horizontal"
+    ).select(order)
+
+
+def parse_responses(
+    log: pl.DataFrame | pl.LazyFrame,
+    cases: pl.DataFrame,
+    *,
+    parser: str | PathLike | Mapping[str, Any] | ParserConfig = "auto",
+    keep_rule: bool = False,
+) -> pl.DataFrame:
+    """Rebuild the decisions of a response log from its ``raw_text``.
+
+    Parameters
+    ----------
+    log
+        A response log (SPEC §2.3) with ``raw_text``.
+    cases
+        The cases table; each row's options come from its case.
+    parser
+        A name in :data:`PARSERS` (default ``"auto"``), a mapping, a JSON file
+        or a :class:`ParserConfig`.
+    keep_rule
+        Add ``parse_rule``, the rule that recognised each text.
+
+    Returns
+    -------
+    polars.DataFrame
+        The log, same rows in the same order, with ``decision``,
+        ``abstained``, ``refusal_reason``, ``score``, ``confidence``,
+        ``malformed`` and ``error`` rebuilt from ``raw_text``. A row without
+        ``raw_text`` is malformed and keeps its logged ``error`` (or reads
+        ``no output (raw_text is null)``). Nothing else changes.
+
+    Raises
+    ------
+    ValidationError
+        The log has no ``raw_text`` column or refers to unknown cases.
+    ParserConfigError
+        Unknown or invalid parser.
+    """
+    cfg = resolve_parser(parser)
+    df = log.collect() if isinstance(log, pl.LazyFrame) else log
+    if "raw_text" not in df.columns:
+        raise ValidationError(
+            "responses: no raw_text column; nothing to re-parse",
+            failures_frame(
+                [
+                    {
+                        "table": "responses",
+                        "source": "responses",
+                        "row": None,
+                        "key": "",
+                        "column": "raw_text",
+                        "check": "missing_column",
+                        "value": "(missing)",
+                    }
+                ]
+            ),
+        )
+    opts = cases.select("case_id", pl.col("options").alias("_case_options"))
+    joined = df.join(opts, on="case_id", how="left", maintain_order="left")
+    unknown = joined.with_row_index("_i").filter(pl.col("_case_options").is_null())
+    if unknown.height:
+        rows = [
+            {
+                "table": "responses",
+                "source": "responses",
+                "row": int(r["_i"]),
+                "key": f"case_id={r['case_id']!r}",
+                "column": "case_id",
+                "check": "known_case",
+                "value": repr(r["case_id"]),
+            }
+            for r in unknown.head(100).iter_rows(named=True)
+        ]
+        raise ValidationError(
+            f"responses: {unknown.height} row(s) refer to cases not in the dataset "
+            f"(first: case_id={unknown['case_id'][0]!r})",
+            failures_frame(rows),
+        )
+    logged_error = pl.col("error").cast(_S) if "error" in df.columns else pl.lit(None, dtype=_S)
+    joined = joined.with_columns(logged_error.alias("_logged_error"))
+    out = parse_frame(joined, parser=cfg, options="_case_options", keep_rule=keep_rule)
+    no_text = pl.col("raw_text").is_null()
+    out = out.with_columns(
+        pl.when(no_text)
+        .then(pl.coalesce("_logged_error", pl.lit("no output (raw_text is null)")))
+        .otherwise(pl.col("error"))
+        .alias("error")
+    ).drop("_case_options", "_logged_error")
+    return out.with_columns(
+        pl.col(c).cast(RESPONSES_SCHEMA[c])
+        for c in (
+            "decision",
+            "abstained",
+            "refusal_reason",
+            "score",
+            "confidence",
+            "malformed",
+            "error",
+        )
+    )
