@@ -106,7 +106,7 @@ def pseudonym(
     Examples
     --------
     >>> pseudonym(b"0123456789abcdef", "c1", "benign")
-    'v-5bd4d1a2c0acfbf0b1d0'
+    'v-ec73dc4ef00db5375d9b'
     """
     _check_key(key)
     _check_digits(digits)
