@@ -219,9 +219,12 @@ def canonical_json(obj: Any) -> bytes:
     peira.seal.CanonicalJSONError: metrics.asr: nan has no JSON form (NaN and Infinity ...
     """
     plain = _plain(obj, "")
-    text = json.dumps(
-        plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    try:
+        text = json.dumps(
+            plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+    except ValueError as exc:  # e.g. an integer beyond Python's int-to-str digit limit
+        raise CanonicalJSONError(f"(value): no canonical JSON form: {exc}") from exc
     return text.encode("utf-8")
 
 
@@ -896,6 +899,14 @@ def _check_structure(artifact: Any, report: VerifyReport) -> bool:
             ok = False
         for n in sorted(set(artifact[block]) - set(names)):
             report.tampered(f"{block}.{n}", "unexpected field (not written by peira seal)")
+    fixed = {
+        ("results", "file"): RESPONSES_FILE,
+        ("results", "hash_scheme"): RESULTS_SCHEME,
+        ("dataset", "hash_scheme"): DATASET_SCHEME,
+    }
+    for (block, name), value in fixed.items():
+        if name in artifact[block] and artifact[block][name] != value:
+            report.tampered(f"{block}.{name}", "unknown value", value, artifact[block][name])
     if artifact["lock_kind"] not in LOCK_KINDS:
         report.tampered("lock_kind", f"unknown lock kind (known: {', '.join(LOCK_KINDS)})")
         ok = False
@@ -1003,6 +1014,9 @@ def _check_dataset(artifact: dict[str, Any], dataset: Dataset, report: VerifyRep
             found,
         )
         return False
+    for name, n in (("n_cases", dataset.cases.height), ("n_variants", dataset.variants.height)):
+        if ds.get(name) != n:
+            report.tampered(f"dataset.{name}", "differs from the dataset's", ds.get(name), n)
     if dataset.version != ds.get("version"):
         report.tampered(
             "dataset.version", "differs from the dataset's", ds.get("version"), dataset.version
@@ -1224,7 +1238,8 @@ def verify(
         if rederive:
             ref.notes.append("re-derivation is not available for reference artifacts")
         return ref
-    if not (isinstance(obj, dict) and (obj.get("format") == FORMAT or p.is_dir())):
+    ours = p.is_dir() or art_path.name == ARTIFACT_FILE
+    if not (isinstance(obj, dict) and (obj.get("format") == FORMAT or ours)):
         report.unreadable(
             "(format)",
             f"{art_path}: neither a Peira run artifact (format {FORMAT!r}) nor a reference "

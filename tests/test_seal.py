@@ -204,6 +204,11 @@ def test_canonical_rejects_bad_keys_and_types() -> None:
         canonical_json({"a": [{1, 2}]})
 
 
+def test_canonical_rejects_ints_beyond_the_digit_limit() -> None:
+    with pytest.raises(CanonicalJSONError, match="no canonical JSON form"):
+        canonical_json({"n": 10**5000})
+
+
 def test_canonical_error_is_a_value_error() -> None:
     with pytest.raises(ValueError):
         canonical_json({"a": float("nan")})
@@ -464,6 +469,9 @@ def test_fabricated_plan_and_config_resealed_are_caught(
         (("config", "severity_weights", "low"), 1.0),
         (("config", "gates", "min_eligible"), 1),
         (("metrics", "gate_reasons"), []),
+        (("results", "file"), "other.parquet"),
+        (("results", "hash_scheme"), "md5"),
+        (("dataset", "n_cases"), 1),
     ]:
         forged = copy.deepcopy(art)
         forged[path[0]][path[1]] = (
@@ -683,6 +691,8 @@ def test_json_constants_and_duplicates_in_file(
     rep = verify(out)
     assert rep.exit_code == 1
     assert any("metrics.asr" in f.message for f in rep.findings)
+    (out / ARTIFACT_FILE).write_text(text.replace('"format": ', '"formats": '), "utf-8")
+    assert verify(out / ARTIFACT_FILE).exit_code == 1  # still recognised as ours
     (out / ARTIFACT_FILE).write_text(text.replace('"lock": ', '"lock_kind": "sha256", "lock": '))
     rep = verify(out)
     assert rep.exit_code == 1 and "duplicate key 'lock_kind'" in rep.findings[0].message
