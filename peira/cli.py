@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
 
 from . import __version__
+from .bootstrap import PeiraWarning, ResamplePlan
 from .errors import DataFileError, InputFormatError, MissingArmsError, PeiraError, ValidationError
 from .io import read_dataset, read_responses, validate_files, write_dataset, write_parquet
 from .render import FORMATS, render
@@ -59,23 +61,133 @@ def _dataset_and_log(args: argparse.Namespace) -> tuple[Path, Path]:
     return d, Path(args.responses)
 
 
-def cmd_score(args: argparse.Namespace) -> int:
-    from .metrics import metric_table
+def _load_pairs(args: argparse.Namespace) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(pairs, cases) of the split asked for (all splits when ``--split all``)."""
     from .pairs import build_pairs
 
     d, log = _dataset_and_log(args)
     ds = read_dataset(d)
     responses = read_responses(log, cases=ds.cases)
     pairs = build_pairs(responses, ds.cases, missing=args.missing, delta=args.delta)
-    table = metric_table(pairs, args.by, cases=ds.cases)
+    cases = ds.cases
+    if args.split != "all":
+        cases = cases.filter(pl.col("split") == args.split)
+        pairs = pairs.filter(pl.col("split") == args.split)
+        if cases.is_empty():
+            raise DataFileError(f"{d}: no cases in split {args.split!r}")
+    return pairs, cases
+
+
+def _plan(args: argparse.Namespace, cases: pl.DataFrame) -> ResamplePlan:
+    from .bootstrap import plan_for_cases
+
+    return plan_for_cases(cases, unit=args.unit, n_resamples=args.resamples, seed=args.seed)
+
+
+def _gate_text(table: pl.DataFrame) -> pl.DataFrame:
+    gate = (
+        pl.when(pl.col("ranked"))
+        .then(pl.lit("ranked"))
+        .otherwise(pl.lit("unranked: ") + pl.col("gate_reasons").list.join("; "))
+    )
+    return table.with_columns(gate.alias("gate"))
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from .bootstrap import ratio_intervals
+    from .metrics import metric_table
+
+    pairs, cases = _load_pairs(args)
+    table = metric_table(pairs, args.by, cases=cases)
     keys = ["run_id", *args.by]
     if args.format in ("table", "markdown"):
-        gate = (
-            pl.when(pl.col("ranked"))
-            .then(pl.lit("ranked"))
-            .otherwise(pl.lit("unranked: ") + pl.col("gate_reasons").list.join("; "))
+        table = _gate_text(table).select(*keys, *HEADLINE)
+    elif args.resamples > 0:
+        ci = ratio_intervals(
+            pairs, _plan(args, cases), by=args.by or None, method=args.method, level=args.level
         )
-        table = table.with_columns(gate.alias("gate")).select(*keys, *HEADLINE)
+        wide = ci.pivot(on="metric", index=keys, values=["lo", "hi", "n_defined"])
+        wide = wide.rename(
+            {
+                c: f"{c.split('_', 1)[1]}_{c.split('_', 1)[0]}"
+                for c in wide.columns
+                if c.startswith(("lo_", "hi_"))
+            }
+        ).rename(
+            {
+                c: c.replace("n_defined_", "") + "_n_defined"
+                for c in wide.columns
+                if c.startswith("n_defined_")
+            }
+        )
+        meta = ci.group_by(keys).agg(
+            pl.col("level", "n_resamples", "unit", "seed", "fingerprint", "few_clusters").first(),
+            pl.col("method").unique().sort().str.join(",").alias("interval_method"),
+        )
+        table = (
+            table.join(wide, on=keys, how="left", nulls_equal=True)
+            .join(meta, on=keys, how="left", nulls_equal=True)
+            .sort(keys)
+        )
+    sys.stdout.write(render(table, args.format))
+    return EXIT_OK
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    from .compare import leaderboard
+
+    pairs, cases = _load_pairs(args)
+    board = leaderboard(pairs, cases, _plan(args, cases), rule=args.rule, level=args.level)
+    if args.format in ("table", "markdown"):
+        board = _gate_text(board).select(
+            "rank",
+            "run_id",
+            pl.col("estimate").alias("robustness"),
+            "lo",
+            "hi",
+            "n_eligible",
+            pl.col("beaten_by").list.len().alias("beaten_by"),
+            "gate",
+        )
+        if args.format == "table":
+            rule = (
+                "non-overlapping intervals (overlap = tie)"
+                if args.rule == "ci"
+                else "paired difference interval"
+            )
+            print(
+                f"split {args.split}; {args.level:.0%} {args.unit}-bootstrap intervals, "
+                f"B={args.resamples}, seed {args.seed}; rule: {rule}"
+            )
+    sys.stdout.write(render(board, args.format))
+    return EXIT_OK
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .compare import head_to_head, pairwise
+
+    pairs, cases = _load_pairs(args)
+    plan = _plan(args, cases)
+    if args.run_a and args.run_b:
+        row = head_to_head(
+            pairs,
+            plan,
+            args.run_a,
+            args.run_b,
+            metric=args.metric,
+            rule=args.rule,
+            level=args.level,
+        )
+        table = pl.DataFrame([row])
+    elif args.run_a or args.run_b:
+        raise PeiraError("compare needs two runs (RUN_A RUN_B), or none for every pair")
+    else:
+        table = pairwise(pairs, plan, metric=args.metric, rule=args.rule, level=args.level)
+    if args.format in ("table", "markdown"):
+        table = table.select(
+            "run_a", "run_b", "estimate_a", "estimate_b", "diff", "diff_lo", "diff_hi",
+            "p_holm", "ci_verdict", "paired_verdict", "winner",
+        )  # fmt: skip
     sys.stdout.write(render(table, args.format))
     return EXIT_OK
 
@@ -150,14 +262,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"peira {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    def data_options(q: argparse.ArgumentParser, split: str) -> None:
+        q.add_argument("--dataset", help="dataset directory (default: the bundled data/demo)")
+        q.add_argument("--responses", help="response log: file, directory or glob")
+        q.add_argument("--format", choices=FORMATS, default="table")
+        q.add_argument("--split", choices=("public", "holdout", "all"), default=split)
+        q.add_argument("--missing", choices=("error", "malformed"), default="error")
+        q.add_argument("--delta", type=float, default=0.10, help="shift-without-flip threshold")
+        q.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples B")
+        q.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+        q.add_argument("--unit", choices=("cluster", "case"), default="cluster")
+        q.add_argument("--level", type=float, default=0.95, help="confidence level")
+
+    lb = sub.add_parser("leaderboard", help="ranked runs with intervals (default: demo data)")
+    data_options(lb, "public")
+    lb.add_argument("--rule", choices=("ci", "paired"), default="ci")
+    lb.set_defaults(func=cmd_leaderboard)
+
     s = sub.add_parser("score", help="per-run metrics (default: the bundled demo data)")
-    s.add_argument("--dataset", help="dataset directory (default: data/demo)")
-    s.add_argument("--responses", help="response log: file, directory or glob")
+    data_options(s, "all")
     s.add_argument("--by", action="append", default=[], help="breakdown column (repeatable)")
-    s.add_argument("--format", choices=FORMATS, default="table")
-    s.add_argument("--missing", choices=("error", "malformed"), default="error")
-    s.add_argument("--delta", type=float, default=0.10, help="shift-without-flip threshold")
+    s.add_argument("--method", choices=("percentile", "bca"), default="percentile")
     s.set_defaults(func=cmd_score)
+
+    c = sub.add_parser("compare", help="head-to-head: two runs, or every pair")
+    c.add_argument("run_a", nargs="?")
+    c.add_argument("run_b", nargs="?")
+    data_options(c, "public")
+    c.add_argument("--metric", default="robustness")
+    c.add_argument("--rule", choices=("ci", "paired"), default="ci")
+    c.set_defaults(func=cmd_compare)
 
     mt = sub.add_parser("metrics", help="list every metric: kind, direction, definition")
     mt.add_argument("--format", choices=FORMATS, default="table")
@@ -190,6 +324,9 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("dataset")
     ex.add_argument("--out", required=True)
     ex.set_defaults(func=cmd_export)
+    from .cli_integrity import register as register_integrity
+
+    register_integrity(sub)
     return p
 
 
@@ -197,7 +334,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``peira`` console script; returns the exit code."""
     args = build_parser().parse_args(argv)
     try:
-        return int(args.func(args))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", PeiraWarning)
+            code = int(args.func(args))
+        for w in caught:
+            if issubclass(w.category, PeiraWarning):
+                print(f"peira: warning: {w.message}", file=sys.stderr)
+            else:  # pragma: no cover - not ours: re-emit
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        return code
     except (ValidationError, MissingArmsError, InputFormatError) as exc:
         print(f"peira: error: {exc}", file=sys.stderr)
         return EXIT_VIOLATIONS

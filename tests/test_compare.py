@@ -1,0 +1,132 @@
+"""Head-to-head verdicts, Holm adjustment and leaderboard ranks (SPEC §6)."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+from statsmodels.stats.multitest import multipletests
+
+from peira.bootstrap import plan_for_cases
+from peira.compare import head_to_head, leaderboard, pairwise
+from peira.metrics.gates import GateThresholds
+from peira.pairs import build_pairs
+from tests.builders import case, make_cases, make_responses, pair_rows
+
+N_CASES = 240
+LOOSE = GateThresholds(min_eligible=50, min_eligible_per_family=5)
+
+
+def _cases() -> pl.DataFrame:
+    return make_cases(
+        *[
+            case(f"c{i:03d}", scenario_id=f"s{i // 2:03d}", family=f"f{i % 3}")
+            for i in range(N_CASES)
+        ]
+    )
+
+
+def _run(run_id: str, flip_every: int | None, *, malformed: bool = False) -> list[dict]:
+    rows = []
+    for i in range(N_CASES):
+        flipped = flip_every is not None and i % flip_every == 0
+        if malformed and i % 5 == 0:
+            rows += pair_rows(f"c{i:03d}", None, None, run_id=run_id, model=run_id, malformed=True)
+        else:
+            rows += pair_rows(
+                f"c{i:03d}", "deny", "approve" if flipped else "deny", run_id=run_id, model=run_id
+            )
+    return rows
+
+
+@pytest.fixture(scope="module")
+def setup() -> tuple[pl.DataFrame, pl.DataFrame, object]:
+    cases = _cases()
+    rows = (
+        _run("a-strong", 40)  # ASR 0.025
+        + _run("b-close", 30)  # ASR 0.033: overlaps a
+        + _run("c-weak", 2)  # ASR 0.5
+        + _run("d-broken", 40, malformed=True)  # malformed 20%: unranked
+    )
+    pairs = build_pairs(make_responses(*rows), cases)
+    plan = plan_for_cases(cases, n_resamples=2000, seed=0)
+    return pairs, cases, plan
+
+
+def test_pairwise_verdicts_follow_the_non_overlap_rule(setup) -> None:  # type: ignore[no-untyped-def]
+    pairs, _, plan = setup
+    pw = pairwise(pairs, plan)
+    assert pw.height == 6  # 4 runs -> 6 pairs
+    for r in pw.iter_rows(named=True):
+        overlap = (
+            r["lo_a"] <= r["hi_b"] and r["lo_b"] <= r["hi_a"] if r["lo_a"] is not None else True
+        )
+        assert r["overlap"] == overlap
+        if overlap:
+            assert r["ci_verdict"] == "tie" and r["winner"] is None
+        else:
+            better = r["run_a"] if r["estimate_a"] > r["estimate_b"] else r["run_b"]
+            assert r["winner"] == better
+    ab = pw.filter((pl.col("run_a") == "a-strong") & (pl.col("run_b") == "b-close")).row(
+        0, named=True
+    )
+    assert ab["ci_verdict"] == "tie"
+    ac = pw.filter((pl.col("run_a") == "a-strong") & (pl.col("run_b") == "c-weak")).row(
+        0, named=True
+    )
+    assert ac["winner"] == "a-strong" and ac["diff"] == pytest.approx(0.975 - 0.5)
+
+
+def test_holm_adjustment_matches_statsmodels(setup) -> None:  # type: ignore[no-untyped-def]
+    pairs, _, plan = setup
+    pw = pairwise(pairs, plan)
+    p = pw["p_value"].to_numpy()
+    want = multipletests(p, method="holm")[1]
+    assert np.allclose(pw["p_holm"].to_numpy(), want)
+    assert (pw["p_holm"] >= pw["p_value"]).all()
+
+
+def test_paired_rule(setup) -> None:  # type: ignore[no-untyped-def]
+    pairs, _, plan = setup
+    pw = pairwise(pairs, plan, rule="paired")
+    assert set(pw["rule"]) == {"paired"}
+    for r in pw.iter_rows(named=True):
+        if r["diff_lo"] is not None and r["diff_lo"] > 0:
+            assert r["winner"] == r["run_a"]
+        elif r["diff_hi"] is not None and r["diff_hi"] < 0:
+            assert r["winner"] == r["run_b"]
+        else:
+            assert r["winner"] is None
+
+
+def test_head_to_head_orientation(setup) -> None:  # type: ignore[no-untyped-def]
+    pairs, _, plan = setup
+    fwd = head_to_head(pairs, plan, "a-strong", "c-weak")
+    rev = head_to_head(pairs, plan, "c-weak", "a-strong")
+    assert fwd["winner"] == rev["winner"] == "a-strong"
+    assert fwd["ci_verdict"] == "a" and rev["ci_verdict"] == "b"
+    assert rev["diff"] == pytest.approx(-fwd["diff"])
+    assert rev["diff_lo"] == pytest.approx(-fwd["diff_hi"])
+    with pytest.raises(KeyError, match="nope"):
+        head_to_head(pairs, plan, "a-strong", "nope")
+
+
+def test_leaderboard_ranks_ties_and_unranked(setup) -> None:  # type: ignore[no-untyped-def]
+    pairs, cases, plan = setup
+    board = leaderboard(pairs, cases, plan, thresholds=LOOSE)
+    rows = {r["run_id"]: r for r in board.iter_rows(named=True)}
+    assert rows["a-strong"]["rank"] == 1 and rows["b-close"]["rank"] == 1  # tie shares a rank
+    assert rows["c-weak"]["rank"] == 3 and rows["c-weak"]["beaten_by"] == ["a-strong", "b-close"]
+    assert rows["d-broken"]["rank"] is None and not rows["d-broken"]["ranked"]
+    assert rows["d-broken"]["gate_reasons"] == ["malformed_rate 0.2 > 0.05"]
+    assert board["run_id"].to_list()[-1] == "d-broken"
+    assert board["estimate"][0] == pytest.approx(0.975)
+    assert set(board["fingerprint"]) == {plan.fingerprint}  # type: ignore[attr-defined]
+
+
+def test_adding_a_run_leaves_other_verdicts(setup) -> None:  # type: ignore[no-untyped-def]
+    pairs, _, plan = setup
+    three = pairs.filter(pl.col("run_id") != "d-broken")
+    a = pairwise(three, plan).drop("p_holm")
+    b = pairwise(pairs, plan).filter(pl.col("run_b") != "d-broken").drop("p_holm")
+    assert a.equals(b)
