@@ -3,7 +3,15 @@
 from importlib.metadata import PackageNotFoundError, version
 
 from .errors import DataFileError, InputFormatError, MissingArmsError, PeiraError, ValidationError
-from .io import Dataset, read_dataset, read_responses, scan_responses, write_dataset, write_parquet
+from .io import (
+    Dataset,
+    demo_dir,
+    read_dataset,
+    read_responses,
+    scan_responses,
+    write_dataset,
+    write_parquet,
+)
 
 try:
     __version__ = version("peira")
@@ -18,6 +26,7 @@ __all__ = [
     "PeiraError",
     "ValidationError",
     "__version__",
+    "demo_dir",
     "read_dataset",
     "read_responses",
     "scan_responses",

@@ -13,7 +13,7 @@ import polars as pl
 from . import __version__
 from .bootstrap import PeiraWarning, ResamplePlan
 from .errors import DataFileError, InputFormatError, MissingArmsError, PeiraError, ValidationError
-from .io import read_dataset, read_responses, validate_files, write_dataset, write_parquet
+from .io import demo_dir, read_dataset, read_responses, validate_files, write_dataset, write_parquet
 from .render import FORMATS, render
 from .schema import describe_failures
 
@@ -34,18 +34,6 @@ HEADLINE = (
     "calibration_status",
     "gate",
 )
-
-
-def demo_dir() -> Path:
-    """The bundled demo data: ``data/demo`` of the source tree (or of the working directory)."""
-    for base in (Path(__file__).resolve().parent.parent, Path.cwd()):
-        d = base / "data" / "demo"
-        if (d / "cases.parquet").exists():
-            return d
-    raise DataFileError(
-        "no --dataset given and the bundled demo data (data/demo) were not found; "
-        "run from a clone of the repository or pass --dataset and --responses"
-    )
 
 
 def _dataset_and_log(args: argparse.Namespace) -> tuple[Path, Path]:

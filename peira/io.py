@@ -33,6 +33,7 @@ from .schema import (
 __all__ = [
     "Dataset",
     "atomic_path",
+    "demo_dir",
     "parquet_files",
     "read_dataset",
     "read_parquet",
@@ -57,6 +58,25 @@ class Dataset:
     def version(self) -> str:
         """The dataset_version shared by the cases (joined with '+' if several)."""
         return "+".join(self.cases["dataset_version"].unique().sort().to_list())
+
+
+def demo_dir() -> Path:
+    """The bundled demo data: ``data/demo`` of the source tree (or of the working directory).
+
+    Raises
+    ------
+    DataFileError
+        When neither holds ``data/demo/cases.parquet`` (an installed wheel
+        without a clone).
+    """
+    for base in (Path(__file__).resolve().parent.parent, Path.cwd()):
+        d = base / "data" / "demo"
+        if (d / "cases.parquet").exists():
+            return d
+    raise DataFileError(
+        "no --dataset given and the bundled demo data (data/demo) were not found; "
+        "run from a clone of the repository or pass --dataset and --responses"
+    )
 
 
 # ---------------------------------------------------------------- writing
