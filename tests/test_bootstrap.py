@@ -666,3 +666,152 @@ def test_nonratio_bca_and_groups(synth_big: tuple[pl.DataFrame, pl.DataFrame]) -
     assert out.equals(out.sort(["run_id", "severity", "metric"], nulls_last=False))
     with pytest.raises(KeyError, match="no bootstrap for"):
         nonratio_intervals(pairs, plan, metrics=["aurc"])
+
+
+# ---------------------------------------------------------------- slow: coverage, scale
+
+
+def _load_benchmark(name: str) -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+def test_coverage_study_reduced() -> None:
+    study = _load_benchmark("coverage_study")
+    res = study.run_study(n_reps=400, n_resamples=1000)
+    methods = res["methods"]
+    cluster = methods["cluster bootstrap, percentile"]["coverage"]
+    case = methods["case bootstrap, percentile"]["coverage"]
+    assert 0.93 <= cluster <= 0.97
+    assert 0.93 <= methods["cluster bootstrap, BCa"]["coverage"] <= 0.97
+    assert case < cluster - 0.04
+    assert methods["Wilson (reference), flips / eligible"]["coverage"] < cluster - 0.04
+
+
+@pytest.mark.slow
+def test_exact_at_the_default_plan_size(synth: tuple[pl.DataFrame, pl.DataFrame]) -> None:
+    cases, pairs = synth
+    plan = plan_for_cases(cases)  # B = 10,000, seed 0
+    metric = RATIO_METRICS["asr"]
+    reps = replicates(pairs, plan, metric)
+    slow = slow_replicates(pairs, plan, metric, "m03-abstain-dos")
+    assert np.array_equal(reps.of("m03-abstain-dos"), slow, equal_nan=True)
+    row = row_of(ratio_intervals(pairs, plan, metrics=["asr"]), run_id="m03-abstain-dos")
+    assert (row["lo"], row["hi"], row["n_defined"]) == percentile_ends(slow)
+
+
+@pytest.mark.slow
+def test_full_workload_runs_in_seconds() -> None:
+    """3,000 cases × 50 runs × (overall + 10 families) and 1,225 differences at B = 10,000.
+
+    The target is 3 s on 2 cores (benchmarks/bench_bootstrap.py records the
+    measured figure); the bound here is loose, since the test machine may be busy.
+    """
+    import time
+
+    bench = _load_benchmark("bench_bootstrap")
+    rng = np.random.default_rng(0)
+    cases = bench.make_cases(3000, rng)
+    pairs = build_pairs(bench.make_log(cases, 50, 1, 1), cases)
+    t = time.perf_counter()
+    bench.pipeline(pairs, cases)
+    assert time.perf_counter() - t < 6.0
+
+
+# ---------------------------------------------------------------- more inputs and bad input
+
+
+def test_case_unit_equals_slow_recompute(rlog: tuple[pl.DataFrame, pl.DataFrame]) -> None:
+    cases, pairs = rlog
+    plan = plan_for_cases(cases, unit="case", n_resamples=200, seed=6)
+    metric = RATIO_METRICS["asr_unconditional"]
+    out = ratio_intervals(pairs.lazy(), plan, metrics=[metric])
+    assert out.equals(ratio_intervals(pairs, plan, metrics=[metric]))
+    slow = slow_replicates(pairs, plan, metric, "run1")
+    row = row_of(out, run_id="run1")
+    assert (row["lo"], row["hi"], row["n_defined"]) == percentile_ends(slow)
+    assert row["unit"] == "case"
+
+
+def test_two_grouping_columns(rlog: tuple[pl.DataFrame, pl.DataFrame]) -> None:
+    cases, pairs = rlog
+    plan = plan_for_cases(cases, n_resamples=100)
+    out = ratio_intervals(pairs, plan, by=["family", "primitive"], metrics=["benign_accuracy"])
+    expect = score(pairs, ["family", "primitive"], metrics=[RATIO_METRICS["benign_accuracy"]])
+    assert out.select("run_id", "family", "primitive").equals(
+        expect.select("run_id", "family", "primitive")
+    )
+    assert out["estimate"].to_list() == pytest.approx(expect["benign_accuracy"].to_list())
+
+
+def test_custom_ratio_metric_and_unknown_names(rlog: tuple[pl.DataFrame, pl.DataFrame]) -> None:
+    cases, pairs = rlog
+    plan = plan_for_cases(cases, n_resamples=100)
+    flips = RatioMetric(
+        "flips_per_pair", pl.col("flipped"), pl.lit(1.0) + 0 * pl.col("sample"), False, "x"
+    )
+    out = ratio_intervals(pairs, plan, metrics=[flips])
+    expect = pairs.group_by("run_id").agg(pl.col("flipped").mean()).sort("run_id")
+    assert out["estimate"].to_list() == pytest.approx(expect["flipped"].to_list())
+    with pytest.raises(KeyError, match="unknown ratio metric 'nope'"):
+        ratio_intervals(pairs, plan, metrics=["nope"])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"method": "bootstrap-t"}, "method must be 'percentile' or 'bca'"),
+        ({"level": 1.0}, r"level must be in \(0, 1\)"),
+    ],
+)
+def test_interval_options_are_checked(
+    rlog: tuple[pl.DataFrame, pl.DataFrame], kwargs: dict[str, Any], match: str
+) -> None:
+    cases, pairs = rlog
+    plan = plan_for_cases(cases, n_resamples=10)
+    with pytest.raises(ValueError, match=match):
+        ratio_intervals(pairs, plan, **kwargs)
+    with pytest.raises(ValueError, match=match):
+        bootstrap(
+            np.ones(40),
+            **{("confidence_level" if k == "level" else k): v for k, v in kwargs.items()},
+        )
+
+
+def test_bootstrap_rejects_bad_data() -> None:
+    with pytest.raises(ValueError, match="differ in length"):
+        bootstrap([1, 2, 3], [1, 1])
+    with pytest.raises(ValueError, match="no observations"):
+        bootstrap([])
+    with pytest.raises(ValueError, match="must be finite"):
+        bootstrap([1.0, float("nan")] * 20)
+    with pytest.raises(ValueError, match="3 labels for 40 observations"):
+        bootstrap(np.ones(40), clusters=["a", "b", "c"])
+
+
+def test_no_pairs_is_an_error(rlog: tuple[pl.DataFrame, pl.DataFrame]) -> None:
+    cases, pairs = rlog
+    plan = plan_for_cases(cases, n_resamples=10)
+    with pytest.raises(ValueError, match="no pairs to bootstrap"):
+        ratio_intervals(pairs.head(0), plan)
+
+
+def test_paired_differences_bca_and_chosen_pairs(synth: tuple[pl.DataFrame, pl.DataFrame]) -> None:
+    cases, pairs = synth
+    plan = plan_for_cases(cases, n_resamples=2000)
+    reps = replicates(pairs, plan, "asr", by="split", overall=True)
+    chosen = [("m02-fragile", "m01-robust")]
+    out = paired_differences(reps, pairs=chosen, method="bca")
+    assert out.select("run_a", "run_b", "split").rows() == [
+        ("m02-fragile", "m01-robust", None),
+        ("m02-fragile", "m01-robust", "holdout"),
+        ("m02-fragile", "m01-robust", "public"),
+    ]
+    assert (out["estimate"] > 0).all() and (out["method"] == "bca").all()
+    assert (out["lo"] <= out["estimate"]).all() and (out["estimate"] <= out["hi"]).all()

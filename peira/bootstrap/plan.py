@@ -234,6 +234,13 @@ def make_plan(
     -------
     ResamplePlan
 
+    Notes
+    -----
+    Draw j of resample b is raw output b·C + j of
+    ``PCG64(SeedSequence(seed))``, mapped to cluster ((raw >> 32)·C) >> 32;
+    ``W[b, c]`` counts the draws of cluster c, so Σ_c W[b, c] = C. The
+    fingerprint is :func:`plan_fingerprint` of ``W``.
+
     Examples
     --------
     >>> plan = make_plan(["s2", "s1", "s3", "s1"], n_resamples=4)
@@ -281,6 +288,11 @@ def plan_for_cases(
     ------
     ValueError
         No cases in the split, or null labels.
+
+    Notes
+    -----
+    The clusters come from the cases table, never from responses, so the
+    plan — and every run's interval — does not depend on which runs exist.
     """
     u = _check_unit(unit)
     col = "scenario_id" if u == "cluster" else "case_id"

@@ -47,6 +47,7 @@ __all__ = ["Replicates", "paired_differences", "ratio_intervals", "replicates"]
 
 _F32_EXACT = float(1 << 24)
 _MAX_DYADIC = 8  # values k·2^-p with p <= 8 may use float32
+_POST_ROWS = 128  # replicate rows per worker task (bounds memory: rows × B float64)
 
 
 def _keys(by: str | Sequence[str] | None) -> list[str]:
@@ -143,6 +144,8 @@ class _Engine:
     ) -> None:
         self.plan, self.by = plan, by
         sums, self.metrics = _sums_input(data, plan, by, metrics)
+        if sums.height == 0:
+            raise ValueError("no pairs to bootstrap")
         nm = len(self.metrics)
         self.runs: list[str] = sorted(sums["run_id"].unique().to_list())
         r = len(self.runs)
@@ -288,6 +291,10 @@ def ratio_intervals(
     θ_b = (W_b · num) / (W_b · den) per run × group × metric, undefined when
     W_b · den = 0. The direction of "better" is the metric's
     (``higher_is_better`` in the registry); intervals are direction-free.
+    With ``overall=True`` the overall rows have null ``by`` values, like a
+    group whose key is null; do not combine it with nullable ``by`` columns.
+    Work runs in threads (one per CPU) with BLAS held to one thread when
+    ``threadpoolctl`` is installed; results do not depend on the threading.
 
     Examples
     --------
@@ -325,7 +332,8 @@ def ratio_intervals(
         for block in eng.blocks:
             p = eng.products(block, None, m == "bca")
             n = p.estimate.size
-            futs = [pool.submit(_post, p, sl, level, m) for sl in row_slices(n, nt)]
+            parts = max(nt, -(-n // _POST_ROWS))
+            futs = [pool.submit(_post, p, sl, level, m) for sl in row_slices(n, parts)]
             inflight.append((block, p, futs))
             while len(inflight) > 1:
                 finish(*inflight.popleft())
@@ -393,6 +401,12 @@ def replicates(
     Parameters are those of :func:`ratio_intervals`. The result feeds
     :func:`paired_differences` (head-to-head): all pairs of 50 runs are
     1,225 row differences of one 50 × B matrix.
+
+    Notes
+    -----
+    Row i of ``theta`` is θ_b = (W_b · num_i) / (W_b · den_i), NaN where
+    W_b · den_i = 0; the jackknife row holds the leave-one-cluster-out
+    values over all C clusters of the plan. Direction as in the registry.
 
     Examples
     --------
