@@ -34,6 +34,7 @@ import polars as pl
 
 from .errors import PeiraError
 from .io import Dataset, write_parquet
+from .metrics.keys import group_keys
 from .schema import ARMS, RESPONSES_SCHEMA, validate_responses
 from .seal import MIN_KEY_BYTES
 
@@ -422,8 +423,7 @@ def divergence(
             f"both plans use seed {pp.seed}: their draws would be correlated; give the "
             "holdout plan another seed (default: public seed + 1)"
         )
-    extra = [by] if isinstance(by, str) else list(by or [])
-    keys = ["run_id", *[k for k in extra if k != "run_id"]]
+    keys = group_keys(by)
     groups = keys[1:]
     lf = pairs.lazy()
     reps = {

@@ -18,6 +18,7 @@ from typing import Literal
 
 import polars as pl
 
+from .keys import group_keys
 from .shift import _check_min_n, _col
 
 __all__ = [
@@ -48,11 +49,6 @@ def _check_bins(n_bins: int, binning: str) -> None:
         raise ValueError(f"n_bins must be an integer >= 1, not {n_bins!r}")
     if binning not in ("equal_mass", "equal_width"):
         raise ValueError(f"binning must be 'equal_mass' or 'equal_width', not {binning!r}")
-
-
-def _keys(by: str | Sequence[str] | None) -> list[str]:
-    extra = [by] if isinstance(by, str) else list(by or [])
-    return ["run_id", *[k for k in extra if k not in ("run_id", "arm")]]
 
 
 def score_label(
@@ -261,7 +257,7 @@ def forecasts(
         appears under both arms, so a group without forecasts still shows up
         (with n = 0).
     """
-    keys = _keys(by)
+    keys = group_keys(by, reserved=["arm"])
     lf = pairs.lazy()
     label = score_label()
     parts = []
@@ -317,7 +313,7 @@ def calibration(
     Equal forecasts are ordered by (case_id, sample) inside the equal-mass
     sort, so the result does not depend on the row order of ``pairs``.
     """
-    keys = [*_keys(by), "arm"]
+    keys = [*group_keys(by, reserved=["arm"]), "arm"]
     exprs = calibration_exprs(
         n_bins=n_bins, binning=binning, tiebreak=["case_id", "sample"], min_n=min_n
     )
@@ -364,7 +360,7 @@ def reliability_bins(
     _check_bins(n_bins, binning)
     if arm is not None and arm not in ARMS:
         raise ValueError(f"arm must be 'benign', 'attacked' or None, not {arm!r}")
-    keys = [*_keys(by), "arm"]
+    keys = [*group_keys(by, reserved=["arm"]), "arm"]
     lf = forecasts(pairs, by).filter(
         pl.col("forecast").is_not_null() & pl.col("label").is_not_null()
     )

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from .keys import group_keys
 from .shift import (
     MIN_N,
     _check_min_n,
@@ -400,7 +401,6 @@ def nonratio_metrics(
     >>> out.select("confidence_gate_auroc", "selective_risk_100", "mean_abs_score_shift_n").row(0)
     (0.875, 0.5, 0)
     """
-    extra = [by] if isinstance(by, str) else list(by or [])
-    keys = ["run_id", *[k for k in extra if k != "run_id"]]
+    keys = group_keys(by)
     exprs = nonratio_exprs(min_n=min_n, coverages=coverages)
     return pairs.lazy().group_by(keys).agg(*exprs).sort(keys).collect()

@@ -11,6 +11,7 @@ from ..pairs import Missing, build_pairs, looks_sorted, scan_pairs
 from .calibration import Binning, calibration
 from .confidence import nonratio_metrics
 from .gates import GateThresholds, ranking_gates
+from .keys import group_keys
 from .ratios import RATIO_METRICS, RatioMetric
 
 __all__ = ["cluster_sums", "metric_table", "scan_cluster_sums", "score"]
@@ -39,8 +40,7 @@ def score(
         ``run_id``, the ``by`` columns, ``n_pairs``, ``n_eligible`` and one
         column per metric (null where its denominator is empty).
     """
-    extra = [by] if isinstance(by, str) else list(by or [])
-    keys = ["run_id", *[k for k in extra if k != "run_id"]]
+    keys = group_keys(by)
     ms = list(RATIO_METRICS.values()) if metrics is None else list(metrics)
     out = (
         pairs.lazy()
@@ -74,8 +74,7 @@ def cluster_sums(
     polars.DataFrame
         Sorted by run_id, the ``by`` columns and the cluster column.
     """
-    extra = [by] if isinstance(by, str) else list(by or [])
-    keys = ["run_id", *[k for k in extra if k != "run_id"], cluster]
+    keys = [*group_keys(by), cluster]
     ms = list(RATIO_METRICS.values()) if metrics is None else list(metrics)
     return _sums(pairs.lazy(), keys, ms).sort(keys).collect()
 
@@ -135,8 +134,7 @@ def metric_table(
     (``ranked``, ``gate_reasons``); gates are a property of the whole run, so
     every group row of a run carries the same gate values.
     """
-    extra = [by] if isinstance(by, str) else list(by or [])
-    keys = ["run_id", *[k for k in extra if k != "run_id"]]
+    keys = group_keys(by)
     lf = pairs.lazy()
     out = score(lf, keys[1:], metrics=metrics)
     nonratio = nonratio_metrics(lf, keys[1:], min_n=min_n)
@@ -199,8 +197,7 @@ def scan_cluster_sums(
     ValidationError
         Responses for cases not in ``cases``.
     """
-    extra = [by] if isinstance(by, str) else list(by or [])
-    keys = ["run_id", *[k for k in extra if k != "run_id"], cluster]
+    keys = [*group_keys(by), cluster]
     ms = list(RATIO_METRICS.values()) if metrics is None else list(metrics)
     checks = [
         pl.col("missing_arm").is_not_null().sum().alias("_n_missing"),
