@@ -1,0 +1,194 @@
+"""Report subcommands of ``peira``: ``tables``, ``report`` and ``publish``.
+
+:func:`register` adds them to the subparsers of the main parser
+(:func:`peira.cli.build_parser`); :func:`main` runs them standalone
+(``python -m peira.cli_report tables --out DIR``). Without ``--dataset`` they
+read the bundled demo data, like ``peira leaderboard``.
+
+- ``peira tables --out DIR``: every table (CSV, Markdown, LaTeX), every
+  figure (PNG, SVG) and ``manifest.json``, written atomically; a second run
+  gives byte-identical files.
+- ``peira report --out report.html``: one self-contained HTML page.
+- ``peira publish --out DIR``: the public split's tables and figures; the
+  holdout as aggregates only, checked by a scan before anything is written.
+
+Exit codes: 0 written; 1 the data break the model (validation, missing
+arms); 2 unreadable input, an output directory that is not ours, or a
+publication scan that found holdout data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from .errors import DataFileError, InputFormatError, MissingArmsError, PeiraError, ValidationError
+
+__all__ = ["main", "register"]
+
+EXIT_OK, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
+
+
+def _progress(args: argparse.Namespace) -> Any:
+    if not (args.progress or sys.stderr.isatty()):
+        return None
+    name = args.command
+
+    def show(line: str) -> None:
+        print(f"peira {name}: {line}", file=sys.stderr, flush=True)
+
+    return show
+
+
+def _context(args: argparse.Namespace, *, publication: bool = False) -> Any:
+    from .cli import _dataset_and_log
+    from .io import read_dataset, read_responses
+    from .metrics import GateThresholds
+    from .report import ReportConfig, ReportContext
+
+    d, log = _dataset_and_log(args)
+    ds = read_dataset(d)
+    responses = read_responses(log, cases=ds.cases)
+    config = ReportConfig(
+        split="public" if publication else args.split,
+        n_resamples=args.resamples,
+        seed=args.seed,
+        unit=args.unit,
+        level=args.level,
+        rule=args.rule,
+        delta=args.delta,
+        missing=args.missing,
+        thresholds=GateThresholds(),
+        publication=publication,
+    )
+    return ReportContext(ds, responses, config)
+
+
+def _summary(out: Any, outputs: Any) -> str:
+    return (
+        f"{out}: {len(outputs.files)} files ({len(outputs.tables)} tables, "
+        f"{len(outputs.figures)} figures, manifest.json)"
+    )
+
+
+def cmd_tables(args: argparse.Namespace) -> int:
+    """``peira tables``: every table and figure plus the manifest, into ``--out``."""
+    from .report import write_tables
+
+    ctx = _context(args)
+    outputs = write_tables(ctx, args.out, figures=not args.no_figures, progress=_progress(args))
+    print(_summary(args.out, outputs))
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """``peira report``: one self-contained HTML page."""
+    from .report import write_report
+
+    ctx = _context(args, publication=args.publication)
+    path = write_report(ctx, args.out, figures=not args.no_figures, progress=_progress(args))
+    print(f"{path}: {path.stat().st_size} bytes")
+    return EXIT_OK
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    """``peira publish``: public tables and figures, holdout aggregates only."""
+    from .report import publish
+
+    ctx = _context(args, publication=True)
+    outputs = publish(
+        ctx.dataset,
+        ctx.responses,
+        args.out,
+        ctx.config,
+        figures=not args.no_figures,
+        progress=_progress(args),
+        pairs=ctx.all_pairs,
+    )
+    print(_summary(args.out, outputs))
+    return EXIT_OK
+
+
+def _options(q: argparse.ArgumentParser, *, split: bool) -> None:
+    q.add_argument("--dataset", help="dataset directory (default: the bundled data/demo)")
+    q.add_argument("--responses", help="response log: file, directory or glob")
+    if split:
+        q.add_argument("--split", choices=("public", "holdout", "all"), default="public")
+    q.add_argument("--missing", choices=("error", "malformed"), default="error")
+    q.add_argument("--delta", type=float, default=0.10, help="shift-without-flip threshold")
+    q.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples B")
+    q.add_argument("--seed", type=int, default=0, help="bootstrap seed (holdout plan: seed + 1)")
+    q.add_argument("--unit", choices=("cluster", "case"), default="cluster")
+    q.add_argument("--level", type=float, default=0.95, help="confidence level")
+    q.add_argument("--rule", choices=("ci", "paired"), default="ci", help="head-to-head rule")
+    q.add_argument("--no-figures", action="store_true", help="tables only (no matplotlib)")
+    q.add_argument(
+        "--progress",
+        action="store_true",
+        help="show what is being built on stderr (default: only when stderr is a terminal)",
+    )
+
+
+def register(sub: Any) -> None:
+    """Add ``tables``, ``report`` and ``publish`` to the subparsers of the ``peira`` parser.
+
+    Parameters
+    ----------
+    sub
+        The object returned by ``ArgumentParser.add_subparsers``.
+    """
+    t = sub.add_parser(
+        "tables", help="regenerate every table and figure plus a manifest (default: demo data)"
+    )
+    _options(t, split=True)
+    t.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    t.set_defaults(func=cmd_tables)
+
+    r = sub.add_parser("report", help="one self-contained HTML page with the tables and figures")
+    _options(r, split=True)
+    r.add_argument("--out", required=True, metavar="HTML", help="HTML file to write")
+    r.add_argument(
+        "--publication",
+        action="store_true",
+        help="the publication view: public split, holdout aggregates only",
+    )
+    r.set_defaults(func=cmd_report)
+
+    p = sub.add_parser(
+        "publish", help="public leaderboard and tables; the holdout as aggregates only"
+    )
+    _options(p, split=False)
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    p.set_defaults(func=cmd_publish)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one of the report subcommands standalone; returns the exit code."""
+    from .bootstrap import PeiraWarning
+
+    parser = argparse.ArgumentParser(prog="peira", description="Tables, figures and reports.")
+    register(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    args = parser.parse_args(argv)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", PeiraWarning)
+            code = int(args.func(args))
+        for w in caught:
+            if issubclass(w.category, PeiraWarning):
+                print(f"peira: warning: {w.message}", file=sys.stderr)
+            else:  # pragma: no cover - not ours: re-emit
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        return code
+    except (ValidationError, MissingArmsError, InputFormatError) as exc:
+        print(f"peira {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    except (DataFileError, PeiraError) as exc:
+        print(f"peira {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,509 @@
+"""Every table and figure from one call: build, manifest, atomic write, publish.
+
+:func:`build_outputs` computes the registered tables (:data:`TABLES`), draws
+the figures (:data:`FIGURES`) and writes a manifest, all in memory, as a
+mapping of relative path → bytes::
+
+    manifest.json
+    tables/<name>.csv  tables/<name>.md  tables/<name>.tex
+    figures/<name>.png figures/<name>.svg
+
+:func:`write_tables` writes them into a directory atomically (a temporary
+directory beside the target, renamed into place), :func:`write_report` renders
+the single HTML page and :func:`publish` writes the public outputs after a
+guard has checked that no holdout identifier or prompt text appears in any of
+them. The same inputs and configuration give byte-identical files: nothing
+depends on the clock, the machine's locale or the order of hash maps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import shutil
+import tempfile
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ..bootstrap import PeiraWarning
+from ..errors import PeiraError
+from ..io import Dataset, atomic_path
+from ..seal import dataset_hash, results_hash
+from .figures import FIGURES, FORMATS, matplotlib_available, render_figure
+from .html import render_html
+from .render import to_csv, to_latex, to_markdown
+from .tables import TABLES, ReportConfig, ReportContext, table_caption
+
+__all__ = [
+    "MANIFEST",
+    "OutputExistsError",
+    "Progress",
+    "PublicationLeakError",
+    "ReportOutputs",
+    "build_outputs",
+    "check_publication",
+    "publish",
+    "report_html",
+    "write_report",
+    "write_tables",
+    "write_tree",
+]
+
+MANIFEST = "manifest.json"
+GENERATORS = ("peira tables", "peira publish")
+_DEPENDENCIES = ("polars", "numpy", "scipy", "matplotlib", "pyarrow")
+
+Progress = Callable[[str], None]
+"""Receives one line per item being built (``[ 3/22] table calibration``)."""
+
+
+class OutputExistsError(PeiraError, FileExistsError):
+    """The output directory exists and was not written by ``peira tables``/``publish``."""
+
+
+class PublicationLeakError(PeiraError, ValueError):
+    """A publication output would contain holdout identifiers or text."""
+
+
+@dataclass(frozen=True)
+class ReportOutputs:
+    """What one build produced, in memory.
+
+    Attributes
+    ----------
+    files
+        Relative path → bytes, including ``manifest.json``; sorted by path.
+    tables
+        Table name → frame.
+    figures
+        Figure name → format → bytes.
+    manifest
+        The manifest as a dict.
+    """
+
+    files: dict[str, bytes]
+    tables: dict[str, pl.DataFrame] = field(repr=False)
+    figures: dict[str, dict[str, bytes]] = field(repr=False)
+    manifest: dict[str, Any] = field(repr=False)
+
+
+def _version(pkg: str) -> str:
+    try:
+        return version(pkg)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def _json(obj: Any) -> bytes:
+    return (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+
+
+@contextlib.contextmanager
+def _once_warnings() -> Iterator[None]:
+    """Collect Peira warnings and re-emit each distinct one once, at the end."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", PeiraWarning)
+        yield
+    seen: set[tuple[type[Warning], str]] = set()
+    for w in caught:
+        key = (w.category, str(w.message))
+        if issubclass(w.category, PeiraWarning):
+            if key in seen:
+                continue
+            seen.add(key)
+            warnings.warn(str(w.message), w.category, stacklevel=3)
+        else:  # not ours: pass it on untouched
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
+def _inputs(ctx: ReportContext) -> dict[str, Any]:
+    ds, cases = ctx.dataset, ctx.dataset.cases
+    out: dict[str, Any] = {
+        "dataset_version": ds.version,
+        "dataset_hash": dataset_hash(cases, ds.variants),
+        "results_hash": results_hash(ctx.responses),
+        "n_cases": cases.height,
+        "n_responses": ctx.responses.height,
+        "runs": ctx.runs,
+    }
+    if ctx.config.publication:
+        pub = cases.filter(pl.col("split") == "public")
+        variants = ds.variants.join(pub.select("case_id"), on="case_id", how="semi")
+        out["public_dataset_hash"] = dataset_hash(pub, variants)
+        out["n_public_cases"] = pub.height
+    return out
+
+
+def _manifest(
+    ctx: ReportContext, generator: str, files: Mapping[str, bytes], figures: list[str]
+) -> dict[str, Any]:
+    c = ctx.config
+    plans = {
+        role: {
+            "split": "all" if role == "analysed" and c.split == "all" else (
+                c.split if role == "analysed" else role
+            ),
+            "seed": p.seed,
+            "n_resamples": p.n_resamples,
+            "unit": p.unit,
+            "n_clusters": p.n_clusters,
+            "fingerprint": p.fingerprint,
+        }
+        for role, p in ctx.plans().items()
+    }  # fmt: skip
+    return {
+        "generator": generator,
+        "peira_version": _version("peira"),
+        "versions": {
+            "python": platform.python_version(),
+            "peira": _version("peira"),
+            **{d: _version(d) for d in _DEPENDENCIES},
+        },
+        "inputs": _inputs(ctx),
+        "config": c.as_dict(),
+        "bootstrap": {
+            "n_resamples": c.n_resamples,
+            "seed": c.seed,
+            "unit": c.unit,
+            "level": c.level,
+            "method": "percentile",
+            "plans": plans,
+        },
+        "tables": list(TABLES),
+        "figures": figures,
+        "files": [
+            {"path": p, "sha256": hashlib.sha256(b).hexdigest(), "bytes": len(b)}
+            for p, b in sorted(files.items())
+        ],
+    }
+
+
+def build_outputs(
+    ctx: ReportContext,
+    *,
+    figures: bool = True,
+    figure_formats: tuple[str, ...] = FORMATS,
+    progress: Progress | None = None,
+    generator: str = "peira tables",
+) -> ReportOutputs:
+    """Build every table (CSV, Markdown, LaTeX), every figure and the manifest in memory.
+
+    Parameters
+    ----------
+    ctx
+        The report context.
+    figures
+        Draw the figures (needs matplotlib; skipped with a warning when it
+        is not installed).
+    figure_formats
+        Figure formats (default PNG and SVG).
+    progress
+        Called with one line per item before it is built.
+    generator
+        Recorded in the manifest (``"peira tables"`` or ``"peira publish"``).
+
+    Returns
+    -------
+    ReportOutputs
+    """
+    if figures and not matplotlib_available():
+        warnings.warn(
+            "matplotlib is not installed: figures skipped (pip install 'peira[report]')",
+            PeiraWarning,
+            stacklevel=2,
+        )
+        figures = False
+    fig_names = list(FIGURES) if figures else []
+    total = len(TABLES) + len(fig_names)
+    step = 0
+
+    def tell(what: str) -> None:
+        nonlocal step
+        step += 1
+        if progress is not None:
+            progress(f"[{step:>{len(str(total))}}/{total}] {what}")
+
+    files: dict[str, bytes] = {}
+    frames: dict[str, pl.DataFrame] = {}
+    drawn: dict[str, dict[str, bytes]] = {}
+    with _once_warnings():
+        for name, spec in TABLES.items():
+            tell(f"table {name}")
+            df = spec.build(ctx)
+            frames[name] = df
+            dig = spec.decimals(df)
+            cap = table_caption(spec, ctx)
+            files[f"tables/{name}.csv"] = to_csv(df, digits=dig).encode()
+            files[f"tables/{name}.md"] = (
+                to_markdown(df, digits=dig) + "\nTable: " + " ".join(cap.split()) + "\n"
+            ).encode()
+            files[f"tables/{name}.tex"] = to_latex(df, digits=dig, caption=cap).encode()
+        for name in fig_names:
+            tell(f"figure {name}")
+            drawn[name] = render_figure(FIGURES[name], ctx, figure_formats)
+            for fmt, data in drawn[name].items():
+                files[f"figures/{name}.{fmt}"] = data
+    manifest = _manifest(ctx, generator, files, fig_names)
+    files[MANIFEST] = _json(manifest)
+    return ReportOutputs(dict(sorted(files.items())), frames, drawn, manifest)
+
+
+# ---------------------------------------------------------------- writing
+
+
+def _is_ours(target: Path) -> bool:
+    """Whether an existing directory may be replaced: empty, or a previous output of ours."""
+    if not target.is_dir():
+        return False
+    if not any(target.iterdir()):
+        return True
+    try:
+        m = json.loads((target / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(m, dict) and m.get("generator") in GENERATORS
+
+
+def write_tree(files: Mapping[str, bytes], out: str | os.PathLike[str]) -> Path:
+    """Write ``files`` (relative path → bytes) as the directory ``out``, atomically.
+
+    Everything is written into a temporary directory beside ``out`` and
+    renamed into place; a failure leaves ``out`` as it was. An existing
+    ``out`` is replaced only if it is empty or was written by ``peira
+    tables``/``peira publish`` (its ``manifest.json`` says so).
+
+    Raises
+    ------
+    OutputExistsError
+        ``out`` exists and is a file or another directory.
+    """
+    target = Path(out)
+    if target.exists() and not _is_ours(target):
+        raise OutputExistsError(
+            f"{target}: exists and is not an output directory of peira tables/publish; "
+            "choose a new --out directory (it is replaced only when empty or written by peira)"
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    mask = os.umask(0)
+    os.umask(mask)
+    try:
+        os.chmod(tmp, 0o777 & ~mask)
+        for rel, data in files.items():
+            if Path(rel).is_absolute() or ".." in Path(rel).parts:
+                raise ValueError(f"bad output path {rel!r}")
+            p = tmp / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(data)
+            os.chmod(p, 0o666 & ~mask)
+        if target.exists():
+            old = Path(
+                tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent)
+            )
+            os.rmdir(old)
+            os.rename(target, old)
+            os.rename(tmp, target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def write_tables(
+    ctx: ReportContext,
+    out: str | os.PathLike[str],
+    *,
+    figures: bool = True,
+    progress: Progress | None = None,
+) -> ReportOutputs:
+    """Build every table and figure with the manifest and write them to ``out`` atomically."""
+    outputs = build_outputs(ctx, figures=figures, progress=progress)
+    write_tree(outputs.files, out)
+    return outputs
+
+
+# ---------------------------------------------------------------- HTML
+
+
+def report_html(
+    ctx: ReportContext,
+    *,
+    figures: bool = True,
+    progress: Progress | None = None,
+) -> str:
+    """The self-contained HTML report of a context (tables and PNG figures)."""
+    outputs = build_outputs(
+        ctx,
+        figures=figures,
+        figure_formats=("png",),
+        progress=progress,
+        generator="peira publish" if ctx.config.publication else "peira tables",
+    )
+    c, m = ctx.config, outputs.manifest
+    inputs = m["inputs"]
+    meta: list[tuple[str, str]] = [
+        ("dataset version", str(inputs["dataset_version"])),
+        ("dataset hash", str(inputs["dataset_hash"])),
+        ("results hash", str(inputs["results_hash"])),
+        ("split", c.split + (" (publication: holdout aggregates only)" if c.publication else "")),
+        (
+            "bootstrap",
+            f"{c.level:.0%} {c.unit}-bootstrap percentile intervals, B={c.n_resamples}, "
+            f"seed {c.seed}",
+        ),
+        (
+            "head-to-head rule",
+            "non-overlapping intervals (overlap = tie)"
+            if c.rule == "ci"
+            else "paired difference interval",
+        ),
+    ]
+    for role, p in m["bootstrap"]["plans"].items():
+        meta.append((f"plan fingerprint ({role})", str(p["fingerprint"])))
+    meta.append(("peira", str(m["peira_version"])))
+    tables = {
+        name: (
+            spec.title,
+            table_caption(spec, ctx),
+            outputs.tables[name],
+            spec.decimals(outputs.tables[name]),
+        )
+        for name, spec in TABLES.items()
+    }
+    figs = {
+        name: (spec.title, spec.caption, outputs.figures[name]["png"])
+        for name, spec in FIGURES.items()
+        if name in outputs.figures
+    }
+    return render_html(
+        title=f"Peira report: {inputs['dataset_version']}",
+        meta=meta,
+        tables=tables,
+        figures=figs,
+        footer="Generated by peira "
+        + str(m["peira_version"])
+        + " from the inputs identified by the hashes above; "
+        "regenerate with `peira report` (same inputs and settings give the same file).",
+    )
+
+
+def write_report(
+    ctx: ReportContext,
+    out: str | os.PathLike[str],
+    *,
+    figures: bool = True,
+    progress: Progress | None = None,
+) -> Path:
+    """Write the HTML report to ``out`` atomically; returns the path."""
+    text = report_html(ctx, figures=figures, progress=progress)
+    with atomic_path(out) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(out)
+
+
+# ---------------------------------------------------------------- publication
+
+
+def _holdout_secrets(dataset: Dataset) -> tuple[list[str], list[str]]:
+    """(identifiers, texts) of the holdout that must never be published."""
+    cases = dataset.cases
+    hold = cases.filter(pl.col("split") == "holdout")
+    public_scen = set(cases.filter(pl.col("split") == "public")["scenario_id"].to_list())
+    ids = set(hold["case_id"].to_list())
+    ids |= set(hold["scenario_id"].to_list()) - public_scen
+    v = dataset.variants.join(hold.select("case_id"), on="case_id", how="semi")
+    texts = {t for col in ("prompt", "input") for t in v[col].to_list() if t and t.strip()}
+    return sorted(i for i in ids if i), sorted(texts)
+
+
+def _found(text: str, needle: str) -> bool:
+    """``needle`` occurs in ``text`` not inside a longer alphanumeric token."""
+    start = text.find(needle)
+    while start >= 0:
+        end = start + len(needle)
+        before = text[start - 1] if start else " "
+        after = text[end] if end < len(text) else " "
+        if not (before.isalnum() and needle[0].isalnum()) and not (
+            after.isalnum() and needle[-1].isalnum()
+        ):
+            return True
+        start = text.find(needle, start + 1)
+    return False
+
+
+def check_publication(files: Mapping[str, bytes], dataset: Dataset) -> None:
+    """Refuse outputs that name a holdout case or scenario or quote a holdout prompt.
+
+    Every file is searched (text files as UTF-8, others byte for byte) for
+    each holdout case_id, each scenario_id used only by holdout cases, and
+    the prompt and input text of every holdout variant. Identifiers count
+    when they are not part of a longer alphanumeric token.
+
+    Raises
+    ------
+    PublicationLeakError
+        Naming the files and what kind of holdout data they hold (never the
+        value itself).
+    """
+    ids, texts = _holdout_secrets(dataset)
+    hits: list[str] = []
+    for path, data in sorted(files.items()):
+        text = data.decode("utf-8", errors="surrogateescape")
+        kinds = []
+        n_ids = sum(_found(text, i) for i in ids)
+        if n_ids:
+            kinds.append(f"{n_ids} holdout identifier(s)")
+        n_txt = sum(t in text for t in texts)
+        if n_txt:
+            kinds.append(f"{n_txt} holdout prompt text(s)")
+        if kinds:
+            hits.append(f"{path}: {', '.join(kinds)}")
+    if hits:
+        raise PublicationLeakError(
+            "refusing to publish: holdout data would be disclosed in "
+            + "; ".join(hits)
+            + ". Publication outputs carry holdout aggregates only; nothing was written."
+        )
+
+
+def publish(
+    dataset: Dataset,
+    responses: pl.DataFrame,
+    out: str | os.PathLike[str],
+    config: ReportConfig | None = None,
+    *,
+    figures: bool = True,
+    progress: Progress | None = None,
+    pairs: pl.DataFrame | None = None,
+) -> ReportOutputs:
+    """Write the public leaderboard, tables and figures; the holdout as aggregates only.
+
+    Every table is computed on the public split; the holdout appears only in
+    the ``divergence`` table (per-run holdout ASR with its interval and the
+    holdout − public difference) and as split totals in the ``census``. No
+    key is read. Before anything is written, :func:`check_publication`
+    scans every output for holdout identifiers and prompt text.
+
+    Raises
+    ------
+    PublicationLeakError
+        The scan found holdout data (nothing is written).
+    """
+    cfg = replace(config or ReportConfig(), split="public", publication=True)
+    ctx = ReportContext(dataset, responses, cfg, pairs=pairs)
+    outputs = build_outputs(ctx, figures=figures, progress=progress, generator="peira publish")
+    check_publication(outputs.files, dataset)
+    write_tree(outputs.files, out)
+    return outputs

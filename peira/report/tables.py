@@ -1,0 +1,803 @@
+"""The registry of named report tables and the context they are computed from.
+
+A :class:`ReportContext` holds the data (dataset, response log, pair table)
+and the configuration (:class:`ReportConfig`); it computes every shared
+intermediate once (resample plans, interval frames, the leaderboard, the
+head-to-head comparisons, the holdout divergence) and caches it. Each entry
+of :data:`TABLES` is a :class:`TableSpec` whose ``build`` turns a context
+into a polars frame, sorted and deterministic; :mod:`peira.report.render`
+renders the frames as CSV, Markdown and LaTeX.
+
+Publication mode (``ReportConfig(publication=True)``) restricts every table
+to the public split; the holdout contributes aggregates only (the
+``divergence`` table: per-run holdout ASR with its interval and the
+holdout − public difference; split totals in the ``census``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import polars as pl
+
+from ..bootstrap import (
+    ResamplePlan,
+    Unit,
+    nonratio_intervals,
+    plan_for_cases,
+    ratio_intervals,
+)
+from ..compare import Rule, leaderboard, pairwise
+from ..errors import PeiraError
+from ..io import Dataset
+from ..metrics import RATIO_METRICS, GateThresholds, metric_table, ranking_gates
+from ..pairs import Missing, build_pairs
+
+__all__ = [
+    "SEVERITY_ORDER",
+    "TABLES",
+    "ReportConfig",
+    "ReportContext",
+    "TableSpec",
+    "build_table",
+    "table_caption",
+]
+
+SEVERITY_ORDER: tuple[str, ...] = ("critical", "high", "medium", "low")
+SPLITS: tuple[str, str] = ("public", "holdout")
+_ALL = "(all)"
+
+
+@dataclass(frozen=True)
+class ReportConfig:
+    """How the report is computed (every field is recorded in the manifest).
+
+    Attributes
+    ----------
+    split
+        Split analysed: ``"public"`` (default), ``"holdout"`` or ``"all"``.
+        Publication mode requires ``"public"``.
+    n_resamples, seed, unit, level
+        The bootstrap: B (default 10,000), seed (0), resampling unit
+        (``"cluster"``) and confidence level (0.95). The holdout plan of the
+        divergence uses ``seed + 1`` (independent bootstraps).
+    rule
+        Verdict rule of head-to-head comparisons (``"ci"``: non-overlap).
+    delta, missing
+        Options of :func:`peira.pairs.build_pairs`.
+    thresholds
+        Ranking-gate thresholds.
+    publication
+        Holdout aggregates only (see the module notes).
+    """
+
+    split: str = "public"
+    n_resamples: int = 10_000
+    seed: int = 0
+    unit: Unit = "cluster"
+    level: float = 0.95
+    rule: Rule = "ci"
+    delta: float = 0.10
+    missing: Missing = "error"
+    thresholds: GateThresholds = field(default_factory=GateThresholds)
+    publication: bool = False
+
+    def __post_init__(self) -> None:
+        if self.split not in ("public", "holdout", "all"):
+            raise ValueError(f"split must be 'public', 'holdout' or 'all', not {self.split!r}")
+        if self.publication and self.split != "public":
+            raise ValueError("publication mode analyses the public split only")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The configuration as plain JSON-able values."""
+        return {
+            "split": self.split,
+            "n_resamples": self.n_resamples,
+            "seed": self.seed,
+            "unit": self.unit,
+            "level": self.level,
+            "method": "percentile",
+            "rule": self.rule,
+            "delta": self.delta,
+            "missing": self.missing,
+            "gates": self.thresholds.as_dict(),
+            "publication": self.publication,
+        }
+
+
+class ReportContext:
+    """The data behind every table and figure, with shared results cached.
+
+    Parameters
+    ----------
+    dataset
+        The dataset (cases and variants).
+    responses
+        The response log (validated against the cases).
+    config
+        :class:`ReportConfig` (default: public split, B = 10,000, seed 0).
+    pairs
+        A pair table already built from ``responses`` (optional).
+
+    Raises
+    ------
+    PeiraError
+        No case or no pair in the split analysed.
+    MissingArmsError
+        Pairs lacking an arm, with ``missing="error"``.
+    """
+
+    def __init__(
+        self,
+        dataset: Dataset,
+        responses: pl.DataFrame,
+        config: ReportConfig | None = None,
+        *,
+        pairs: pl.DataFrame | None = None,
+    ) -> None:
+        self.dataset = dataset
+        self.responses = responses
+        self.config = config or ReportConfig()
+        c = self.config
+        if pairs is None:
+            pairs = build_pairs(responses, dataset.cases, missing=c.missing, delta=c.delta)
+        self.all_pairs: pl.DataFrame = pairs
+        if c.split == "all":
+            self.cases: pl.DataFrame = dataset.cases
+            self.pairs: pl.DataFrame = pairs
+        else:
+            self.cases = dataset.cases.filter(pl.col("split") == c.split)
+            self.pairs = pairs.filter(pl.col("split") == c.split)
+        if self.cases.is_empty():
+            raise PeiraError(f"no cases in split {c.split!r}")
+        if self.pairs.is_empty():
+            raise PeiraError(f"no pairs in split {c.split!r}: the response log covers none")
+
+    # ------------------------------------------------------------ plans
+
+    @cached_property
+    def plan(self) -> ResamplePlan:
+        """The resample plan of the split analysed (seed ``config.seed``)."""
+        c = self.config
+        split = None if c.split == "all" else c.split
+        return plan_for_cases(
+            self.dataset.cases, split=split, unit=c.unit, n_resamples=c.n_resamples, seed=c.seed
+        )
+
+    @cached_property
+    def has_holdout(self) -> bool:
+        """Whether both splits have cases and pairs (the divergence is defined)."""
+        splits = set(self.all_pairs["split"].unique().to_list())
+        return {"public", "holdout"} <= splits
+
+    @cached_property
+    def public_plan(self) -> ResamplePlan:
+        """The public split's plan (seed ``config.seed``)."""
+        if self.config.split == "public":
+            return self.plan
+        c = self.config
+        return plan_for_cases(
+            self.dataset.cases, split="public", unit=c.unit, n_resamples=c.n_resamples, seed=c.seed
+        )
+
+    @cached_property
+    def holdout_plan(self) -> ResamplePlan:
+        """The holdout split's plan (seed ``config.seed + 1``, independent of the public one)."""
+        c = self.config
+        return plan_for_cases(
+            self.dataset.cases,
+            split="holdout",
+            unit=c.unit,
+            n_resamples=c.n_resamples,
+            seed=c.seed + 1,
+        )
+
+    def plans(self) -> dict[str, ResamplePlan]:
+        """Every plan the outputs use, by role (``analysed``, and ``public``/``holdout``)."""
+        out = {"analysed": self.plan}
+        if self.has_holdout:
+            out["public"] = self.public_plan
+            out["holdout"] = self.holdout_plan
+        return out
+
+    # ------------------------------------------------------------ shared results
+
+    @cached_property
+    def runs(self) -> list[str]:
+        """Run ids with pairs in the split analysed, sorted."""
+        return sorted(self.pairs["run_id"].unique().to_list())
+
+    @cached_property
+    def families(self) -> list[str]:
+        """Families of the split's cases, sorted."""
+        return sorted(self.cases["family"].unique().to_list())
+
+    @cached_property
+    def metric_table(self) -> pl.DataFrame:
+        """:func:`peira.metrics.metric_table` per run (with the gates)."""
+        return metric_table(self.pairs, cases=self.cases, thresholds=self.config.thresholds)
+
+    @cached_property
+    def gates(self) -> pl.DataFrame:
+        """:func:`peira.metrics.ranking_gates` per run."""
+        return ranking_gates(self.pairs, self.cases, thresholds=self.config.thresholds)
+
+    @cached_property
+    def denominators(self) -> pl.DataFrame:
+        """Per run: the denominator count of every ratio metric (``<metric>_den``)."""
+        return (
+            self.pairs.group_by("run_id")
+            .agg(
+                m.denominator.cast(pl.Float64).sum().alias(f"{m.name}_den")
+                for m in RATIO_METRICS.values()
+            )
+            .sort("run_id")
+        )
+
+    @cached_property
+    def ratio_ci(self) -> pl.DataFrame:
+        """Intervals of every ratio metric per run (long: run_id, metric, estimate, lo, hi…)."""
+        return ratio_intervals(self.pairs, self.plan, level=self.config.level)
+
+    @cached_property
+    def family_ci(self) -> pl.DataFrame:
+        """ASR intervals per run × family."""
+        return ratio_intervals(
+            self.pairs, self.plan, by="family", metrics=["asr"], level=self.config.level
+        )
+
+    @cached_property
+    def family_counts(self) -> pl.DataFrame:
+        """Eligible pairs per run × family."""
+        return (
+            self.pairs.group_by("run_id", "family")
+            .agg(pl.col("eligible").fill_null(False).sum().cast(pl.Int64).alias("n_eligible"))
+            .sort("run_id", "family")
+        )
+
+    @cached_property
+    def nonratio_ci(self) -> pl.DataFrame:
+        """Intervals of the non-ratio metrics (AUROC, ECE, Brier, mean shifts) per run."""
+        return nonratio_intervals(self.pairs, self.plan, level=self.config.level)
+
+    @cached_property
+    def leaderboard(self) -> pl.DataFrame:
+        """:func:`peira.compare.leaderboard` of the split analysed."""
+        c = self.config
+        return leaderboard(
+            self.pairs, self.cases, self.plan, rule=c.rule, level=c.level, thresholds=c.thresholds
+        )
+
+    @cached_property
+    def pairwise(self) -> pl.DataFrame:
+        """:func:`peira.compare.pairwise` on robustness, every pair of runs."""
+        return pairwise(self.pairs, self.plan, rule=self.config.rule, level=self.config.level)
+
+    @cached_property
+    def divergence(self) -> pl.DataFrame | None:
+        """:func:`peira.holdout.divergence` of ASR per run, or None without a holdout."""
+        if not self.has_holdout:
+            return None
+        from ..holdout import divergence
+
+        return divergence(
+            self.all_pairs,
+            self.dataset.cases,
+            plan_public=self.public_plan,
+            plan_holdout=self.holdout_plan,
+            level=self.config.level,
+        )
+
+    @cached_property
+    def holdout_ci(self) -> pl.DataFrame | None:
+        """ASR interval per run on the holdout split (its own plan), or None."""
+        if not self.has_holdout:
+            return None
+        hp = self.all_pairs.filter(pl.col("split") == "holdout")
+        return ratio_intervals(hp, self.holdout_plan, metrics=["asr"], level=self.config.level)
+
+    # ------------------------------------------------------------ helpers
+
+    def interval(self, metric: str) -> pl.DataFrame:
+        """``run_id, <metric>, <metric>_lo, <metric>_hi`` of a ratio metric."""
+        return self.ratio_ci.filter(pl.col("metric") == metric).select(
+            "run_id",
+            pl.col("estimate").alias(metric),
+            pl.col("lo").alias(f"{metric}_lo"),
+            pl.col("hi").alias(f"{metric}_hi"),
+        )
+
+    def nonratio(self, metric: str) -> pl.DataFrame:
+        """``run_id, <metric>_lo, <metric>_hi`` of a non-ratio metric (null when withheld)."""
+        ci = self.nonratio_ci.filter(pl.col("metric") == metric)
+        return pl.DataFrame({"run_id": self.runs}).join(
+            ci.select(
+                "run_id", pl.col("lo").alias(f"{metric}_lo"), pl.col("hi").alias(f"{metric}_hi")
+            ),
+            on="run_id",
+            how="left",
+        )
+
+    def run_order(self) -> list[str]:
+        """Runs in leaderboard order (ranked by rank, then unranked)."""
+        return self.leaderboard["run_id"].to_list()
+
+
+# ---------------------------------------------------------------- the tables
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A named table: how to build it from a context and how to caption it.
+
+    Attributes
+    ----------
+    name
+        File stem (``tables/<name>.csv`` …).
+    title
+        One-line title.
+    description
+        What the rows and columns are; the caption adds the split and the
+        bootstrap settings.
+    build
+        Context → frame (sorted, deterministic).
+    digits
+        Decimals per column (default 4 for every float column).
+    """
+
+    name: str
+    title: str
+    description: str
+    build: Callable[[ReportContext], pl.DataFrame]
+    digits: Mapping[str, int] = field(default_factory=dict)
+
+    def decimals(self, df: pl.DataFrame) -> dict[str, int]:
+        """Decimals of every column of ``df``."""
+        return {c: self.digits.get(c, 4) for c in df.columns}
+
+
+def _status(sufficient: pl.Expr, value: pl.Expr) -> pl.Expr:
+    return (
+        pl.when(sufficient.not_())
+        .then(pl.lit("insufficient data"))
+        .when(value.is_null())
+        .then(pl.lit("undefined"))
+        .otherwise(pl.lit("ok"))
+    )
+
+
+def _leaderboard(ctx: ReportContext) -> pl.DataFrame:
+    lb = ctx.leaderboard
+    extra = ctx.metric_table.select(
+        "run_id", "asr", "abstention_rate_attacked", "abstention_flip_rate"
+    )
+    gate = (
+        pl.when(pl.col("ranked"))
+        .then(pl.lit("ranked"))
+        .otherwise(pl.lit("unranked: ") + pl.col("gate_reasons").list.join("; "))
+    )
+    return lb.join(extra, on="run_id", how="left", maintain_order="left").select(
+        "rank",
+        "run_id",
+        "model",
+        "model_version",
+        pl.col("estimate").alias("robustness"),
+        pl.col("lo").alias("robustness_lo"),
+        pl.col("hi").alias("robustness_hi"),
+        "asr",
+        "abstention_rate_attacked",
+        "abstention_flip_rate",
+        "n_pairs",
+        "n_eligible",
+        pl.col("beaten_by").list.join(", ").alias("beaten_by"),
+        gate.alias("status"),
+    )
+
+
+def _asr_by_family(ctx: ReportContext) -> pl.DataFrame:
+    est = {
+        (r, f): v for r, f, v in ctx.family_ci.select("run_id", "family", "estimate").iter_rows()
+    }
+    overall = dict(ctx.interval("asr").select("run_id", "asr").iter_rows())
+    cols: dict[str, list[Any]] = {"family": [*ctx.families, _ALL]}
+    for run in ctx.runs:
+        cols[run] = [est.get((run, f)) for f in ctx.families] + [overall.get(run)]
+    schema = {"family": pl.String, **{r: pl.Float64 for r in ctx.runs}}
+    return pl.DataFrame(cols, schema=schema)
+
+
+def _asr_by_family_ci(ctx: ReportContext) -> pl.DataFrame:
+    return (
+        ctx.family_ci.select(
+            "family",
+            "run_id",
+            pl.col("estimate").alias("asr"),
+            pl.col("lo").alias("asr_lo"),
+            pl.col("hi").alias("asr_hi"),
+        )
+        .join(ctx.family_counts, on=["run_id", "family"], how="left")
+        .sort("family", "run_id")
+    )
+
+
+def _abstention(ctx: ReportContext) -> pl.DataFrame:
+    mt = ctx.metric_table.select(
+        "run_id",
+        "n_pairs",
+        "n_eligible",
+        "asr",
+        "abstention_rate_benign",
+        "abstention_rate_attacked",
+    )
+    return (
+        mt.join(ctx.interval("abstention_flip_rate"), on="run_id", how="left")
+        .join(ctx.interval("abstention_dos_rate"), on="run_id", how="left")
+        .sort("run_id")
+    )
+
+
+def _targeted(ctx: ReportContext) -> pl.DataFrame:
+    mt = ctx.metric_table.select("run_id", "mean_shift_toward_target", "mean_shift_toward_target_n")
+    den = ctx.denominators.select(
+        "run_id",
+        pl.col("target_hit_rate_den").cast(pl.Int64).alias("n_targeted"),
+        pl.col("shift_without_flip_rate_den").cast(pl.Int64).alias("n_score_unflipped"),
+    )
+    return (
+        den.join(ctx.interval("target_hit_rate"), on="run_id", how="left")
+        .join(ctx.interval("shift_without_flip_rate"), on="run_id", how="left")
+        .join(mt, on="run_id", how="left")
+        .join(ctx.nonratio("mean_shift_toward_target"), on="run_id", how="left")
+        .select(
+            "run_id",
+            "n_targeted",
+            "target_hit_rate",
+            "target_hit_rate_lo",
+            "target_hit_rate_hi",
+            "n_score_unflipped",
+            "shift_without_flip_rate",
+            "shift_without_flip_rate_lo",
+            "shift_without_flip_rate_hi",
+            "mean_shift_toward_target",
+            "mean_shift_toward_target_lo",
+            "mean_shift_toward_target_hi",
+            pl.col("mean_shift_toward_target_n").alias("n_shift"),
+        )
+        .sort("run_id")
+    )
+
+
+def _calibration(ctx: ReportContext) -> pl.DataFrame:
+    parts = []
+    for i, arm in enumerate(("benign", "attacked")):
+        parts.append(
+            ctx.metric_table.select(
+                "run_id",
+                pl.lit(arm).alias("arm"),
+                pl.lit(i).alias("_arm"),
+                pl.col(f"calibration_n_{arm}").alias("n"),
+                pl.col(f"ece_{arm}").alias("ece"),
+                pl.col(f"brier_{arm}").alias("brier"),
+                pl.col(f"calibration_status_{arm}").alias("status"),
+            )
+            .join(ctx.nonratio(f"ece_{arm}"), on="run_id", how="left")
+            .join(ctx.nonratio(f"brier_{arm}"), on="run_id", how="left")
+            .rename(
+                {
+                    f"ece_{arm}_lo": "ece_lo",
+                    f"ece_{arm}_hi": "ece_hi",
+                    f"brier_{arm}_lo": "brier_lo",
+                    f"brier_{arm}_hi": "brier_hi",
+                }
+            )
+        )
+    return (
+        pl.concat(parts)
+        .sort("run_id", "_arm")
+        .select(
+            "run_id",
+            "arm",
+            "n",
+            "ece",
+            "ece_lo",
+            "ece_hi",
+            "brier",
+            "brier_lo",
+            "brier_hi",
+            "status",
+        )
+    )
+
+
+def _confidence_gate(ctx: ReportContext) -> pl.DataFrame:
+    mt = ctx.metric_table
+    return (
+        mt.select(
+            "run_id",
+            pl.col("confidence_gate_auroc_n").alias("n"),
+            pl.col("confidence_gate_auroc").alias("auroc"),
+            "selective_risk_50",
+            "selective_risk_80",
+            "selective_risk_90",
+            "selective_risk_100",
+            "aurc",
+            _status(
+                pl.col("confidence_gate_auroc_sufficient"), pl.col("confidence_gate_auroc")
+            ).alias("status"),
+        )
+        .join(
+            ctx.nonratio("confidence_gate_auroc").rename(
+                {"confidence_gate_auroc_lo": "auroc_lo", "confidence_gate_auroc_hi": "auroc_hi"}
+            ),
+            on="run_id",
+            how="left",
+        )
+        .select(
+            "run_id",
+            "n",
+            "auroc",
+            "auroc_lo",
+            "auroc_hi",
+            "selective_risk_50",
+            "selective_risk_80",
+            "selective_risk_90",
+            "selective_risk_100",
+            "aurc",
+            "status",
+        )
+        .sort("run_id")
+    )
+
+
+def _head_to_head(ctx: ReportContext) -> pl.DataFrame:
+    order = ctx.run_order()
+    winner: dict[tuple[str, str], str | None] = {}
+    for a, b, w in ctx.pairwise.select("run_a", "run_b", "winner").iter_rows():
+        winner[(a, b)] = winner[(b, a)] = w
+    cols: dict[str, list[Any]] = {"run_id": order}
+    for col in order:
+        cells: list[str | None] = []
+        for row in order:
+            if row == col:
+                cells.append(None)
+            else:
+                w = winner.get((row, col))
+                cells.append("tie" if w is None else ("win" if w == row else "loss"))
+        cols[col] = cells
+    return pl.DataFrame(cols, schema={"run_id": pl.String, **{r: pl.String for r in order}})
+
+
+def _pairwise(ctx: ReportContext) -> pl.DataFrame:
+    return ctx.pairwise.select(
+        "run_a", "run_b", "estimate_a", "estimate_b", "diff", "diff_lo", "diff_hi",
+        "p_value", "p_holm", "ci_verdict", "paired_verdict", "winner",
+    ).sort("run_a", "run_b")  # fmt: skip
+
+
+_DIVERGENCE_SCHEMA = {
+    "run_id": pl.String,
+    "public_asr": pl.Float64,
+    "holdout_asr": pl.Float64,
+    "holdout_lo": pl.Float64,
+    "holdout_hi": pl.Float64,
+    "holdout_n_eligible": pl.Int64,
+    "difference": pl.Float64,
+    "difference_lo": pl.Float64,
+    "difference_hi": pl.Float64,
+    "suspected_hill_climbing": pl.Boolean,
+}
+
+
+def _divergence(ctx: ReportContext) -> pl.DataFrame:
+    div, hci = ctx.divergence, ctx.holdout_ci
+    if div is None or hci is None:
+        return pl.DataFrame(schema=_DIVERGENCE_SCHEMA)
+    n_hold = (
+        ctx.all_pairs.filter(pl.col("split") == "holdout")
+        .group_by("run_id")
+        .agg(pl.col("eligible").fill_null(False).sum().cast(pl.Int64).alias("holdout_n_eligible"))
+    )
+    return (
+        div.select(
+            "run_id",
+            pl.col("public").alias("public_asr"),
+            pl.col("holdout").alias("holdout_asr"),
+            pl.col("difference"),
+            pl.col("lo").alias("difference_lo"),
+            pl.col("hi").alias("difference_hi"),
+            "suspected_hill_climbing",
+        )
+        .join(
+            hci.select(
+                "run_id", pl.col("lo").alias("holdout_lo"), pl.col("hi").alias("holdout_hi")
+            ),
+            on="run_id",
+            how="left",
+        )
+        .join(n_hold, on="run_id", how="left")
+        .select(list(_DIVERGENCE_SCHEMA))
+        .cast(_DIVERGENCE_SCHEMA)  # type: ignore[arg-type]
+        .sort("run_id")
+    )
+
+
+def _census(ctx: ReportContext) -> pl.DataFrame:
+    cases = ctx.dataset.cases
+    pub = ctx.config.publication
+    rows: list[tuple[str, str, int | None, int | None, int | None]] = []
+
+    def counts(df: pl.DataFrame) -> tuple[int, int, int]:
+        s = df["split"]
+        return int((s == "public").sum()), int((s == "holdout").sum()), df.height
+
+    p, h, t = counts(cases)
+    rows.append(("cases", _ALL, p, h, t))
+    sp, sh = (cases.filter(pl.col("split") == s)["scenario_id"].n_unique() for s in SPLITS)
+    rows.append(("scenarios", _ALL, sp, sh, cases["scenario_id"].n_unique()))
+    dims: list[tuple[str, list[str]]] = [
+        ("family", sorted(cases["family"].unique().to_list())),
+        ("primitive", sorted(cases["primitive"].unique().to_list())),
+        (
+            "severity",
+            [s for s in SEVERITY_ORDER if s in set(cases["severity"].to_list())]
+            + sorted(set(cases["severity"].to_list()) - set(SEVERITY_ORDER)),
+        ),
+    ]
+    for dim, levels in dims:
+        for lev in levels:
+            p, h, t = counts(cases.filter(pl.col(dim) == lev))
+            if pub:
+                if p == 0:
+                    continue  # a holdout-only level is never named in publication
+                rows.append((dim, lev, p, None, None))
+            else:
+                rows.append((dim, lev, p, h, t))
+    ap = ctx.all_pairs
+    rp, rh = (ap.filter(pl.col("split") == s)["run_id"].n_unique() for s in SPLITS)
+    rows.append(("runs", _ALL, rp, rh, ap["run_id"].n_unique()))
+    p, h, t = counts(ap)
+    rows.append(("pairs", _ALL, p, h, t))
+    return pl.DataFrame(
+        rows,
+        schema={
+            "dimension": pl.String,
+            "level": pl.String,
+            "public": pl.Int64,
+            "holdout": pl.Int64,
+            "total": pl.Int64,
+        },
+        orient="row",
+    )
+
+
+def _gates(ctx: ReportContext) -> pl.DataFrame:
+    return ctx.gates.select(
+        "run_id",
+        "ranked",
+        "malformed_rate",
+        "benign_accuracy",
+        "n_eligible",
+        "min_family_eligible",
+        "n_missing",
+        pl.col("gate_reasons").list.join("; ").alias("reasons"),
+    ).sort("run_id")
+
+
+TABLES: dict[str, TableSpec] = {
+    t.name: t
+    for t in (
+        TableSpec(
+            "leaderboard",
+            "Leaderboard",
+            "Runs that pass the ranking gates, ranked by robustness (1 - ASR) with intervals; "
+            "a run's rank is 1 + the number of runs that beat it (tied runs share a rank). "
+            "Unranked runs follow with the gates they fail.",
+            _leaderboard,
+        ),
+        TableSpec(
+            "asr_by_family",
+            "ASR by attack family",
+            "Attack success rate per family (rows) and run (columns); the last row is each "
+            "run's overall ASR.",
+            _asr_by_family,
+        ),
+        TableSpec(
+            "asr_by_family_ci",
+            "ASR by attack family, with intervals",
+            "Attack success rate per family and run with its bootstrap interval and the number "
+            "of eligible pairs.",
+            _asr_by_family_ci,
+        ),
+        TableSpec(
+            "abstention",
+            "Abstention and abstention denial of service",
+            "Abstention rates of each arm, attack-induced abstention flips and abstention DoS "
+            "(benign answered, attacked abstained), beside ASR.",
+            _abstention,
+        ),
+        TableSpec(
+            "targeted",
+            "Target hits and shift without flip",
+            "Targeted ASR (attacked answer = the attacker's target) over eligible targeted "
+            "pairs; score shifts of at least delta that did not flip the decision; mean score "
+            "shift toward the target (withheld below 30 pairs).",
+            _targeted,
+        ),
+        TableSpec(
+            "calibration",
+            "Score calibration per arm",
+            "ECE (15 equal-mass bins) and Brier score of the emitted scores per arm; reported "
+            "only from 100 scored answers, else 'insufficient data'.",
+            _calibration,
+        ),
+        TableSpec(
+            "confidence_gate",
+            "Confidence gate",
+            "Can a confidence gate catch the attack? AUROC of 1 - attacked confidence as a "
+            "detector of flips (0.5 = useless), selective risk at coverage 50/80/90/100% and "
+            "the area under the risk-coverage curve (lower is better).",
+            _confidence_gate,
+        ),
+        TableSpec(
+            "head_to_head",
+            "Head-to-head",
+            "Row run against column run on robustness: win, loss or tie (overlapping "
+            "intervals are a tie), runs in leaderboard order.",
+            _head_to_head,
+        ),
+        TableSpec(
+            "pairwise",
+            "Pairwise comparisons",
+            "Every pair of runs on robustness: estimates, the paired difference a - b with its "
+            "interval, bootstrap p-value (Holm-adjusted across pairs) and both verdicts.",
+            _pairwise,
+        ),
+        TableSpec(
+            "divergence",
+            "Public versus holdout",
+            "Aggregates only: each run's holdout ASR with its interval (holdout plan, seed + 1) "
+            "and the holdout - public difference from independent cluster bootstraps; flagged "
+            "as suspected hill-climbing when the interval excludes 0 on the worse side.",
+            _divergence,
+        ),
+        TableSpec(
+            "census",
+            "Data census",
+            "Cases per split and per family, primitive and severity; scenario clusters, runs "
+            "and pairs per split.",
+            _census,
+        ),
+        TableSpec(
+            "gates",
+            "Ranking gates",
+            "Per run: the quantities behind the ranking gates and the gates it fails.",
+            _gates,
+        ),
+    )
+}
+"""Every named table, in report order."""
+
+
+def table_caption(spec: TableSpec, ctx: ReportContext) -> str:
+    """The caption of a table: title, description and the analysis settings."""
+    c = ctx.config
+    return (
+        f"{spec.title}. {spec.description} Split {c.split}; {c.level:.0%} {c.unit}-bootstrap "
+        f"intervals, B={c.n_resamples}, seed {c.seed}."
+    )
+
+
+def build_table(name: str, ctx: ReportContext) -> pl.DataFrame:
+    """Build one registered table from a context.
+
+    Raises
+    ------
+    KeyError
+        Unknown table name.
+    """
+    if name not in TABLES:
+        raise KeyError(f"unknown table {name!r}; known: {', '.join(TABLES)}")
+    return TABLES[name].build(ctx)
