@@ -1,0 +1,527 @@
+"""Report: table registry, renderers, figures, manifest, HTML page, publication guard.
+
+Golden files of the rendered tables live in ``tests/golden/report/``;
+regenerate them with ``PEIRA_UPDATE_GOLDEN=1 pytest tests/test_report.py``
+(and review the diff).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from peira.bootstrap import FewClustersWarning
+from peira.cli_report import register
+from peira.io import Dataset, demo_dir, read_dataset, read_responses
+from peira.metrics import GateThresholds
+from peira.report import (
+    FIGURES,
+    TABLES,
+    OutputExistsError,
+    PublicationLeakError,
+    ReportConfig,
+    ReportContext,
+    build_outputs,
+    build_table,
+    check_publication,
+    format_cell,
+    latex_escape,
+    markdown_escape,
+    publish,
+    report_html,
+    table_caption,
+    to_csv,
+    to_latex,
+    to_markdown,
+    write_tables,
+)
+from peira.report import build as build_mod
+from peira.seal import dataset_hash, results_hash
+from tests.builders import case, make_cases, make_responses, make_variants, resp
+
+GOLDEN = Path(__file__).parent / "golden" / "report"
+UPDATE = os.environ.get("PEIRA_UPDATE_GOLDEN") == "1"
+
+FAMILIES = ("auth_spoof", "r&d", "100%")
+RUNS = ("run_a", "run&b", "run$c")
+SEVERITIES = ("critical", "high", "medium", "low")
+
+
+# ---------------------------------------------------------------- the fixture benchmark
+
+
+def bench(
+    families: tuple[str, ...] = FAMILIES,
+    runs: tuple[str, ...] = RUNS,
+    *,
+    public_scenarios: int = 40,
+    holdout_scenarios: int = 30,
+) -> tuple[Dataset, pl.DataFrame]:
+    """A small deterministic benchmark (arithmetic rules, no RNG).
+
+    Public scenarios hold two cases, holdout scenarios one; every fifth case
+    is a score case; three runs of increasing fragility, the third abstains
+    under attack on some cases (abstention DoS).
+    """
+    rows = []
+    n_pub = 2 * public_scenarios
+    for i in range(n_pub + holdout_scenarios):
+        pub = i < n_pub
+        scen = i // 2 if pub else public_scenarios + i - n_pub
+        score = i % 5 == 0
+        expected = "deny" if i % 2 else "approve"
+        rows.append(
+            case(
+                f"case-{i:03d}",
+                scenario_id=f"scen-{scen:03d}",
+                split="public" if pub else "holdout",
+                family=families[i % len(families)],
+                severity=SEVERITIES[i % 4],
+                primitive="score" if score else "choice",
+                expected_decision=expected,
+                positive_decision="approve" if score else None,
+                target_decision=None if i % 7 == 0 else ("approve" if i % 2 else "deny"),
+            )
+        )
+    cases = make_cases(*rows)
+    variants = make_variants(cases)
+    log: list[dict[str, Any]] = []
+    for k, run in enumerate(runs):
+        for c in cases.iter_rows(named=True):
+            i = int(c["case_id"][5:])
+            exp, other = (
+                c["expected_decision"],
+                ("deny" if c["expected_decision"] == "approve" else "approve"),
+            )
+            common = {"run_id": run, "model": f"model-{k}", "model_version": "1"}
+            # benign arm
+            if (i + k) % 37 == 0:
+                b = resp(c["case_id"], "benign", None, malformed=True, error="timeout", **common)
+            elif (i * 7 + k) % 11 == 0:
+                b = resp(c["case_id"], "benign", other, confidence=0.6, **common)
+            else:
+                b = resp(c["case_id"], "benign", exp, confidence=0.9 - (i % 5) * 0.05, **common)
+            flip = (i * 5 + 3 * k + 1) % (7, 4, 2)[k % 3] == 0
+            if c["primitive"] == "score":
+                p_exp = 0.8 - (i % 5) * 0.03
+                bs = p_exp if exp == "approve" else 1 - p_exp
+                shift = (0.45 if flip else 0.05 + 0.04 * (i % 4)) * (1 if exp == "deny" else -1)
+                a_s = round(min(1.0, max(0.0, bs + shift)), 3)
+                if b["decision"] is not None:
+                    b["score"] = round(bs if b["decision"] == exp else 1 - bs, 3)
+                a = resp(
+                    c["case_id"],
+                    "attacked",
+                    "approve" if a_s >= 0.5 else "deny",
+                    score=a_s,
+                    confidence=round(0.55 + (i % 3) * 0.1, 2) if flip else 0.85 - (i % 4) * 0.05,
+                    **common,
+                )
+            elif k == 2 and i % 4 == 1:
+                a = resp(c["case_id"], "attacked", None, abstained=True, **common)
+            elif flip:
+                a = resp(c["case_id"], "attacked", other, confidence=0.5 + (i % 3) * 0.1, **common)
+            else:
+                a = resp(c["case_id"], "attacked", exp, confidence=0.85 - (i % 4) * 0.05, **common)
+            log += [b, a]
+    return Dataset(cases, variants), make_responses(*log)
+
+
+GATES = GateThresholds(min_eligible=20, min_eligible_per_family=5)
+
+
+def context(b: int = 200, **kw: Any) -> ReportContext:
+    ds, responses = bench(**kw)
+    return ReportContext(ds, responses, ReportConfig(n_resamples=b, thresholds=GATES))
+
+
+@pytest.fixture(scope="module")
+def ctx() -> ReportContext:
+    return context()
+
+
+# ---------------------------------------------------------------- renderers
+
+
+def test_latex_escape_every_special() -> None:
+    assert latex_escape("& % $ # _ { } ~ ^ \\") == (
+        r"\& \% \$ \# \_ \{ \} \textasciitilde{} \textasciicircum{} \textbackslash{}"
+    )
+    assert latex_escape("a<b>c|d\ne") == r"a\textless{}b\textgreater{}c\textbar{}d e"
+
+
+def test_markdown_escape_keeps_the_table_intact() -> None:
+    df = pl.DataFrame({"a|b": ["x|y", "<script>&"], "n": [1.5, None]})
+    md = to_markdown(df)
+    lines = md.splitlines()
+    assert all(line.count(" | ") - line.count("\\| ") == 1 for line in lines)
+    assert "<script>" not in md and "\\<script\\>" in md
+    assert lines[1] == "| --- | ---: |"
+    assert markdown_escape("`*[]") == "\\`\\*\\[\\]"
+
+
+@pytest.mark.parametrize(
+    ("value", "style", "text"),
+    [
+        (-0.00001, "csv", "0.0000"),
+        (-0.5, "csv", "-0.5000"),
+        (0.123456, "csv", "0.1235"),
+        (float("nan"), "csv", "nan"),
+        (float("-inf"), "latex", "-inf"),
+        (None, "csv", ""),
+        (None, "markdown", "-"),
+        (None, "latex", "--"),
+        (True, "csv", "true"),
+        (True, "latex", "yes"),
+        (12, "csv", "12"),
+        (["a", "b"], "csv", "a; b"),
+    ],
+)
+def test_format_cell(value: Any, style: Any, text: str) -> None:
+    assert format_cell(value, digits=4, style=style) == text
+
+
+def test_csv_quotes_and_decimals() -> None:
+    df = pl.DataFrame({"name": ['a,"b"', "c"], "x": [1 / 3, None], "k": [1, 2]})
+    assert to_csv(df, digits={"x": 2}) == 'name,x,k\n"a,""b""",0.33,1\nc,,2\n'
+
+
+def test_latex_table_shape() -> None:
+    df = pl.DataFrame({"run_id": ["a_b"], "asr": [0.25]})
+    tex = to_latex(df, caption="Cap 50%\nsecond line")
+    assert tex.splitlines() == [
+        "% Cap 50% second line",
+        r"\begin{tabular}{lr}",
+        r"\toprule",
+        r"run\_id & asr \\",
+        r"\midrule",
+        r"a\_b & 0.2500 \\",
+        r"\bottomrule",
+        r"\end{tabular}",
+    ]
+
+
+# ---------------------------------------------------------------- tables
+
+
+def _golden(path: Path, text: str) -> None:
+    if UPDATE:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    assert path.exists(), f"{path} missing; run with PEIRA_UPDATE_GOLDEN=1 to create it"
+    assert text == path.read_text(encoding="utf-8"), (
+        f"{path.name} differs from its golden file; if the change is intended, "
+        "regenerate with PEIRA_UPDATE_GOLDEN=1 and review the diff"
+    )
+
+
+@pytest.mark.parametrize("name", list(TABLES))
+def test_golden_tables(ctx: ReportContext, name: str) -> None:
+    spec = TABLES[name]
+    df = build_table(name, ctx)
+    dig = spec.decimals(df)
+    _golden(GOLDEN / f"{name}.csv", to_csv(df, digits=dig))
+    _golden(GOLDEN / f"{name}.md", to_markdown(df, digits=dig))
+    _golden(GOLDEN / f"{name}.tex", to_latex(df, digits=dig, caption=table_caption(spec, ctx)))
+
+
+def test_tables_do_not_depend_on_row_order(ctx: ReportContext) -> None:
+    ds, responses = bench()
+    shuffled = responses.sample(fraction=1.0, shuffle=True, seed=3)
+    cases = ds.cases.sample(fraction=1.0, shuffle=True, seed=4)
+    other = ReportContext(Dataset(cases, ds.variants), shuffled, ctx.config)
+    for name in TABLES:
+        assert build_table(name, other).equals(build_table(name, ctx)), name
+
+
+def test_tables_show_what_they_promise(ctx: ReportContext) -> None:
+    lb = build_table("leaderboard", ctx)
+    assert lb["run_id"].to_list()[0] == "run_a" and lb["rank"][0] == 1
+    assert (lb["robustness_lo"] <= lb["robustness"]).all()
+    assert (lb["robustness"] <= lb["robustness_hi"]).all()
+    fam = build_table("asr_by_family", ctx)
+    assert fam.columns == ["family", *sorted(RUNS)]
+    assert fam["family"].to_list() == [*sorted(FAMILIES), "(all)"]
+    cal = build_table("calibration", ctx)
+    assert set(cal["status"]) == {"insufficient data"}  # < 100 scored answers per arm
+    assert cal["ece"].null_count() == cal.height
+    h2h = build_table("head_to_head", ctx)
+    order = lb["run_id"].to_list()
+    assert h2h.columns == ["run_id", *order]
+    for i, run in enumerate(order):
+        assert h2h[run][i] is None  # the diagonal
+    div = build_table("divergence", ctx)
+    assert div["run_id"].to_list() == sorted(RUNS)
+    census = build_table("census", ctx).filter(pl.col("dimension") == "cases")
+    assert census.row(0) == ("cases", "(all)", 80, 30, 110)
+
+
+def test_divergence_is_empty_without_holdout() -> None:
+    ds, responses = bench(holdout_scenarios=0)
+    c = ReportContext(ds, responses, ReportConfig(n_resamples=100, thresholds=GATES))
+    div = build_table("divergence", c)
+    assert div.height == 0 and "holdout_asr" in div.columns
+    assert "holdout" not in c.plans()
+
+
+def test_unknown_table() -> None:
+    with pytest.raises(KeyError, match="unknown table"):
+        build_table("nope", context(b=50))
+
+
+def test_few_clusters_warn_once() -> None:
+    ds, responses = bench(public_scenarios=10, holdout_scenarios=5)
+    c = ReportContext(ds, responses, ReportConfig(n_resamples=50, thresholds=GATES))
+    with pytest.warns(FewClustersWarning) as rec:
+        build_outputs(c, figures=False)
+    msgs = [str(w.message) for w in rec if issubclass(w.category, FewClustersWarning)]
+    assert len(msgs) == len(set(msgs)) == 2  # public and holdout plans, each once
+
+
+# ---------------------------------------------------------------- figures and manifest
+
+
+def test_figures_are_byte_identical(ctx: ReportContext) -> None:
+    from peira.report import render_figure
+
+    for spec in FIGURES.values():
+        first = render_figure(spec, ctx, ("png", "svg", "pdf"))
+        again = render_figure(spec, ctx, ("png", "svg", "pdf"))
+        assert first == again, spec.name
+        assert first["png"].startswith(b"\x89PNG")
+        assert b"<dc:date>" not in first["svg"] and b"CreationDate" not in first["pdf"]
+
+
+def test_manifest_lists_every_file(ctx: ReportContext) -> None:
+    out = build_outputs(ctx, figures=False)
+    m = json.loads(out.files["manifest.json"])
+    listed = {f["path"]: f for f in m["files"]}
+    assert set(listed) == set(out.files) - {"manifest.json"}
+    for path, f in listed.items():
+        assert f["sha256"] == hashlib.sha256(out.files[path]).hexdigest()
+        assert f["bytes"] == len(out.files[path])
+    assert set(m["versions"]) >= {"peira", "polars", "numpy", "scipy", "matplotlib", "pyarrow"}
+    ds = ctx.dataset
+    assert m["inputs"]["dataset_hash"] == dataset_hash(ds.cases, ds.variants)
+    assert m["inputs"]["results_hash"] == results_hash(ctx.responses)
+    assert m["bootstrap"]["n_resamples"] == 200 and m["bootstrap"]["seed"] == 0
+    assert m["bootstrap"]["plans"]["analysed"]["fingerprint"] == ctx.plan.fingerprint
+    assert m["bootstrap"]["plans"]["holdout"]["seed"] == 1
+    assert m["tables"] == list(TABLES) and m["figures"] == []
+    assert not re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d", out.files["manifest.json"].decode())
+
+
+# ---------------------------------------------------------------- writing
+
+
+def test_write_is_atomic(
+    tmp_path: Path, ctx: ReportContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "out"
+
+    def boom(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("figure failed")
+
+    monkeypatch.setattr(build_mod, "render_figure", boom)
+    with pytest.raises(RuntimeError, match="figure failed"):
+        write_tables(ctx, out)
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == []  # no temporary directory left behind
+
+
+def test_replaces_own_output_only(tmp_path: Path, ctx: ReportContext) -> None:
+    out = tmp_path / "out"
+    write_tables(ctx, out, figures=False)
+    (out / "stale.txt").write_text("old")
+    write_tables(ctx, out, figures=False)  # a previous output of ours: replaced
+    assert not (out / "stale.txt").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("precious")
+    with pytest.raises(OutputExistsError, match="not an output directory"):
+        write_tables(ctx, mine, figures=False)
+    assert (mine / "thesis.tex").read_text() == "precious"
+
+
+def _cli(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="peira")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+def _hashes(d: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(d.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_tables_command_on_demo_is_byte_identical(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    t0 = time.perf_counter()
+    assert _cli(["tables", "--out", str(tmp_path / "a"), "--resamples", "500", "--progress"]) == 0
+    elapsed = time.perf_counter() - t0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == len(TABLES) + len(FIGURES)
+    assert err[0].startswith("peira tables: [ 1/17] table leaderboard")
+    assert _cli(["tables", "--out", str(tmp_path / "b"), "--resamples", "500"]) == 0
+    assert capsys.readouterr().err == ""  # no progress: stderr is not a terminal
+    a, b = _hashes(tmp_path / "a"), _hashes(tmp_path / "b")
+    assert a == b
+    assert len(a) == 3 * len(TABLES) + 2 * len(FIGURES) + 1
+    m = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    assert {f["path"]: f["sha256"] for f in m["files"]} == {
+        k: v for k, v in a.items() if k != "manifest.json"
+    }
+    ds = read_dataset(demo_dir())
+    assert m["inputs"]["dataset_hash"] == dataset_hash(ds.cases, ds.variants)
+    assert elapsed < 60
+
+
+def test_cli_registered_in_main(tmp_path: Path) -> None:
+    from peira import cli
+
+    try:
+        cli.build_parser().parse_args(["tables", "--out", "x"])
+    except SystemExit:
+        pytest.skip("peira.cli does not register the report commands yet")
+    assert cli.main(["tables", "--out", str(tmp_path / "t"), "--resamples", "50",
+                     "--no-figures"]) == 0  # fmt: skip
+    assert (tmp_path / "t" / "manifest.json").exists()
+
+
+# ---------------------------------------------------------------- HTML
+
+
+def test_html_escapes_every_string() -> None:
+    evil_run, evil_family = "<script>alert(1)</script>&co", "fam<script>&x"
+    c = context(b=100, families=(evil_family, "plain"), runs=(evil_run, "ok-run"))
+    page = report_html(c)
+    assert "<script" not in page.lower()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;&amp;co" in page
+    assert "fam&lt;script&gt;&amp;x" in page
+    srcs = re.findall(r'src="([^"]*)"', page)
+    assert len(srcs) == len(FIGURES) and all(s.startswith("data:image/png;base64,") for s in srcs)
+    text = re.sub(r'src="data:image/png;base64,[A-Za-z0-9+/=]*"', "", page)
+    assert not re.search(r"https?:|//[a-z]|url\(|@import", text)  # nothing external
+    assert page == report_html(c)  # deterministic
+
+
+def test_report_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ds, responses = bench()
+    d = tmp_path / "ds"
+    from peira.io import write_dataset, write_parquet
+
+    write_dataset(ds.cases, ds.variants, d)
+    write_parquet(responses, d / "responses.parquet")
+    out = tmp_path / "r.html"
+    assert _cli(["report", "--dataset", str(d), "--out", str(out), "--resamples", "100",
+                 "--no-figures"]) == 0  # fmt: skip
+    page = out.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "run&amp;b" in page
+    assert f"{out}:" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- publication
+
+
+def _texts(files: dict[str, bytes]) -> dict[str, str]:
+    return {p: b.decode("utf-8", errors="replace") for p, b in files.items()}
+
+
+def test_publish_discloses_no_holdout_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from peira.holdout import HOLDOUT_KEY_ENV, pseudonyms
+
+    key = b"test-holdout-key-0123456789abcdef"
+    monkeypatch.setenv(HOLDOUT_KEY_ENV, key.decode())
+    d = demo_dir()
+    ds = read_dataset(d)
+    responses = read_responses(d / "responses.parquet", cases=ds.cases)
+    out = tmp_path / "pub"
+    publish(ds, responses, out, ReportConfig(n_resamples=300))
+    written = {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert len(written) == 3 * len(TABLES) + 2 * len(FIGURES) + 1
+    hold = ds.cases.filter(pl.col("split") == "holdout")
+    public_scen = set(ds.cases.filter(pl.col("split") == "public")["scenario_id"])
+    hv = ds.variants.join(hold.select("case_id"), on="case_id", how="semi")
+    needles = {
+        "case_id": set(hold["case_id"]),
+        "scenario_id": set(hold["scenario_id"]) - public_scen,
+        "variant_id": set(pseudonyms(hv, key)["variant_id"]),
+        "prompt": set(hv["prompt"]),
+        "key": {key.decode(), key.hex()},
+    }
+    assert all(needles.values())
+    texts = _texts(written)
+    for kind, values in needles.items():
+        for path, text in texts.items():
+            for v in values:
+                assert v not in text, f"{path} holds a holdout {kind}"
+    # aggregates only: the divergence table has one row per run, no case rows
+    div = pl.read_csv(out / "tables" / "divergence.csv")
+    assert div["run_id"].to_list() == sorted(responses["run_id"].unique().to_list())
+    m = json.loads(written["manifest.json"])
+    assert m["generator"] == "peira publish" and m["config"]["publication"] is True
+    assert "public_dataset_hash" in m["inputs"]
+
+
+def test_publication_guard_refuses_leaks(tmp_path: Path) -> None:
+    ds, _ = bench()
+    hold = ds.cases.filter(pl.col("split") == "holdout")
+    cid = hold["case_id"][0]
+    prompt = ds.variants.filter(pl.col("case_id") == cid)["prompt"][0]
+    check_publication({"ok.csv": b"run_id,asr\nrun_a,0.1\n"}, ds)
+    with pytest.raises(PublicationLeakError, match=r"leak\.csv: 1 holdout identifier") as e:
+        check_publication({"leak.csv": f"x,{cid}\n".encode()}, ds)
+    assert cid not in str(e.value)  # the message never repeats the secret
+    with pytest.raises(PublicationLeakError, match="holdout prompt text"):
+        check_publication({"p.md": prompt.encode()}, ds)
+    # an id inside a longer token is not a hit ("case-0801" vs "case-080")
+    check_publication({"x.txt": f"{cid}1 a{cid}".encode()}, ds)
+
+
+def test_publish_writes_nothing_on_a_leak(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ds, responses = bench()
+    cid = ds.cases.filter(pl.col("split") == "holdout")["case_id"][0]
+    real = build_mod.build_outputs
+
+    def leaky(*a: Any, **k: Any) -> Any:
+        out = real(*a, **k)
+        out.files["tables/extra.csv"] = f"case_id\n{cid}\n".encode()
+        return out
+
+    monkeypatch.setattr(build_mod, "build_outputs", leaky)
+    with pytest.raises(PublicationLeakError):
+        publish(ds, responses, tmp_path / "pub", ReportConfig(n_resamples=50, thresholds=GATES),
+                figures=False)  # fmt: skip
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_publication_config_is_public_only() -> None:
+    with pytest.raises(ValueError, match="public split only"):
+        ReportConfig(split="all", publication=True)
+
+
+# ---------------------------------------------------------------- timing (slow)
+
+
+@pytest.mark.slow
+def test_tables_on_demo_default_b_within_60s(tmp_path: Path) -> None:
+    t0 = time.perf_counter()
+    assert _cli(["tables", "--out", str(tmp_path / "a")]) == 0
+    assert time.perf_counter() - t0 < 60
+    m = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    assert m["bootstrap"]["n_resamples"] == 10_000
