@@ -1,0 +1,171 @@
+"""The ``peira run`` and ``peira rescore`` subcommands.
+
+:func:`register` adds them to the main parser's subparsers (see
+:func:`peira.cli.build_parser`); each sets ``func`` to a function of the
+parsed arguments returning the exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from .errors import PeiraError
+from .io import read_dataset, read_responses, write_parquet
+from .render import FORMATS, render
+
+__all__ = ["cmd_rescore", "cmd_run", "parse_adapter_args", "register"]
+
+EXIT_OK = 0
+
+
+def parse_adapter_args(items: list[str]) -> dict[str, Any]:
+    """``NAME=VALUE`` strings → keyword arguments (values read as JSON when they parse).
+
+    >>> parse_adapter_args(["archetype=fragile", "seed=3", "dataset=data/demo"])
+    {'archetype': 'fragile', 'seed': 3, 'dataset': 'data/demo'}
+    """
+    out: dict[str, Any] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.isidentifier():
+            raise PeiraError(f"--adapter-arg {item!r}: expected NAME=VALUE")
+        try:
+            out[name] = json.loads(value)
+        except ValueError:
+            out[name] = value
+    return out
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run an adapter over a dataset and write the response log."""
+    from .holdout import HOLDOUT_KEY_ENV
+    from .run import load_adapter, run
+    from .seal import load_key
+
+    adapter = load_adapter(args.adapter, **parse_adapter_args(args.adapter_arg))
+    key = load_key(args.key_file, env_var=HOLDOUT_KEY_ENV, purpose="holdout")
+    res = run(
+        adapter,
+        read_dataset(args.dataset),
+        args.out,
+        samples=args.samples,
+        concurrency=args.concurrency,
+        timeout=args.timeout if args.timeout > 0 else None,
+        retries=args.retries,
+        backoff=args.backoff,
+        key=key,
+        run_id=args.run_id,
+        checkpoint_every=args.checkpoint_every,
+        progress=args.progress,
+        keep_parts=args.keep_parts,
+    )
+    resumed = f", {res.n_resumed} resumed from checkpoints" if res.n_resumed else ""
+    print(
+        f"{res.path}: {res.n_total} responses of run {res.run_id!r} "
+        f"({res.n_called} calls{resumed}, {res.n_retries} retries, "
+        f"{res.n_malformed} malformed) in {res.elapsed_s:.1f} s "
+        f"({res.calls_per_s:,.0f} calls/s)"
+    )
+    return EXIT_OK
+
+
+def cmd_rescore(args: argparse.Namespace) -> int:
+    """Re-parse a log's raw text and report what changes."""
+    from .parse import rescore
+
+    ds = read_dataset(args.dataset)
+    log = read_responses(args.log, cases=ds.cases)
+    res = rescore(log, ds.cases, parser=args.parser, missing=args.missing, delta=args.delta)
+    if args.changes_out:
+        write_parquet(res.changed_pairs, args.changes_out)
+    if args.responses_out:
+        write_parquet(res.responses, args.responses_out)
+    deltas = res.metric_deltas
+    if not args.all_metrics:
+        deltas = deltas.filter(pl.col("changed"))
+    report = args.report or ("all" if args.format in ("table", "markdown") else "metrics")
+    if report == "all" and args.format not in ("table", "markdown"):
+        raise PeiraError(f"--report all needs --format table or markdown, not {args.format}")
+    out = sys.stdout
+    if report in ("all", "summary"):
+        if report == "all":
+            out.write(f"parser {res.parser.name!r}: changes per run\n")
+        out.write(render(res.summary, args.format))
+    if report in ("all", "metrics"):
+        if report == "all":
+            shown = "all metrics" if args.all_metrics else "metrics that changed"
+            out.write(f"\nmetric deltas (re-parsed - logged), {shown}\n")
+        out.write(render(deltas, args.format))
+    if report == "changes":
+        out.write(render(res.changed_pairs, args.format))
+    return EXIT_OK
+
+
+def register(sub: Any) -> None:
+    """Add ``run`` and ``rescore`` to the ``peira`` subparsers object ``sub``."""
+    r = sub.add_parser(
+        "run",
+        help="run a model adapter over a dataset (blinded, checkpointed, resumable)",
+        description="Dispatch every variant x sample to an adapter in pseudonymous order "
+        "and write a response log. An interrupted run resumes from LOG.parts/.",
+    )
+    r.add_argument("--adapter", required=True, help="module:Class (e.g. peira.adapters:Simulated)")
+    r.add_argument(
+        "--adapter-arg",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="keyword argument of the adapter (repeatable; VALUE read as JSON if it parses)",
+    )
+    r.add_argument("--dataset", required=True, help="dataset directory")
+    r.add_argument("--out", required=True, help="response log to write (Parquet)")
+    r.add_argument("--samples", type=int, default=1, help="calls per variant")
+    r.add_argument("--concurrency", type=int, default=8, help="calls in flight")
+    r.add_argument("--timeout", type=float, default=60.0, help="seconds per attempt (0: none)")
+    r.add_argument("--retries", type=int, default=3, help="retries of timeouts/transient errors")
+    r.add_argument("--backoff", type=float, default=0.5, help="first retry delay (doubles)")
+    r.add_argument(
+        "--key-file",
+        type=Path,
+        help="pseudonym key file (default: $PEIRA_HOLDOUT_KEY, else an ephemeral random key)",
+    )
+    r.add_argument("--run-id", help="run_id (default: adapter name-version)")
+    r.add_argument("--checkpoint-every", type=int, default=500, help="calls per part file")
+    r.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress line on stderr (default: when stderr is a terminal)",
+    )
+    r.add_argument("--keep-parts", action="store_true", help="keep LOG.parts/ after success")
+    r.set_defaults(func=cmd_run)
+
+    s = sub.add_parser(
+        "rescore",
+        help="re-parse a log's raw_text and report changed pairs and metrics (no model call)",
+    )
+    s.add_argument("log", help="response log: file, directory or glob")
+    s.add_argument("--dataset", required=True, help="dataset directory")
+    s.add_argument(
+        "--parser",
+        default="auto",
+        help="parser name (auto, synth, json, decision-line, abstain, options) or JSON config",
+    )
+    s.add_argument("--format", choices=FORMATS, default="table")
+    s.add_argument(
+        "--report",
+        choices=("all", "summary", "metrics", "changes"),
+        help="what to print (default: all for table/markdown, metrics otherwise)",
+    )
+    s.add_argument("--all-metrics", action="store_true", help="list unchanged metrics too")
+    s.add_argument("--changes-out", help="write the changed pairs to this Parquet file")
+    s.add_argument("--responses-out", help="write the re-parsed log to this Parquet file")
+    s.add_argument("--missing", choices=("error", "malformed"), default="error")
+    s.add_argument("--delta", type=float, default=0.10, help="shift-without-flip threshold")
+    s.set_defaults(func=cmd_rescore)
