@@ -525,3 +525,11 @@ def test_tables_on_demo_default_b_within_60s(tmp_path: Path) -> None:
     assert time.perf_counter() - t0 < 60
     m = json.loads((tmp_path / "a" / "manifest.json").read_text())
     assert m["bootstrap"]["n_resamples"] == 10_000
+
+
+def test_publication_report_page_has_no_holdout_data() -> None:
+    ds, responses = bench()
+    cfg = ReportConfig(n_resamples=100, thresholds=GATES, publication=True)
+    page = report_html(ReportContext(ds, responses, cfg), figures=False)
+    check_publication({"report.html": page.encode()}, ds)
+    assert "holdout aggregates only" in page

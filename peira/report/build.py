@@ -376,7 +376,7 @@ def report_html(
     tables = {
         name: (
             spec.title,
-            table_caption(spec, ctx),
+            table_caption(spec, ctx, title=False),
             outputs.tables[name],
             spec.decimals(outputs.tables[name]),
         )

@@ -48,9 +48,10 @@ body { font-family: system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans
   line-height: 1.4; }
 h1 { font-size: 1.6rem; margin-bottom: 0.2rem; }
 h2 { font-size: 1.2rem; margin-top: 2.2rem; border-bottom: 1px solid #ddd; }
-.meta { color: #555; font-size: 0.85rem; }
-.meta dt { font-weight: 600; float: left; clear: left; width: 11rem; }
-.meta dd { margin-left: 11.5rem; font-family: ui-monospace, Menlo, Consolas, monospace;
+table.meta { color: #444; font-size: 0.85rem; margin: 0.6rem 0 1rem; }
+table.meta th { background: none; position: static; text-align: left; padding-right: 1.2rem;
+  white-space: nowrap; vertical-align: top; }
+table.meta td { font-family: ui-monospace, Menlo, Consolas, monospace; white-space: normal;
   overflow-wrap: anywhere; }
 nav ul { columns: 3; font-size: 0.9rem; padding-left: 1.2rem; }
 .caption, figcaption { color: #444; font-size: 0.88rem; max-width: 70rem; }
@@ -164,9 +165,9 @@ def render_html(
         "</head>",
         "<body>",
         f"<header><h1>{_e(title)}</h1>",
-        '<dl class="meta">',
-        *[f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in meta],
-        "</dl></header>",
+        '<table class="meta"><tbody>',
+        *[f'<tr><th scope="row">{_e(k)}</th><td>{_e(v)}</td></tr>' for k, v in meta],
+        "</tbody></table></header>",
         "<nav><ul>",
         *[f'<li><a href="#{_e(a)}">{_e(t)}</a></li>' for a, t, _, _ in items],
         "</ul></nav>",

@@ -781,11 +781,12 @@ TABLES: dict[str, TableSpec] = {
 """Every named table, in report order."""
 
 
-def table_caption(spec: TableSpec, ctx: ReportContext) -> str:
-    """The caption of a table: title, description and the analysis settings."""
+def table_caption(spec: TableSpec, ctx: ReportContext, *, title: bool = True) -> str:
+    """The caption of a table: title (optional), description and the analysis settings."""
     c = ctx.config
+    head = f"{spec.title}. " if title else ""
     return (
-        f"{spec.title}. {spec.description} Split {c.split}; {c.level:.0%} {c.unit}-bootstrap "
+        f"{head}{spec.description} Split {c.split}; {c.level:.0%} {c.unit}-bootstrap "
         f"intervals, B={c.n_resamples}, seed {c.seed}."
     )
 
