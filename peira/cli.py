@@ -313,8 +313,12 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--out", required=True)
     ex.set_defaults(func=cmd_export)
     from .cli_integrity import register as register_integrity
+    from .cli_report import register as register_report
+    from .cli_run import register as register_run
 
     register_integrity(sub)
+    register_run(sub)
+    register_report(sub)
     return p
 
 
