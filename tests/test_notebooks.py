@@ -12,7 +12,7 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("
 
 
 def test_there_are_notebooks() -> None:
-    assert len(NOTEBOOKS) >= 2
+    assert len(NOTEBOOKS) >= 3
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
