@@ -287,6 +287,12 @@ def _out(
     ]
 
 
+def _lazy_select(df: pl.DataFrame, *exprs: pl.Expr) -> pl.DataFrame:
+    """``df.select(*exprs)`` through the lazy engine, so that repeated
+    sub-expressions (a regex extraction used by several outputs) run once."""
+    return df.lazy().select(*exprs).collect()
+
+
 def _rule_synth(df: pl.DataFrame, cfg: ParserConfig, opts: pl.DataFrame) -> pl.DataFrame:
     t = pl.col("_text")
     dec = t.str.extract_groups(r"^Decision: ([^\s()]+) \(confidence ([01]\.\d{2})\)$")
@@ -295,7 +301,8 @@ def _rule_synth(df: pl.DataFrame, cfg: ParserConfig, opts: pl.DataFrame) -> pl.D
     ref = t.str.extract(r"^REFUSED: (.+)$", 1)
     d1, c1 = dec.struct.field("1"), dec.struct.field("2")
     s2, d2, c2 = sco.struct.field("1"), sco.struct.field("2"), sco.struct.field("3")
-    return df.select(
+    return _lazy_select(
+        df,
         *_out(
             hit=d1.is_not_null() | d2.is_not_null() | abst.is_not_null() | ref.is_not_null(),
             dec=pl.coalesce(d1, d2),
@@ -303,7 +310,7 @@ def _rule_synth(df: pl.DataFrame, cfg: ParserConfig, opts: pl.DataFrame) -> pl.D
             refusal=ref,
             score=s2,
             conf=pl.coalesce(c1, c2),
-        )
+        ),
     )
 
 
@@ -354,7 +361,8 @@ def _json_outputs(df: pl.DataFrame) -> pl.DataFrame:
         .when(dec.is_null() & abst.not_())
         .then(pl.lit("unparseable output: JSON object has no decision"))
     )
-    return df.select(
+    return _lazy_select(
+        df,
         *_out(
             hit=b.is_not_null(),
             dec=dec,
@@ -363,7 +371,7 @@ def _json_outputs(df: pl.DataFrame) -> pl.DataFrame:
             score=path("score"),
             conf=path("confidence"),
             err=err,
-        )
+        ),
     )
 
 
@@ -382,14 +390,15 @@ def _rule_decision_line(df: pl.DataFrame, cfg: ParserConfig, opts: pl.DataFrame)
     score = pl.coalesce(arrow.struct.field("1"), t.str.extract(r"(?i)\bscore\s*[:=]\s*" + _NUM, 1))
     conf = t.str.extract(r"(?i)\bconfidence\b\s*(?:[:=]|of|is)?\s*" + _NUM, 1)
     is_abst = dec.str.to_lowercase().is_in(_ABSTAIN_TOKENS)
-    return df.select(
+    return _lazy_select(
+        df,
         *_out(
             hit=dec.is_not_null(),
             dec=pl.when(is_abst.not_()).then(dec),
             abst=is_abst,
             score=score,
             conf=conf,
-        )
+        ),
     )
 
 
@@ -426,12 +435,13 @@ def _rule_abstain(df: pl.DataFrame, cfg: ParserConfig, opts: pl.DataFrame) -> pl
 
     refused, refusal = found(cfg.refusal_phrases)
     abstained, _ = found(cfg.abstain_phrases)
-    return df.select(
+    return _lazy_select(
+        df,
         *_out(
             hit=refused | abstained,
             abst=refused | abstained,
             refusal=pl.when(refused).then(refusal),
-        )
+        ),
     )
 
 
@@ -472,14 +482,15 @@ def _rule_options(df: pl.DataFrame, cfg: ParserConfig, opts: pl.DataFrame) -> pl
     joined = df.select("_row").join(per_option, on="_row", how="left", maintain_order="left")
     n = pl.col("_n").fill_null(0)
     which = pl.col("_which")
-    return joined.select(
+    return _lazy_select(
+        joined,
         *_out(
             hit=n >= 1,
             dec=pl.when(n == 1).then(which.list.first()),
             err=pl.when(n > 1).then(
                 pl.lit("unparseable output: several options named: ") + which.list.join(", ")
             ),
-        )
+        ),
     )
 
 
