@@ -237,9 +237,9 @@ def main() -> None:
         "",
         f"Median total over {REPEATS} fresh processes: **{t_ours:.3f} s** "
         f"(all: {', '.join(f'{x:.2f}' for x in totals)}); target ≤ 3 s. "
-        f"CPU time (all threads) median {statistics.median(cpus):.2f} s. The machine is shared: "
-        f"load average {load_before[0]:.2f} before and {load_after[0]:.2f} after the repeats, "
-        "so the spread of wall times is mostly other processes.",
+        f"CPU time (all threads) median {statistics.median(cpus):.2f} s. The machine is shared "
+        f"with other jobs (1-minute load average {load_before[0]:.2f} before and "
+        f"{load_after[0]:.2f} after the repeats), which widens the spread of wall times.",
         "",
         f"Peak memory: resident set (`ru_maxrss`) {peak:.0f} MB, of which {base:.0f} MB is the "
         f"process after loading the pair table (about {peak - base:.0f} MB for the bootstrap, "

@@ -150,7 +150,12 @@ class RowIntervals:
 
 
 def intervals(
-    theta: F64, estimate: F64, level: float, method: Method, jack: F64 | None = None
+    theta: F64,
+    estimate: F64,
+    level: float,
+    method: Method,
+    jack: F64 | None = None,
+    n_defined: I64 | None = None,
 ) -> RowIntervals:
     """Interval per row of ``theta`` (k × B, NaN = undefined); sorts ``theta`` in place.
 
@@ -164,9 +169,14 @@ def intervals(
         Confidence level and ``"percentile"`` or ``"bca"``.
     jack
         (k × n) jackknife values, required for BCa.
+    n_defined
+        Non-NaN count per row, when the caller knows it (saves a pass).
     """
     q = half_alpha(level)
-    n_def = theta.shape[1] - np.count_nonzero(np.isnan(theta), axis=1)
+    if n_defined is None:
+        n_def = theta.shape[1] - np.count_nonzero(np.isnan(theta), axis=1)
+    else:
+        n_def = n_defined
     below = np.count_nonzero(theta < estimate[:, None], axis=1) if method == "bca" else None
     theta.sort(axis=1)  # NaN last
     ok = (n_def > 0) & ~np.isnan(estimate)

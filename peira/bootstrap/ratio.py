@@ -215,25 +215,32 @@ class _Engine:
         if jackknife:
             jack = np.repeat(est[:, None], self.plan.n_clusters, axis=1)
             jack[:, block.supp] = ratio(tot[:n] - sub[:, :n], tot[n:] - sub[:, n:]).T
-        zero = (prod == 0).any(axis=1)
+        zero = np.zeros(prod.shape[0], dtype=bool)
+        dens = np.unique(inv[n:])
+        zero[dens] = (prod[dens] == 0).any(axis=1)
         return _Products(prod, inv[:n], inv[n:], zero, est, jack)
 
 
-def _theta(p: _Products, sl: slice) -> F64:
-    """Replicates (rows × B) of metric columns ``sl``, float64, NaN = undefined."""
+def _theta(p: _Products, sl: slice) -> tuple[F64, I64]:
+    """Replicates (rows × B) of metric columns ``sl`` (float64, NaN = undefined) and B'."""
     inum, iden = p.inv_num[sl], p.inv_den[sl]
-    out = np.empty((inum.size, p.prod.shape[1]))
+    b = p.prod.shape[1]
+    out = np.empty((inum.size, b))
+    n_def = np.full(inum.size, b, dtype=np.int64)
     with np.errstate(divide="ignore", invalid="ignore"):
         for i in range(inum.size):
             np.divide(p.prod[inum[i]], p.prod[iden[i]], out=out[i], dtype=np.float64)
             if p.zero_den[iden[i]]:
-                out[i][p.prod[iden[i]] == 0] = np.nan
-    return out
+                empty = p.prod[iden[i]] == 0
+                out[i][empty] = np.nan
+                n_def[i] = b - int(np.count_nonzero(empty))
+    return out, n_def
 
 
 def _post(p: _Products, sl: slice, level: float, method: Method) -> RowIntervals:
     jack = None if p.jack is None else p.jack[sl]
-    return intervals(_theta(p, sl), p.estimate[sl], level, method, jack)
+    theta, n_def = _theta(p, sl)
+    return intervals(theta, p.estimate[sl], level, method, jack, n_def)
 
 
 def ratio_intervals(
@@ -429,7 +436,7 @@ def replicates(
             idx = np.flatnonzero(block.present)
             p = eng.products(block, idx, True)
             assert p.jack is not None
-            thetas.append(_theta(p, slice(0, idx.size)))
+            thetas.append(_theta(p, slice(0, idx.size))[0])
             ests.append(p.estimate)
             jacks.append(p.jack)
             group = [None] * len(keys) if block.key is None else list(block.key)
