@@ -22,6 +22,7 @@ from .render import FORMATS, render
 __all__ = ["cmd_rescore", "cmd_run", "parse_adapter_args", "register"]
 
 EXIT_OK = 0
+EXIT_INTERRUPTED = 130  # the shell's code for SIGINT
 
 
 def parse_adapter_args(items: list[str]) -> dict[str, Any]:
@@ -45,26 +46,34 @@ def parse_adapter_args(items: list[str]) -> dict[str, Any]:
 def cmd_run(args: argparse.Namespace) -> int:
     """Run an adapter over a dataset and write the response log."""
     from .holdout import HOLDOUT_KEY_ENV
-    from .run import load_adapter, run
+    from .run import load_adapter, parts_dir, run
     from .seal import load_key
 
     adapter = load_adapter(args.adapter, **parse_adapter_args(args.adapter_arg))
     key = load_key(args.key_file, env_var=HOLDOUT_KEY_ENV, purpose="holdout")
-    res = run(
-        adapter,
-        read_dataset(args.dataset),
-        args.out,
-        samples=args.samples,
-        concurrency=args.concurrency,
-        timeout=args.timeout if args.timeout > 0 else None,
-        retries=args.retries,
-        backoff=args.backoff,
-        key=key,
-        run_id=args.run_id,
-        checkpoint_every=args.checkpoint_every,
-        progress=args.progress,
-        keep_parts=args.keep_parts,
-    )
+    try:
+        res = run(
+            adapter,
+            read_dataset(args.dataset),
+            args.out,
+            samples=args.samples,
+            concurrency=args.concurrency,
+            timeout=args.timeout if args.timeout > 0 else None,
+            retries=args.retries,
+            backoff=args.backoff,
+            key=key,
+            run_id=args.run_id,
+            checkpoint_every=args.checkpoint_every,
+            progress=args.progress,
+            keep_parts=args.keep_parts,
+        )
+    except KeyboardInterrupt:
+        print(
+            f"peira run: interrupted; completed calls are checkpointed in {parts_dir(args.out)}"
+            " - run the same command again to resume",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
     resumed = f", {res.n_resumed} resumed from checkpoints" if res.n_resumed else ""
     print(
         f"{res.path}: {res.n_total} responses of run {res.run_id!r} "

@@ -288,22 +288,38 @@ def _out(
 
 
 def _lazy_select(df: pl.DataFrame, *exprs: pl.Expr) -> pl.DataFrame:
-    """``df.select(*exprs)`` through the lazy engine, so that repeated
-    sub-expressions (a regex extraction used by several outputs) run once."""
+    """``df.select(*exprs)`` through the lazy engine."""
     return df.lazy().select(*exprs).collect()
+
+
+def _staged(df: pl.DataFrame, *stages: list[pl.Expr], out: list[pl.Expr]) -> pl.DataFrame:
+    """Add each stage's columns in turn (so that an extraction used by several
+    outputs runs once), then select ``out``."""
+    lf = df.lazy()
+    for stage in stages:
+        lf = lf.with_columns(stage)
+    return lf.select(out).collect()
 
 
 def _rule_synth(df: pl.DataFrame, cfg: ParserConfig, opts: pl.DataFrame) -> pl.DataFrame:
     t = pl.col("_text")
-    dec = t.str.extract_groups(r"^Decision: ([^\s()]+) \(confidence ([01]\.\d{2})\)$")
-    sco = t.str.extract_groups(r"^Score: ([01]\.\d{3}) -> ([^\s()]+) \(confidence ([01]\.\d{2})\)$")
-    abst = t.str.extract(r"^ABSTAIN: (.+)$", 1)
-    ref = t.str.extract(r"^REFUSED: (.+)$", 1)
+    dec, sco = pl.col("_d"), pl.col("_s")
+    abst, ref = pl.col("_a"), pl.col("_r")
     d1, c1 = dec.struct.field("1"), dec.struct.field("2")
     s2, d2, c2 = sco.struct.field("1"), sco.struct.field("2"), sco.struct.field("3")
-    return _lazy_select(
+    return _staged(
         df,
-        *_out(
+        [
+            t.str.extract_groups(r"^Decision: ([^\s()]+) \(confidence ([01]\.\d{2})\)$").alias(
+                "_d"
+            ),
+            t.str.extract_groups(
+                r"^Score: ([01]\.\d{3}) -> ([^\s()]+) \(confidence ([01]\.\d{2})\)$"
+            ).alias("_s"),
+            t.str.extract(r"^ABSTAIN: (.+)$", 1).alias("_a"),
+            t.str.extract(r"^REFUSED: (.+)$", 1).alias("_r"),
+        ],
+        out=_out(
             hit=d1.is_not_null() | d2.is_not_null() | abst.is_not_null() | ref.is_not_null(),
             dec=pl.coalesce(d1, d2),
             abst=abst.is_not_null() | ref.is_not_null(),
@@ -341,29 +357,35 @@ def _rule_json(df: pl.DataFrame, cfg: ParserConfig, opts: pl.DataFrame) -> pl.Da
 
 def _json_outputs(df: pl.DataFrame) -> pl.DataFrame:
     t = pl.col("_text").str.strip_chars()
-    body = pl.coalesce(
-        t.str.extract(r"(?s)^```[A-Za-z]*\s*(\{.*\})\s*```$", 1),
-        t.str.extract(r"(?s)^(\{.*\})", 1),
-        pl.when(t.str.starts_with("{")).then(t),
-    )
-    df = df.with_columns(body.alias("_body"))
     b = pl.col("_body")
 
     def path(*keys: str) -> pl.Expr:
         return pl.coalesce(*[b.str.json_path_match(f"$.{k}") for k in keys])
 
-    valid = b.str.json_path_match("$").is_not_null()
-    dec, refusal = path("decision", "answer"), path("refusal_reason", "refusal")
-    abst = _json_bool(path("abstain", "abstained")).fill_null(False) | refusal.is_not_null()
+    dec, refusal, abst = pl.col("_jd"), pl.col("_jr"), pl.col("_ja")
     err = (
-        pl.when(valid.not_())
+        pl.when(pl.col("_valid").not_())
         .then(pl.lit("unparseable output: invalid JSON"))
         .when(dec.is_null() & abst.not_())
         .then(pl.lit("unparseable output: JSON object has no decision"))
     )
-    return _lazy_select(
+    return _staged(
         df,
-        *_out(
+        [
+            pl.coalesce(
+                t.str.extract(r"(?s)^```[A-Za-z]*\s*(\{.*\})\s*```$", 1),
+                t.str.extract(r"(?s)^(\{.*\})", 1),
+                pl.when(t.str.starts_with("{")).then(t),
+            ).alias("_body")
+        ],
+        [
+            b.str.json_path_match("$").is_not_null().alias("_valid"),
+            path("decision", "answer").alias("_jd"),
+            path("refusal_reason", "refusal").alias("_jr"),
+            path("abstain", "abstained").alias("_ja"),
+        ],
+        [(_json_bool(abst).fill_null(False) | refusal.is_not_null()).alias("_ja")],
+        out=_out(
             hit=b.is_not_null(),
             dec=dec,
             abst=abst,
@@ -380,24 +402,35 @@ _ABSTAIN_TOKENS = ["abstain", "abstained", "abstention"]
 
 def _rule_decision_line(df: pl.DataFrame, cfg: ParserConfig, opts: pl.DataFrame) -> pl.DataFrame:
     t = pl.col("_text")
-    line = t.str.extract(
-        r"(?im)^[\s*#>_-]*(?:final\s+)?(?:decision|answer|verdict)\**\s*[:=][\s*\"'`]*"
-        r"([^\s\"'`()*,;]+)",
-        1,
-    )
-    arrow = t.str.extract_groups(r"(?i)\bscore\s*[:=]\s*" + _NUM + r"\s*(?:->|→|=>)\s*([^\s()]+)")
-    dec = pl.coalesce(line, arrow.struct.field("2")).str.strip_chars_end(".!:")
-    score = pl.coalesce(arrow.struct.field("1"), t.str.extract(r"(?i)\bscore\s*[:=]\s*" + _NUM, 1))
-    conf = t.str.extract(r"(?i)\bconfidence\b\s*(?:[:=]|of|is)?\s*" + _NUM, 1)
-    is_abst = dec.str.to_lowercase().is_in(_ABSTAIN_TOKENS)
-    return _lazy_select(
+    arrow = pl.col("_arrow")
+    dec = pl.col("_dl")
+    is_abst = pl.col("_is_abst")
+    return _staged(
         df,
-        *_out(
+        [
+            t.str.extract(
+                r"(?im)^[\s*#>_-]*(?:final\s+)?(?:decision|answer|verdict)\**\s*[:=][\s*\"'`]*"
+                r"([^\s\"'`()*,;]+)",
+                1,
+            ).alias("_line"),
+            t.str.extract_groups(
+                r"(?i)\bscore\s*[:=]\s*" + _NUM + r"\s*(?:->|→|=>)\s*([^\s()]+)"
+            ).alias("_arrow"),
+            t.str.extract(r"(?i)\bconfidence\b\s*(?:[:=]|of|is)?\s*" + _NUM, 1).alias("_cf"),
+        ],
+        [
+            pl.coalesce("_line", arrow.struct.field("2")).str.strip_chars_end(".!:").alias("_dl"),
+            pl.coalesce(
+                arrow.struct.field("1"), t.str.extract(r"(?i)\bscore\s*[:=]\s*" + _NUM, 1)
+            ).alias("_sc"),
+        ],
+        [dec.str.to_lowercase().is_in(_ABSTAIN_TOKENS).alias("_is_abst")],
+        out=_out(
             hit=dec.is_not_null(),
             dec=pl.when(is_abst.not_()).then(dec),
             abst=is_abst,
-            score=score,
-            conf=conf,
+            score=pl.col("_sc"),
+            conf=pl.col("_cf"),
         ),
     )
 

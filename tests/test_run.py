@@ -135,6 +135,25 @@ def _common_prefix(a: str, b: str) -> int:
     return n
 
 
+def test_no_key_or_pseudonym_is_written(ds: Dataset, tmp_path: Path) -> None:
+    out = tmp_path / "run" / "log.parquet"
+    rec = Recorder(Constant())
+    with pytest.raises(KeyboardInterrupt):
+        _run(Interrupting(Constant(), 40, KeyboardInterrupt), ds, out, key=KEY,
+             checkpoint_every=7)  # fmt: skip
+    _run(rec, ds, out, key=KEY, keep_parts=True, checkpoint_every=7)
+    files = [f for f in (tmp_path / "run").rglob("*") if f.is_file()]
+    assert len(files) > 3
+    ids = [v.encode() for v in pseudonyms(ds.variants, KEY)["variant_id"].to_list()]
+    for f in files:
+        data = f.read_bytes()
+        assert KEY not in data, f
+        assert not any(v in data for v in ids), f
+    # (Parquet pages are compressed, so check the decoded columns too)
+    for f in parts_dir(out).glob("*.parquet"):
+        assert set(read_parquet(f).columns) == set(RESPONSES_SCHEMA)
+
+
 def test_ids_and_order_reveal_no_pairing_or_arm(ds: Dataset, tmp_path: Path) -> None:
     rec = Recorder(Constant())
     _run(rec, ds, tmp_path / "log.parquet", key=KEY, samples=2, concurrency=1)
@@ -628,3 +647,38 @@ def test_cli_run_ephemeral_key_and_adapter_args(
     }  # fmt: skip
     with pytest.raises(PeiraError, match="NAME=VALUE"):
         parse_adapter_args(["nope"])
+
+
+class CliInterrupting(Interrupting):
+    """Loadable as ``tests.test_run:CliInterrupting``: Ctrl-C after 25 calls."""
+
+    def __init__(self) -> None:
+        super().__init__(Constant(), 25, KeyboardInterrupt)
+
+
+def test_cli_run_interrupted_then_resumed(
+    ds: Dataset, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "log.parquet"
+    base = ["run", "--dataset", str(ds.path), "--out", str(out), "--checkpoint-every", "5",
+            "--concurrency", "1", "--no-progress", "--run-id", "r"]  # fmt: skip
+    assert _cli([*base, "--adapter", "tests.test_run:CliInterrupting"]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted" in err and str(parts_dir(out)) in err and "resume" in err
+    assert _cli([*base, "--adapter", "peira.adapters:Constant"]) == 0
+    assert "25 resumed from checkpoints" in capsys.readouterr().out
+    assert read_parquet(out).height == ds.variants.height
+
+
+def test_main_cli_wiring(bench: Any, ds: Dataset, tmp_path: Path, capsys: Any) -> None:
+    from peira.cli import main
+
+    log = tmp_path / "synth.parquet"
+    bench.responses.write_parquet(log)
+    assert main(["rescore", str(log), "--dataset", str(ds.path), "--report", "summary"]) == 0
+    assert "m08-hill-climber" in capsys.readouterr().out
+    assert main(["rescore", str(log), "--dataset", str(ds.path), "--parser", "nope"]) == 2
+    assert "unknown parser 'nope'" in capsys.readouterr().err
+    code = main(["run", "--adapter", "peira.adapters:Nope", "--dataset", str(ds.path),
+                 "--out", str(tmp_path / "x.parquet")])  # fmt: skip
+    assert code == 2 and "has no attribute" in capsys.readouterr().err
