@@ -2,7 +2,14 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
-from .errors import DataFileError, InputFormatError, MissingArmsError, PeiraError, ValidationError
+from .errors import (
+    DataFileError,
+    InputFormatError,
+    MissingArmsError,
+    PeiraError,
+    PeiraWarning,
+    ValidationError,
+)
 from .io import (
     Dataset,
     demo_dir,
@@ -24,6 +31,7 @@ __all__ = [
     "InputFormatError",
     "MissingArmsError",
     "PeiraError",
+    "PeiraWarning",
     "ValidationError",
     "__version__",
     "demo_dir",

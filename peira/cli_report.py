@@ -21,13 +21,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-import warnings
-from collections.abc import Sequence
 from typing import Any
 
-from .errors import DataFileError, InputFormatError, MissingArmsError, PeiraError, ValidationError
-
-__all__ = ["main", "register"]
+__all__ = ["register"]
 
 EXIT_OK, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
 
@@ -163,32 +159,3 @@ def register(sub: Any) -> None:
     _options(p, split=False)
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
     p.set_defaults(func=cmd_publish)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run one of the report subcommands standalone; returns the exit code."""
-    from .bootstrap import PeiraWarning
-
-    parser = argparse.ArgumentParser(prog="peira", description="Tables, figures and reports.")
-    register(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
-    args = parser.parse_args(argv)
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", PeiraWarning)
-            code = int(args.func(args))
-        for w in caught:
-            if issubclass(w.category, PeiraWarning):
-                print(f"peira: warning: {w.message}", file=sys.stderr)
-            else:  # pragma: no cover - not ours: re-emit
-                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-        return code
-    except (ValidationError, MissingArmsError, InputFormatError) as exc:
-        print(f"peira {args.command}: error: {exc}", file=sys.stderr)
-        return EXIT_INVALID
-    except (DataFileError, PeiraError) as exc:
-        print(f"peira {args.command}: error: {exc}", file=sys.stderr)
-        return EXIT_UNREADABLE
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

@@ -16,12 +16,17 @@ __all__ = [
     "InputFormatError",
     "MissingArmsError",
     "PeiraError",
+    "PeiraWarning",
     "ValidationError",
 ]
 
 
 class PeiraError(Exception):
     """Root of every error Peira raises on purpose."""
+
+
+class PeiraWarning(UserWarning):
+    """Root of the warnings Peira emits (the CLI prints them as ``peira: warning: ...``)."""
 
 
 class ValidationError(PeiraError, ValueError):

@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from ..errors import PeiraError
+from ..errors import PeiraError, PeiraWarning
 
 __all__ = [
     "FINGERPRINT_ROWS",
@@ -53,10 +53,6 @@ FINGERPRINT_ROWS = 32
 """Rows of ``W`` covered by the fingerprint."""
 _FP_TAG = b"peira/resample-plan/v1"
 _CHUNK_ELEMS = 1 << 18  # draws per generation chunk
-
-
-class PeiraWarning(UserWarning):
-    """Root of the warnings Peira emits."""
 
 
 class FewClustersWarning(PeiraWarning):
