@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from .schema import (
 
 __all__ = [
     "Dataset",
+    "atomic_dir",
     "atomic_path",
     "demo_dir",
     "parquet_files",
@@ -102,6 +104,36 @@ def atomic_path(path: PathLike) -> Iterator[Path]:
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_dir(path: PathLike) -> Iterator[Path]:
+    """Yield a temporary directory beside ``path``; on success it replaces ``path``.
+
+    The directory gets the usual mode (umask applied). An existing ``path``
+    is swapped out and removed only after the new one is in place; on
+    failure the temporary directory is removed and ``path`` is untouched.
+    Callers decide beforehand whether replacing ``path`` is allowed.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    try:
+        os.chmod(tmp, 0o777 & ~_umask())
+        yield tmp
+        if target.exists():
+            old = Path(
+                tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent)
+            )
+            os.rmdir(old)
+            os.rename(target, old)
+            os.rename(tmp, target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 

@@ -53,15 +53,12 @@ excluded fields are therefore not protected by the lock.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
 import json
 import math
 import os
 import re
-import shutil
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -71,7 +68,7 @@ from typing import Any, Literal
 import polars as pl
 
 from .errors import DataFileError, PeiraError
-from .io import Dataset, read_parquet, write_parquet
+from .io import Dataset, atomic_dir, read_parquet, write_parquet
 from .schema import CASES_SCHEMA, RESPONSES_SCHEMA, VARIANTS_SCHEMA
 
 __all__ = [
@@ -639,33 +636,6 @@ def build_artifact(
     return {**payload, "lock": lock}, rows
 
 
-@contextlib.contextmanager
-def _atomic_dir(target: Path, *, overwrite: bool) -> Iterator[Path]:
-    """Yield a temporary directory beside ``target``; rename it onto ``target`` on success."""
-    if target.exists() and not overwrite:
-        raise ArtifactExistsError(f"{target}: exists already (pass --force to replace it)")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
-    mask = os.umask(0)
-    os.umask(mask)
-    os.chmod(tmp, 0o777 & ~mask)
-    try:
-        yield tmp
-        if target.exists():
-            old = Path(
-                tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent)
-            )
-            os.rmdir(old)
-            os.rename(target, old)
-            os.rename(tmp, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
 def seal(
     dataset: Dataset,
     responses: pl.DataFrame,
@@ -697,7 +667,7 @@ def seal(
     artifact, rows = build_artifact(
         dataset, responses, run_id, config=config, key=key, created_utc=created_utc
     )
-    with _atomic_dir(target, overwrite=overwrite) as tmp:
+    with atomic_dir(target) as tmp:
         write_parquet(rows, tmp / RESPONSES_FILE)
         (tmp / ARTIFACT_FILE).write_bytes(_pretty_json(artifact))
     return target

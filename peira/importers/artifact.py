@@ -23,7 +23,7 @@ import polars as pl
 
 from ..errors import InputFormatError
 from ..schema import ARMS, RESPONSES_SCHEMA, collect_failures, raise_if
-from .cases import canonical_json, load_json_file
+from .cases import canonical_json, json_kind, load_json_file
 
 __all__ = ["ERROR_SENTINEL", "call_record_row", "default_run_id", "read_artifact"]
 
@@ -42,23 +42,11 @@ class _Invalid(Exception):
     """A call record breaks the output contract (handled per ``on_invalid``)."""
 
 
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "an array" if isinstance(value, list) else "an object"
-
-
 def _number(value: Any, field: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _Invalid(f"{field} must be a number or null, got {_kind(value)}")
+        raise _Invalid(f"{field} must be a number or null, got {json_kind(value)}")
     return float(value)
 
 
@@ -68,7 +56,7 @@ def _integer(value: Any, field: str) -> int | None:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _Invalid(f"{field} must be an integer or null, got {_kind(value)}")
+        raise _Invalid(f"{field} must be an integer or null, got {json_kind(value)}")
     return value
 
 
@@ -77,7 +65,7 @@ def _flag(rec: Mapping[str, Any], field: str) -> bool:
     if value is None:
         return False
     if not isinstance(value, bool):
-        raise _Invalid(f"{field} must be a boolean, got {_kind(value)}")
+        raise _Invalid(f"{field} must be a boolean, got {json_kind(value)}")
     return value
 
 
@@ -98,7 +86,7 @@ def _usage(rec: Mapping[str, Any]) -> dict[str, Any]:
     if usage is None:
         usage = {}
     elif not isinstance(usage, dict):
-        raise _Invalid(f"usage must be an object or null, got {_kind(usage)}")
+        raise _Invalid(f"usage must be an object or null, got {json_kind(usage)}")
     latency = usage.get("latency_ms")
     if latency is None:
         latency = rec.get("latency_ms", rec.get("latency_ms_total"))
@@ -178,7 +166,7 @@ def call_record_row(
         flagged = _flag(rec, "malformed")
         refusal = rec.get("refusal_reason")
         if refusal is not None and not isinstance(refusal, str):
-            raise _Invalid(f"refusal_reason must be a string, got {_kind(refusal)}")
+            raise _Invalid(f"refusal_reason must be a string, got {json_kind(refusal)}")
         row["refusal_reason"] = refusal or None
         row["abstained"] = abstained
         decision = rec.get("decision")
@@ -192,7 +180,7 @@ def call_record_row(
             else:
                 row["error"] = f"marked malformed by the reference (decision={decision!r})"
         elif decision is not None and not isinstance(decision, str):
-            raise _Invalid(f"decision must be a string, got {_kind(decision)}")
+            raise _Invalid(f"decision must be a string, got {json_kind(decision)}")
         elif not abstained:
             if not decision:
                 raise _Invalid("no decision and not abstained")
@@ -250,7 +238,7 @@ def _require_str(obj: Mapping[str, Any], key: str, where: str) -> str:
         raise InputFormatError(f"{where}: missing required field {key!r}")
     value = obj[key]
     if not isinstance(value, str):
-        raise InputFormatError(f"{where}: field {key!r} must be a string, got {_kind(value)}")
+        raise InputFormatError(f"{where}: field {key!r} must be a string, got {json_kind(value)}")
     return value
 
 
@@ -312,7 +300,9 @@ def read_artifact(path: PathLike, *, run_id: str | None = None) -> pl.DataFrame:
     art = load_json_file(p)
     where = str(p)
     if not isinstance(art, dict):
-        raise InputFormatError(f"{where}: expected a JSON object (an artifact), got {_kind(art)}")
+        raise InputFormatError(
+            f"{where}: expected a JSON object (an artifact), got {json_kind(art)}"
+        )
     if "results" not in art and isinstance(art.get("artifact"), dict):
         raise InputFormatError(
             f"{where}: this object wraps an artifact under 'artifact' (the lock_parity "
@@ -324,7 +314,9 @@ def read_artifact(path: PathLike, *, run_id: str | None = None) -> pl.DataFrame:
     if results is None:
         raise InputFormatError(f"{where}: missing required field 'results'")
     if not isinstance(results, list):
-        raise InputFormatError(f"{where}: field 'results' must be an array, got {_kind(results)}")
+        raise InputFormatError(
+            f"{where}: field 'results' must be an array, got {json_kind(results)}"
+        )
     rid = default_run_id(art, p) if run_id is None else run_id
 
     rows: list[dict[str, Any]] = []
@@ -332,7 +324,7 @@ def read_artifact(path: PathLike, *, run_id: str | None = None) -> pl.DataFrame:
     for i, res in enumerate(results):
         at = f"{where}: results[{i}]"
         if not isinstance(res, dict):
-            raise InputFormatError(f"{at}: expected an object, got {_kind(res)}")
+            raise InputFormatError(f"{at}: expected an object, got {json_kind(res)}")
         cid = _require_str(res, "case_id", at)
         at = f"{at} (case_id={cid!r})"
         for arm in ARMS:
@@ -340,7 +332,9 @@ def read_artifact(path: PathLike, *, run_id: str | None = None) -> pl.DataFrame:
             if rec is None:
                 raise InputFormatError(f"{at}: missing required field {arm!r}")
             if not isinstance(rec, dict):
-                raise InputFormatError(f"{at}: field {arm!r} must be an object, got {_kind(rec)}")
+                raise InputFormatError(
+                    f"{at}: field {arm!r} must be an object, got {json_kind(rec)}"
+                )
             row = call_record_row(rec, where=f"{at}.{arm}", on_invalid="raise")
             row.update(run_id=rid, model=model, model_version=model_version, case_id=cid, arm=arm)
             rows.append(row)

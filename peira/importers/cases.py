@@ -144,7 +144,7 @@ def iter_jsonl(path: PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
         except ValueError as exc:
             raise InputFormatError(f"{p}:{lineno}: invalid JSON: {exc}") from exc
         if not isinstance(obj, dict):
-            raise InputFormatError(f"{p}:{lineno}: expected a JSON object, got {_json_type(obj)}")
+            raise InputFormatError(f"{p}:{lineno}: expected a JSON object, got {json_kind(obj)}")
         seen = True
         yield lineno, obj
     if not seen:
@@ -178,7 +178,8 @@ def load_json_file(path: PathLike) -> Any:
         raise InputFormatError(f"{p}: invalid JSON: {exc}") from exc
 
 
-def _json_type(value: Any) -> str:
+def json_kind(value: Any) -> str:
+    """How a JSON value reads in a message: 'null', 'a boolean', 'a number', …"""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -245,14 +246,14 @@ def _req_str(obj: Mapping[str, Any], key: str, field: str, where: str) -> str:
         raise _fail(where, f"missing required field '{field}'")
     value = obj[key]
     if not isinstance(value, str):
-        raise _fail(where, f"field '{field}' must be a string, got {_json_type(value)}")
+        raise _fail(where, f"field '{field}' must be a string, got {json_kind(value)}")
     return value
 
 
 def _opt_str(obj: Mapping[str, Any], key: str, field: str, where: str) -> str | None:
     value = obj.get(key)
     if value is not None and not isinstance(value, str):
-        raise _fail(where, f"field '{field}' must be a string or null, got {_json_type(value)}")
+        raise _fail(where, f"field '{field}' must be a string or null, got {json_kind(value)}")
     return value
 
 
@@ -261,7 +262,7 @@ def _req_obj(obj: Mapping[str, Any], key: str, field: str, where: str) -> dict[s
         raise _fail(where, f"missing required field '{field}'")
     value = obj[key]
     if not isinstance(value, dict):
-        raise _fail(where, f"field '{field}' must be an object, got {_json_type(value)}")
+        raise _fail(where, f"field '{field}' must be an object, got {json_kind(value)}")
     return value
 
 
@@ -306,7 +307,7 @@ def _parse_case(
     ):
         raise _fail(
             where,
-            f"field 'benign.expected_score' must be a number or null, got {_json_type(raw_score)}",
+            f"field 'benign.expected_score' must be a number or null, got {json_kind(raw_score)}",
         )
     expected_score = None if raw_score is None else float(raw_score)
     target = _opt_str(attacked, "target_decision", "attacked.target_decision", where)
@@ -504,7 +505,7 @@ def _extras_of(raw: str | None, case_id: str) -> dict[str, Any]:
         if arm in extras and not isinstance(extras[arm], dict):
             raise InputFormatError(
                 f"case {case_id!r}: extras[{arm!r}] must be an object of {arm} fields, "
-                f"got {_json_type(extras[arm])}"
+                f"got {json_kind(extras[arm])}"
             )
     return extras
 

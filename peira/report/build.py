@@ -23,8 +23,6 @@ import hashlib
 import json
 import os
 import platform
-import shutil
-import tempfile
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -36,7 +34,7 @@ import polars as pl
 
 from ..bootstrap import PeiraWarning
 from ..errors import PeiraError
-from ..io import Dataset, atomic_path
+from ..io import Dataset, _umask, atomic_dir, atomic_path
 from ..seal import dataset_hash, results_hash
 from .figures import FIGURES, FORMATS, matplotlib_available, render_figure
 from .html import render_html
@@ -292,32 +290,14 @@ def write_tree(files: Mapping[str, bytes], out: str | os.PathLike[str]) -> Path:
             f"{target}: exists and is not an output directory of peira tables/publish; "
             "choose a new --out directory (it is replaced only when empty or written by peira)"
         )
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
-    mask = os.umask(0)
-    os.umask(mask)
-    try:
-        os.chmod(tmp, 0o777 & ~mask)
+    with atomic_dir(target) as tmp:
         for rel, data in files.items():
             if Path(rel).is_absolute() or ".." in Path(rel).parts:
                 raise ValueError(f"bad output path {rel!r}")
             p = tmp / rel
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_bytes(data)
-            os.chmod(p, 0o666 & ~mask)
-        if target.exists():
-            old = Path(
-                tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent)
-            )
-            os.rmdir(old)
-            os.rename(target, old)
-            os.rename(tmp, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+            os.chmod(p, 0o666 & ~_umask())
     return target
 
 
