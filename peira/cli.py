@@ -81,8 +81,23 @@ def _gate_text(table: pl.DataFrame) -> pl.DataFrame:
     return table.with_columns(gate.alias("gate"))
 
 
+def _wide_intervals(ci: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """Long intervals (one row per metric) → ``<m>_lo``, ``<m>_hi``, ``<m>_n_defined`` + metadata."""
+    wide: pl.DataFrame | None = None
+    for field in ("lo", "hi", "n_defined"):
+        part = ci.pivot(on="metric", index=keys, values=field, sort_columns=True)
+        part = part.rename({c: f"{c}_{field}" for c in part.columns if c not in keys})
+        wide = part if wide is None else wide.join(part, on=keys, how="left", nulls_equal=True)
+    meta = ci.group_by(keys).agg(
+        pl.col("level", "n_resamples", "unit", "seed", "fingerprint", "few_clusters").first(),
+        pl.col("method").unique().sort().str.join(",").alias("interval_method"),
+    )
+    assert wide is not None
+    return wide.join(meta, on=keys, how="left", nulls_equal=True)
+
+
 def cmd_score(args: argparse.Namespace) -> int:
-    from .bootstrap import ratio_intervals
+    from .bootstrap import nonratio_intervals, ratio_intervals
     from .metrics import metric_table
 
     pairs, cases = _load_pairs(args)
@@ -90,33 +105,19 @@ def cmd_score(args: argparse.Namespace) -> int:
     keys = ["run_id", *args.by]
     if args.format in ("table", "markdown"):
         table = _gate_text(table).select(*keys, *HEADLINE)
-    elif args.resamples > 0:
-        ci = ratio_intervals(
-            pairs, _plan(args, cases), by=args.by or None, method=args.method, level=args.level
+    else:
+        plan = _plan(args, cases)
+        opts = {"by": args.by or None, "method": args.method, "level": args.level}
+        common = ["metric", "lo", "hi", "n_defined", "level", "method", "n_resamples"]
+        common += ["unit", "seed", "fingerprint", "few_clusters"]
+        ci = pl.concat(
+            [
+                ratio_intervals(pairs, plan, **opts).select(*keys, *common),
+                nonratio_intervals(pairs, plan, **opts).select(*keys, *common),
+            ]
         )
-        wide = ci.pivot(on="metric", index=keys, values=["lo", "hi", "n_defined"])
-        wide = wide.rename(
-            {
-                c: f"{c.split('_', 1)[1]}_{c.split('_', 1)[0]}"
-                for c in wide.columns
-                if c.startswith(("lo_", "hi_"))
-            }
-        ).rename(
-            {
-                c: c.replace("n_defined_", "") + "_n_defined"
-                for c in wide.columns
-                if c.startswith("n_defined_")
-            }
-        )
-        meta = ci.group_by(keys).agg(
-            pl.col("level", "n_resamples", "unit", "seed", "fingerprint", "few_clusters").first(),
-            pl.col("method").unique().sort().str.join(",").alias("interval_method"),
-        )
-        table = (
-            table.join(wide, on=keys, how="left", nulls_equal=True)
-            .join(meta, on=keys, how="left", nulls_equal=True)
-            .sort(keys)
-        )
+        table = table.join(_wide_intervals(ci, keys), on=keys, how="left", nulls_equal=True)
+        table = table.sort(keys)
     sys.stdout.write(render(table, args.format))
     return EXIT_OK
 
@@ -125,14 +126,21 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     from .compare import leaderboard
 
     pairs, cases = _load_pairs(args)
-    board = leaderboard(pairs, cases, _plan(args, cases), rule=args.rule, level=args.level)
+    plan = _plan(args, cases)
+    board = leaderboard(pairs, cases, plan, rule=args.rule, level=args.level)
+    metric = board["metric"][0] if board.height else "robustness"
+    board = board.with_columns(
+        pl.col("estimate").alias(metric),
+        pl.col("lo").alias(f"{metric}_lo"),
+        pl.col("hi").alias(f"{metric}_hi"),
+    )
     if args.format in ("table", "markdown"):
         board = _gate_text(board).select(
             "rank",
             "run_id",
-            pl.col("estimate").alias("robustness"),
-            "lo",
-            "hi",
+            metric,
+            pl.col(f"{metric}_lo").alias("lo"),
+            pl.col(f"{metric}_hi").alias("hi"),
             "n_eligible",
             pl.col("beaten_by").list.len().alias("beaten_by"),
             "gate",
@@ -145,7 +153,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
             )
             print(
                 f"split {args.split}; {args.level:.0%} {args.unit}-bootstrap intervals, "
-                f"B={args.resamples}, seed {args.seed}; rule: {rule}"
+                f"B={args.resamples}, seed {args.seed}, plan {plan.fingerprint[:12]}; rule: {rule}"
             )
     sys.stdout.write(render(board, args.format))
     return EXIT_OK
@@ -242,6 +250,27 @@ def cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, not {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, not {value}")
+    return value
+
+
+def _level(text: str) -> float:
+    value = float(text)
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be strictly between 0 and 1, not {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``peira`` command."""
     p = argparse.ArgumentParser(
@@ -257,10 +286,12 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--split", choices=("public", "holdout", "all"), default=split)
         q.add_argument("--missing", choices=("error", "malformed"), default="error")
         q.add_argument("--delta", type=float, default=0.10, help="shift-without-flip threshold")
-        q.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples B")
-        q.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+        q.add_argument(
+            "--resamples", type=_positive_int, default=10_000, help="bootstrap resamples B"
+        )
+        q.add_argument("--seed", type=_non_negative_int, default=0, help="bootstrap seed")
         q.add_argument("--unit", choices=("cluster", "case"), default="cluster")
-        q.add_argument("--level", type=float, default=0.95, help="confidence level")
+        q.add_argument("--level", type=_level, default=0.95, help="confidence level")
 
     lb = sub.add_parser("leaderboard", help="ranked runs with intervals (default: demo data)")
     data_options(lb, "public")
@@ -329,9 +360,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", PeiraWarning)
             code = int(args.func(args))
+        shown: set[str] = set()
         for w in caught:
             if issubclass(w.category, PeiraWarning):
-                print(f"peira: warning: {w.message}", file=sys.stderr)
+                if str(w.message) not in shown:  # one plan warns once per statistic
+                    shown.add(str(w.message))
+                    print(f"peira: warning: {w.message}", file=sys.stderr)
             else:  # pragma: no cover - not ours: re-emit
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         return code
@@ -340,6 +374,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_VIOLATIONS
     except (DataFileError, PeiraError) as exc:
         print(f"peira: error: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    except (ValueError, KeyError) as exc:  # bad arguments found by the library (run ids, metrics)
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"peira: error: {msg}", file=sys.stderr)
         return EXIT_UNREADABLE
     except pl.exceptions.PolarsError as exc:  # pragma: no cover - unexpected data shape
         print(f"peira: error: {exc}", file=sys.stderr)

@@ -707,21 +707,18 @@ def test_exact_at_the_default_plan_size(synth: tuple[pl.DataFrame, pl.DataFrame]
 
 
 @pytest.mark.slow
-def test_full_workload_runs_in_seconds() -> None:
+def test_full_workload_shapes() -> None:
     """3,000 cases × 50 runs × (overall + 10 families) and 1,225 differences at B = 10,000.
 
-    The target is 3 s on 2 cores (benchmarks/bench_bootstrap.py records the
-    measured figure); the bound here is loose, since the test machine may be busy.
+    Its speed is measured in benchmarks/bench_bootstrap.py (target 3 s on 2
+    cores), not asserted here; this checks the workload yields every row.
     """
-    import time
-
     bench = _load_benchmark("bench_bootstrap")
     rng = np.random.default_rng(0)
     cases = bench.make_cases(3000, rng)
     pairs = build_pairs(bench.make_log(cases, 50, 1, 1), cases)
-    t = time.perf_counter()
-    bench.pipeline(pairs, cases)
-    assert time.perf_counter() - t < 6.0
+    out = bench.pipeline(pairs, cases)  # asserts 8,250 interval rows and 1,225 differences
+    assert out["rows"] == 50 * 11 * len(RATIO_METRICS)
 
 
 # ---------------------------------------------------------------- more inputs and bad input
@@ -815,3 +812,20 @@ def test_paired_differences_bca_and_chosen_pairs(synth: tuple[pl.DataFrame, pl.D
     ]
     assert (out["estimate"] > 0).all() and (out["method"] == "bca").all()
     assert (out["lo"] <= out["estimate"]).all() and (out["estimate"] <= out["hi"]).all()
+
+
+def test_bca_with_an_always_abstaining_run_does_not_warn() -> None:
+    """A run whose denominator is empty everywhere: BCa gives null, no numpy warning."""
+    import warnings
+
+    from peira.synth import generate
+
+    bench = generate(200, 4, seed=3)
+    pairs = build_pairs(bench.responses, bench.cases)
+    plan = plan_for_cases(bench.cases, n_resamples=300)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = ratio_intervals(pairs, plan, metrics=["asr"], method="bca")
+    dead = out.filter(pl.col("run_id").str.contains("always-abstain")).row(0, named=True)
+    assert dead["estimate"] is None and dead["lo"] is None and dead["n_defined"] == 0
+    assert out.filter(pl.col("lo").is_not_null()).height == 3

@@ -70,6 +70,9 @@ def test_score_json_keys_are_spec_names(tiny: Path, capsys: pytest.CaptureFixtur
     for key in ["run_id", "family", "n_pairs", "n_eligible", *spec]:
         assert key in row
     assert row["confidence_gate_auroc"] is None and row["confidence_gate_auroc_sufficient"] is False
+    for m in ("asr", "robustness", "benign_accuracy", "confidence_gate_auroc", "ece_benign"):
+        assert f"{m}_lo" in row and f"{m}_hi" in row and f"{m}_n_defined" in row
+    assert row["asr_n_defined"] >= 0 and len(row["fingerprint"]) == 64
     assert row["ranked"] is False and row["gate_reasons"]
 
 
@@ -163,3 +166,40 @@ def test_import_bad_input_writes_nothing(
         assert message in capsys.readouterr().err
         assert not out.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl"]
+
+
+def test_bad_arguments_exit_2_with_a_message(
+    tiny: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["--dataset", str(tiny), "--split", "all"]
+    assert main(["compare", "r1", "nope", *base]) == 2
+    assert "no pairs for run(s) 'nope'" in capsys.readouterr().err
+    assert main(["compare", "r1", "r1", *base]) == 2
+    assert "two different runs" in capsys.readouterr().err
+    assert main(["compare", "--metric", "nope", *base]) == 2
+    assert "unknown ratio metric 'nope'" in capsys.readouterr().err
+    for bad in (["--level", "1.5"], ["--resamples", "0"], ["--seed", "-1"]):
+        with pytest.raises(SystemExit) as info:
+            main(["leaderboard", *base, *bad])
+        assert info.value.code == 2
+        assert bad[0] in capsys.readouterr().err
+
+
+def test_few_clusters_warning_printed_once(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        main(["leaderboard", "--dataset", str(tiny), "--split", "all", "--resamples", "200"]) == 0
+    )
+    err = capsys.readouterr().err
+    assert err.count("peira: warning:") == 1 and "(< 30)" in err
+
+
+def test_leaderboard_json_has_metric_named_interval(
+    tiny: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["leaderboard", "--dataset", str(tiny), "--split", "all", "--resamples", "200"]
+    assert main([*args, "--format", "json"]) == 0
+    row = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert row["robustness"] == pytest.approx(2 / 3)
+    assert row["robustness_lo"] <= row["robustness"] <= row["robustness_hi"]
+    assert {"fingerprint", "n_resamples", "unit", "seed", "method", "few_clusters"} <= set(row)
+    assert row["n_resamples"] == 200 and row["few_clusters"] is True

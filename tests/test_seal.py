@@ -8,7 +8,6 @@ import hashlib
 import json
 import math
 import random
-import time
 from pathlib import Path
 from typing import Any
 
@@ -640,7 +639,6 @@ def test_tamper_fuzz_single_field_mutations(
     assert verify_artifact(art, rows, key=key).ok
     rng = random.Random(20260101 + keyed)
     n_art = n_cell = 0
-    start = time.perf_counter()
     while n_art + n_cell < 600:
         if rng.random() < 0.75:
             mutated, what = _mutate_artifact(art, rng)
@@ -655,9 +653,7 @@ def test_tamper_fuzz_single_field_mutations(
             n_cell += 1
         assert rep.exit_code == 1, (what, rep.status, rep.findings)
         assert rep.findings
-    elapsed = time.perf_counter() - start
     assert n_cell >= 100 and n_art >= 400
-    assert elapsed < 20
 
 
 def test_unkeyed_artifact_claiming_hmac_cannot_verify(
@@ -902,8 +898,7 @@ def test_main_cli_wiring(tmp_path: Path) -> None:
     from peira.cli import build_parser
 
     choices = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
-    if "verify" not in choices:
-        pytest.skip("peira.cli does not register the integrity commands yet")
+    assert "verify" in choices
     from peira.cli import main
 
     f = tmp_path / "ref.json"

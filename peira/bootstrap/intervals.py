@@ -118,7 +118,11 @@ def ratio(num: npt.NDArray[Any], den: npt.NDArray[Any]) -> F64:
 def acceleration(jack: F64) -> F64:
     """BCa acceleration per row of jackknife values (NaN = undefined, dropped); 0 if flat."""
     with np.errstate(invalid="ignore", divide="ignore"):
-        u = np.nanmean(jack, axis=1, keepdims=True) - jack
+        ok = ~np.isnan(jack)
+        count = ok.sum(axis=1, keepdims=True)
+        total = np.where(ok, jack, 0.0).sum(axis=1, keepdims=True)
+        mean = np.where(count > 0, total / np.maximum(count, 1), np.nan)  # no all-NaN warning
+        u = mean - jack
         num = np.nansum(u**3, axis=1)
         den = 6.0 * np.nansum(u**2, axis=1) ** 1.5
         a = np.where(den > 0, num / np.where(den > 0, den, 1.0), 0.0)
