@@ -89,8 +89,10 @@ def pairwise(
         One row per pair: ``run_a``, ``run_b``, ``metric``, ``estimate_a``,
         ``lo_a``, ``hi_a``, ``estimate_b``, ``lo_b``, ``hi_b``, ``overlap``,
         ``diff``, ``diff_lo``, ``diff_hi``, ``p_value``, ``p_holm``,
-        ``ci_verdict``, ``paired_verdict``, ``rule``, ``winner`` (run id or
-        null for a tie) and the interval metadata; sorted by run_a, run_b.
+        ``ci_verdict``, ``paired_verdict`` (``"a"``, ``"b"``, ``"tie"``, or
+        ``"n/a"`` when a run's metric or interval is undefined, e.g. a run
+        without eligible pairs), ``rule``, ``winner`` (run id, or null for a
+        tie or n/a) and the interval metadata; sorted by run_a, run_b.
     """
     r = _check_rule(rule)
     higher = _metric(metric)
@@ -121,7 +123,9 @@ def pairwise(
     overlap = (pl.col("lo_a") <= pl.col("hi_b")) & (pl.col("lo_b") <= pl.col("hi_a"))
     defined = pl.all_horizontal(pl.col("lo_a", "hi_a", "lo_b", "hi_b").is_not_null())
     ci_verdict = (
-        pl.when(defined.not_() | overlap)
+        pl.when(defined.not_())
+        .then(pl.lit("n/a"))
+        .when(overlap)
         .then(pl.lit("tie"))
         .when(better_a)
         .then(pl.lit("a"))
@@ -132,7 +136,7 @@ def pairwise(
         lo_d, hi_d = hi_d, lo_d
     paired_verdict = (
         pl.when(pl.col("diff_lo").is_null() | pl.col("diff_hi").is_null())
-        .then(pl.lit("tie"))
+        .then(pl.lit("n/a"))
         .when(lo_d > 0)
         .then(pl.lit("a"))
         .when(hi_d < 0)
@@ -218,7 +222,7 @@ def head_to_head(
             -row["diff_hi"] if row["diff_hi"] is not None else None,
             -row["diff_lo"] if row["diff_lo"] is not None else None,
         )
-        flip = {"a": "b", "b": "a", "tie": "tie"}
+        flip = {"a": "b", "b": "a", "tie": "tie", "n/a": "n/a"}
         row["ci_verdict"] = flip[row["ci_verdict"]]
         row["paired_verdict"] = flip[row["paired_verdict"]]
     return row

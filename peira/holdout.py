@@ -26,7 +26,7 @@ import os
 from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -350,6 +350,7 @@ def divergence(
     n_resamples: int = 10_000,
     seed: int = 0,
     unit: Unit = "cluster",
+    adjust: Literal["bonferroni", "none"] = "bonferroni",
 ) -> pl.DataFrame:
     """Holdout − public value of a metric per run (and group), with a bootstrap CI.
 
@@ -373,6 +374,11 @@ def divergence(
         Confidence level (default 0.95).
     n_resamples, seed, unit
         Used to make the default plans.
+    adjust
+        Multiplicity control of the flag across the k rows reported:
+        ``"bonferroni"`` (default) flags on the interval at level
+        1 − (1 − level)/k, so that among honest runs a false flag anywhere has
+        probability ≤ 1 − level; ``"none"`` flags on the reported interval.
 
     Returns
     -------
@@ -382,17 +388,19 @@ def divergence(
         ``public``, ``holdout``, ``difference`` (holdout − public), ``lo``,
         ``hi``, ``level``, ``method`` ("percentile"), ``n_defined``,
         ``n_resamples``, ``seed_public``, ``seed_holdout``,
-        ``fingerprint_public``, ``fingerprint_holdout``, ``few_clusters`` and
-        ``suspected_hill_climbing``.
+        ``fingerprint_public``, ``fingerprint_holdout``, ``few_clusters``,
+        ``flag_level``, ``flag_lo``, ``flag_hi`` (the interval the flag is
+        decided on) and ``suspected_hill_climbing``.
 
     Notes
     -----
     d_b = θ_holdout,b − θ_public,b, where the two replicate vectors come from
     independent cluster bootstraps of each split (resamples where either is
     undefined are dropped); the interval is the percentile interval of d. A
-    row is flagged as suspected public-set hill-climbing when the interval
+    row is flagged as suspected public-set hill-climbing when the flag
+    interval (Bonferroni-adjusted across the rows reported, by default)
     excludes 0 on the side where the run does *worse* on the holdout (for
-    ASR, where higher is worse: lo > 0). A scenario with cases in both splits
+    ASR, where higher is worse: flag_lo > 0). A scenario with cases in both splits
     would make the bootstraps dependent; keep scenarios within one split.
 
     Raises
@@ -445,8 +453,13 @@ def divergence(
     est_h = reps["holdout"].estimate[ih]
     d = reps["holdout"].theta[ih] - reps["public"].theta[ip]
     lo, hi, n_def = _percentile(d, level)
-    worse = (hi < 0) if higher_is_better else (lo > 0)
     n = joined.height
+    if adjust not in ("bonferroni", "none"):
+        raise ValueError(f"adjust must be 'bonferroni' or 'none', not {adjust!r}")
+    k = max(int(np.count_nonzero(n_def)), 1)
+    flag_level = 1 - (1 - level) / k if adjust == "bonferroni" else level
+    flo, fhi, _ = _percentile(d, flag_level)
+    worse = (fhi < 0) if higher_is_better else (flo > 0)
     out = joined.select(keys).with_columns(
         pl.lit(metric).alias("metric"),
         pl.Series("public", est_p, dtype=pl.Float64),
@@ -463,8 +476,13 @@ def divergence(
         pl.lit(pp.fingerprint).alias("fingerprint_public"),
         pl.lit(ph.fingerprint).alias("fingerprint_holdout"),
         pl.lit(pp.few_clusters or ph.few_clusters).alias("few_clusters"),
-        pl.Series("suspected_hill_climbing", worse & ~np.isnan(lo), dtype=pl.Boolean),
+        pl.lit(float(flag_level)).alias("flag_level"),
+        pl.Series("flag_lo", flo, dtype=pl.Float64),
+        pl.Series("flag_hi", fhi, dtype=pl.Float64),
+        pl.Series("suspected_hill_climbing", worse & ~np.isnan(flo), dtype=pl.Boolean),
     )
-    out = out.with_columns(pl.col("public", "holdout", "difference", "lo", "hi").fill_nan(None))
+    out = out.with_columns(
+        pl.col("public", "holdout", "difference", "lo", "hi", "flag_lo", "flag_hi").fill_nan(None)
+    )
     assert out.height == n
     return out

@@ -130,3 +130,17 @@ def test_adding_a_run_leaves_other_verdicts(setup) -> None:  # type: ignore[no-u
     a = pairwise(three, plan).drop("p_holm")
     b = pairwise(pairs, plan).filter(pl.col("run_b") != "d-broken").drop("p_holm")
     assert a.equals(b)
+
+
+def test_undefined_metric_gives_na_not_tie() -> None:
+    cases = _cases()
+    rows = _run("a-strong", 40) + [
+        r
+        for i in range(N_CASES)
+        for r in pair_rows(f"c{i:03d}", None, None, run_id="z-abstain", model="z", abstained=True)
+    ]
+    pairs = build_pairs(make_responses(*rows), cases)
+    plan = plan_for_cases(cases, n_resamples=500)
+    r = pairwise(pairs, plan).row(0, named=True)
+    assert r["ci_verdict"] == r["paired_verdict"] == "n/a"
+    assert r["winner"] is None and r["p_value"] is None

@@ -522,3 +522,23 @@ def test_cli_divergence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     flags = {r["run_id"]: r["suspected_hill_climbing"] for r in rows}
     assert flags == {"climber": True, "honest": False}
+
+
+@pytest.mark.parametrize("seed", [0, 8, 18, 23])
+def test_divergence_flags_the_hill_climber_and_no_honest_run(seed: int) -> None:
+    """On synthetic data, only the model tuned to the public split is flagged.
+
+    Seeds 8, 18 and 23 are ones where an unadjusted 95% interval flags an
+    honest run; the Bonferroni-adjusted flag interval does not.
+    """
+    from peira.pairs import build_pairs
+    from peira.synth import generate
+
+    bench = generate(1200, 8, seed=seed)
+    pairs = build_pairs(bench.responses, bench.cases)
+    out = divergence(pairs, bench.cases, n_resamples=2000)
+    flagged = out.filter(pl.col("suspected_hill_climbing"))["run_id"].to_list()
+    assert flagged == ["m08-hill-climber"]
+    k = out.filter(pl.col("n_defined") > 0).height  # rows with a defined difference
+    assert out["flag_level"].to_list() == pytest.approx([1 - 0.05 / k] * out.height)
+    assert (out["flag_lo"] <= out["lo"]).all() and (out["flag_hi"] >= out["hi"]).all()
