@@ -65,29 +65,43 @@ def ranking_gates(
         One row per run, sorted by ``run_id``: ``malformed_rate``,
         ``benign_accuracy``, ``n_eligible``, ``min_family_eligible`` (the
         smallest count over the dataset's families, 0 for a family with no
-        eligible pair), ``n_missing`` (incomplete pairs plus cases × samples
-        with no pair at all), ``ranked`` (bool) and ``gate_reasons``
+        eligible pair), ``n_missing`` (the case × sample combinations of the
+        run — every case given, every sample the run used — without a
+        complete pair), ``ranked`` (bool) and ``gate_reasons``
         (list of strings, empty when ranked).
     """
     t = thresholds or GateThresholds()
     lf = pairs.lazy()
     families = cases.select(pl.col("family").unique()).lazy()
-    n_cases = cases.height
-    per_run = (
-        lf.group_by("run_id")
-        .agg(
-            RATIO_METRICS["malformed_rate"].expr(),
-            RATIO_METRICS["benign_accuracy"].expr(),
-            pl.col("eligible").sum().cast(pl.Int64).alias("n_eligible"),
-            pl.col("missing_arm").is_not_null().sum().cast(pl.Int64).alias("_incomplete"),
-            pl.col("sample").n_unique().cast(pl.Int64).alias("_samples"),
-            pl.struct("case_id", "sample").n_unique().cast(pl.Int64).alias("_covered"),
+    stray = (
+        lf.select("case_id")
+        .unique()
+        .join(cases.lazy().select("case_id"), on="case_id", how="anti")
+        .sort("case_id")
+        .collect()
+    )
+    if stray.height:
+        raise ValueError(
+            f"ranking_gates: the pairs hold {stray.height} case(s) not in the cases given "
+            f"(first: {stray['case_id'][0]!r}); pass the pairs and the cases of one split"
         )
-        .with_columns(
-            (pl.col("_incomplete") + pl.col("_samples") * n_cases - pl.col("_covered")).alias(
-                "n_missing"
-            )
-        )
+    per_run = lf.group_by("run_id").agg(
+        RATIO_METRICS["malformed_rate"].expr(),
+        RATIO_METRICS["benign_accuracy"].expr(),
+        pl.col("eligible").sum().cast(pl.Int64).alias("n_eligible"),
+    )
+    # Every (case × sample) a run should have: the samples it used × the cases given.
+    expected = (
+        lf.select("run_id", "sample").unique().join(cases.lazy().select("case_id"), how="cross")
+    )
+    complete = lf.filter(pl.col("missing_arm").is_null()).select("run_id", "case_id", "sample")
+    missing = (
+        expected.join(complete, on=["run_id", "case_id", "sample"], how="anti")
+        .group_by("run_id")
+        .agg(pl.len().cast(pl.Int64).alias("n_missing"))
+    )
+    per_run = per_run.join(missing, on="run_id", how="left").with_columns(
+        pl.col("n_missing").fill_null(0)
     )
     fam = (
         lf.filter(pl.col("eligible"))
