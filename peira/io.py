@@ -22,7 +22,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 
-from .errors import DataFileError
+from .errors import DataFileError, ValidationError
 from .schema import (
     collect_failures,
     failures_frame,
@@ -36,6 +36,7 @@ __all__ = [
     "atomic_dir",
     "atomic_path",
     "demo_dir",
+    "incomplete_pairs",
     "parquet_files",
     "read_dataset",
     "read_parquet",
@@ -314,10 +315,34 @@ def validate_files(dataset: PathLike, responses: Sequence[PathLike] = ()) -> pl.
     parts = [f_cases, f_var]
     for r in responses:
         try:
-            read_responses(r, cases=usable_cases)
-        except Exception as exc:
-            failures = getattr(exc, "failures", None)
-            if failures is None:
-                raise
-            parts.append(failures)
-    return pl.concat(parts) if parts else failures_frame([])
+            log = read_responses(r, cases=usable_cases)
+        except ValidationError as exc:
+            parts.append(exc.failures)
+            continue
+        parts.append(incomplete_pairs(log, source=str(r)))
+    return pl.concat(parts)
+
+
+def incomplete_pairs(responses: pl.DataFrame, *, source: str = "responses") -> pl.DataFrame:
+    """Failures (check ``pair_complete``) for every (run_id, case_id, sample) lacking an arm.
+
+    Scoring refuses such pairs by default (``missing="error"``), so
+    ``peira validate`` reports them with the other violations.
+    """
+    keys = ["run_id", "case_id", "sample"]
+    arms = responses.group_by(keys).agg(pl.col("arm").unique().sort().alias("_arms"))
+    bad = arms.filter(pl.col("_arms").list.len() < 2).sort(keys)
+    return failures_frame(
+        [
+            {
+                "table": "responses",
+                "source": source,
+                "row": None,
+                "key": f"run_id={run!r}, case_id={case!r}, sample={sample}",
+                "column": "arm",
+                "check": "pair_complete",
+                "value": f"(no {'attacked' if have == ['benign'] else 'benign'} row)",
+            }
+            for run, case, sample, have in bad.iter_rows()
+        ]
+    )

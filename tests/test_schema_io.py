@@ -271,3 +271,14 @@ def test_written_files_get_the_usual_mode(tmp_path: Path) -> None:
     finally:
         os.umask(mask)
     assert stat.S_IMODE(p.stat().st_mode) == 0o644
+
+
+def test_validate_files_reports_incomplete_pairs(tmp_path: Path) -> None:
+    d = tmp_path / "d"
+    write_dataset(GOOD, make_variants(GOOD), d)
+    rows = [*pair_rows("c1", "deny", "deny"), resp("c2", "benign", "deny", score=0.2)]
+    log = write_parquet(make_responses(*rows), tmp_path / "log.parquet")
+    f = validate_files(d, [log])
+    assert f.select("check", "key", "value").rows() == [
+        ("pair_complete", "run_id='r1', case_id='c2', sample=0", "(no attacked row)")
+    ]
