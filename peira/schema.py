@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandera.polars as pa
 import polars as pl
 from pandera.api.polars.types import PolarsData
@@ -219,6 +220,18 @@ class Variants(pa.DataFrameModel):
         return data.lazyframe.select(pl.col("arm").n_unique().over("case_id") == 2)
 
 
+def _agrees_with_run(col: str) -> pl.Expr:
+    """True where ``col`` equals its run's most common value (ties: the smallest).
+
+    A run whose model changes mid-log flags only the rows that differ.
+    """
+    c = pl.col(col)
+    count = pl.len().over("run_id", col)
+    top = count.max().over("run_id")
+    usual = c.filter(count == top).min().over("run_id")
+    return c == usual
+
+
 class Responses(pa.DataFrameModel):
     """The raw response log: one row per model call (SPEC §2.3)."""
 
@@ -257,11 +270,11 @@ class Responses(pa.DataFrameModel):
 
     @pa.dataframe_check(name="model_constant")
     def model_constant(cls, data: PolarsData) -> pl.LazyFrame:
-        return data.lazyframe.select(pl.col("model").n_unique().over("run_id") == 1)
+        return data.lazyframe.select(_agrees_with_run("model"))
 
     @pa.dataframe_check(name="model_version_constant")
     def model_version_constant(cls, data: PolarsData) -> pl.LazyFrame:
-        return data.lazyframe.select(pl.col("model_version").n_unique().over("run_id") == 1)
+        return data.lazyframe.select(_agrees_with_run("model_version"))
 
 
 _MODELS: dict[str, type[pa.DataFrameModel]] = {
@@ -312,6 +325,17 @@ def _castable(src: PolarsDataType, dst: PolarsDataType) -> bool:
     return isinstance(dst, pl.List) and isinstance(src, pl.Array)
 
 
+def _fits(series: pl.Series, dtype: PolarsDataType) -> bool:
+    """Whether an integer column's values fit a (possibly narrower) integer dtype."""
+    if not (series.dtype.is_integer() and dtype.is_integer()) or series.is_empty():
+        return True
+    info = np.iinfo(str(dtype).lower())  # "int32", "int64", ...
+    lo, hi = series.min(), series.max()
+    if lo is None or hi is None:
+        return True
+    return bool(info.min <= int(str(lo)) and int(str(hi)) <= info.max)
+
+
 def conform(df: pl.DataFrame, table: str) -> pl.DataFrame:
     """Add absent optional columns and losslessly cast near-miss dtypes.
 
@@ -324,7 +348,7 @@ def conform(df: pl.DataFrame, table: str) -> pl.DataFrame:
     for name, dtype in schema.items():
         if name in df.columns:
             src = df.schema[name]
-            if src != dtype and _castable(src, dtype):
+            if src != dtype and _castable(src, dtype) and _fits(df[name], dtype):
                 exprs.append(pl.col(name).cast(dtype))
             else:
                 exprs.append(pl.col(name))
@@ -366,10 +390,15 @@ def _failures_from_pandera(
         pl.col("check").is_in(["column_in_dataframe", "column_in_schema"])
         | pl.col("check").str.starts_with("dtype(")
     ).height
+    mistyped = set(
+        fc.filter(pl.col("check").str.starts_with("dtype("))["column"].cast(pl.String).to_list()
+    )
     rows: list[dict[str, Any]] = []
     for rec in fc.iter_rows(named=True):
         if structural and rec["index"] is None and rec["check"] in _CHECK_COLUMN:
             continue  # a table-level check that could not run on a mis-shaped table
+        if rec["column"] in mistyped and not str(rec["check"]).startswith("dtype("):
+            continue  # value checks of a column of the wrong type only repeat the dtype error
         check = str(rec["check"])
         check = _CHECK_RENAME.get(check, check)
         if check.startswith("isin("):
@@ -391,6 +420,12 @@ def _failures_from_pandera(
             check = "missing_column"
         elif check.startswith("dtype("):
             value = str(rec["failure_case"])
+        elif check == "multiple_fields_uniqueness":
+            column, check = ", ".join(KEYS[table]), "unique_key"
+            value = "(duplicate key)"
+        elif check == "both_arms" and row is not None and "arm" in df.columns:
+            have = df["arm"][row]
+            value = f"(no {'attacked' if have == 'benign' else 'benign'} row)"
         src = source
         r = row
         if locations is not None and row is not None and 0 <= row < locations.height:

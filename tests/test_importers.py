@@ -614,7 +614,7 @@ def test_artifact_value_violations_name_result_index(tmp_path: Path) -> None:
     assert set(failures["source"]) == {str(p)}
     got = set(failures.select("row", "column", "check").iter_rows())
     assert (1, "score", "in_unit_interval") in got
-    duplicates = failures.filter(pl.col("check").str.contains("uniqueness"))
+    duplicates = failures.filter(pl.col("check") == "unique_key")
     assert sorted(set(duplicates["row"])) == [0, 2]
     assert str(p) in str(info.value)
 
@@ -1006,6 +1006,6 @@ def test_transcript_duplicate_call_names_lines(tmp_path: Path) -> None:
     )
     with pytest.raises(ValidationError) as info:
         read_transcript(p)
-    unique = info.value.failures.filter(pl.col("check").str.contains("uniqueness"))
+    unique = info.value.failures.filter(pl.col("check") == "unique_key")
     assert sorted(set(unique["row"])) == [1, 3]
     assert set(unique["source"]) == {str(p)}
