@@ -13,7 +13,15 @@ import polars as pl
 from . import __version__
 from .bootstrap import PeiraWarning, ResamplePlan
 from .errors import DataFileError, InputFormatError, MissingArmsError, PeiraError, ValidationError
-from .io import demo_dir, read_dataset, read_responses, validate_files, write_dataset, write_parquet
+from .io import (
+    Dataset,
+    demo_dir,
+    read_dataset,
+    read_responses,
+    validate_files,
+    write_dataset,
+    write_parquet,
+)
 from .render import FORMATS, render
 from .schema import describe_failures
 
@@ -101,6 +109,12 @@ def cmd_score(args: argparse.Namespace) -> int:
     from .metrics import metric_table
 
     pairs, cases = _load_pairs(args)
+    unknown = [c for c in args.by if c not in pairs.columns]
+    if unknown:
+        raise PeiraError(
+            f"--by {', '.join(unknown)}: not a column of the pair table; "
+            f"choose among {', '.join(c for c in pairs.columns if pairs.schema[c] == pl.String)}"
+        )
     table = metric_table(pairs, args.by, cases=cases)
     keys = ["run_id", *args.by]
     if args.format in ("table", "markdown"):
@@ -245,6 +259,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     from .importers.cases import write_cases_jsonl
 
     ds = read_dataset(args.dataset)
+    if args.split != "all":
+        keep = ds.cases.filter(pl.col("split") == args.split)
+        ds = Dataset(keep, ds.variants.join(keep.select("case_id"), on="case_id", how="semi"))
     write_cases_jsonl(ds, args.out)
     print(f"{args.out}: {ds.cases.height} cases")
     return EXIT_OK
@@ -342,6 +359,12 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("kind", choices=("cases",))
     ex.add_argument("dataset")
     ex.add_argument("--out", required=True)
+    ex.add_argument(
+        "--split",
+        choices=("public", "all"),
+        default="all",
+        help="holdout cases are never exported; --split public exports the public ones",
+    )
     ex.set_defaults(func=cmd_export)
     from .cli_integrity import register as register_integrity
     from .cli_report import register as register_report

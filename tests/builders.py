@@ -3,11 +3,32 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from peira.schema import CASES_SCHEMA, RESPONSES_SCHEMA, VARIANTS_SCHEMA
+
+
+def reference_dir() -> Path:
+    """The reference files of the earlier harness (``shared/reference/peira-v2``).
+
+    ``PEIRA_REFERENCE_DIR`` wins; else ``shared/`` beside the checkout (as CI
+    lays it out), else ``/work/shared``. Missing reference files are a test
+    failure, not a skip: the importers' acceptance rests on them.
+    """
+    import os
+
+    env = os.environ.get("PEIRA_REFERENCE_DIR")
+    here = Path(__file__).resolve().parents[1]
+    candidates = [Path(env)] if env else []
+    candidates += [here.parent / "shared" / "reference" / "peira-v2"]
+    candidates += [Path("/work/shared/reference/peira-v2")]
+    for c in candidates:
+        if (c / "trial-demo-cases.jsonl").exists():
+            return c
+    raise FileNotFoundError(f"reference files not found in any of {[str(c) for c in candidates]}")
 
 
 def case(case_id: str, **kw: Any) -> dict[str, Any]:

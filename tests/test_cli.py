@@ -10,7 +10,7 @@ import pytest
 
 from peira.cli import main
 from peira.io import write_parquet
-from tests.builders import make_responses, pair_rows
+from tests.builders import make_responses, pair_rows, reference_dir
 
 
 def test_score_json_hand_computed(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -123,16 +123,8 @@ def test_unreadable_dataset_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "nope" in capsys.readouterr().err
 
 
-REF = Path(__file__).resolve().parents[2] / "shared" / "reference" / "peira-v2"
-
-
 def _ref_cases() -> Path:
-    for base in (Path(__file__).resolve().parents[1].parent, Path.cwd().parent):
-        p = base / "shared" / "reference" / "peira-v2" / "trial-demo-cases.jsonl"
-        if p.exists():
-            return p
-    pytest.skip("shared/reference not beside the checkout")
-    raise AssertionError  # unreachable
+    return reference_dir() / "trial-demo-cases.jsonl"
 
 
 def test_import_export_round_trip_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -203,3 +195,19 @@ def test_leaderboard_json_has_metric_named_interval(
     assert row["robustness_lo"] <= row["robustness"] <= row["robustness_hi"]
     assert {"fingerprint", "n_resamples", "unit", "seed", "method", "few_clusters"} <= set(row)
     assert row["n_resamples"] == 200 and row["few_clusters"] is True
+
+
+def test_export_one_split_and_unknown_by(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from peira.io import demo_dir
+
+    out = tmp_path / "public.jsonl"
+    assert main(["export", "cases", str(demo_dir()), "--split", "public", "--out", str(out)]) == 0
+    lines = out.read_text().splitlines()
+    assert len(lines) == 959 and all(json.loads(x)["case_id"] for x in lines)
+    assert main(["export", "cases", str(demo_dir()), "--out", str(tmp_path / "all.jsonl")]) == 1
+    assert "holdout" in capsys.readouterr().err
+    assert not (tmp_path / "all.jsonl").exists()
+    assert main(["score", "--by", "colour"]) == 2
+    assert "--by colour: not a column" in capsys.readouterr().err

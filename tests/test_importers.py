@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +23,9 @@ from peira.importers.transcript import read_transcript
 from peira.io import Dataset, read_dataset, write_dataset
 from peira.pairs import build_pairs
 from peira.schema import CASES_SCHEMA, RESPONSES_SCHEMA, validate_cases, validate_responses
+from tests.builders import reference_dir
 
-REF = Path(os.environ.get("PEIRA_REFERENCE_DIR", "/work/shared/reference/peira-v2"))
+REF = reference_dir()
 DEMO = REF / "trial-demo-cases.jsonl"
 LOCK_PARITY = REF / "lock_parity.jsonl"
 

@@ -271,3 +271,10 @@ def test_gates_count_missing_cases_not_arithmetic() -> None:
     assert g["n_missing"] == 50 and g["gate_reasons"] == ["50 missing pairs"]
     with pytest.raises(ValueError, match="not in the cases given"):
         ranking_gates(pairs, cs.filter(pl.col("family") == "f1"))
+
+
+def test_custom_severity_weights_must_cover_every_severity() -> None:
+    with pytest.raises(ValueError, match="lacks low"):
+        ratio_metrics(severity_weights={"critical": 1, "high": 1, "medium": 1})
+    with pytest.raises(ValueError, match=">= 0"):
+        ratio_metrics(severity_weights={"critical": -1, "high": 1, "medium": 1, "low": 1})

@@ -40,10 +40,9 @@ from peira.seal import (
     verify_reference,
 )
 from peira.synth import generate
+from tests.builders import reference_dir
 
-REFERENCE = Path("/work/shared/reference/peira-v2/lock_parity.jsonl")
-if not REFERENCE.exists():  # a checkout with the shared reference beside it
-    REFERENCE = Path(__file__).resolve().parents[2] / "shared/reference/peira-v2/lock_parity.jsonl"
+REFERENCE = reference_dir() / "lock_parity.jsonl"
 
 KEY = b"seal-key-\x00\xff-0123456789abcdef"
 CREATED = "2026-01-02T03:04:05Z"

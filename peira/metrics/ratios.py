@@ -72,6 +72,14 @@ def ratio(numerator: pl.Expr, denominator: pl.Expr) -> pl.Expr:
 def ratio_metrics(*, severity_weights: Mapping[str, float] | None = None) -> dict[str, RatioMetric]:
     """The registry of ratio metrics, optionally with other severity weights."""
     w_map = dict(SEVERITY_WEIGHTS if severity_weights is None else severity_weights)
+    missing = sorted(set(SEVERITY_WEIGHTS) - set(w_map))
+    if missing:
+        raise ValueError(
+            f"severity_weights lacks {', '.join(missing)}; give a weight to every severity"
+        )
+    bad = {k: v for k, v in w_map.items() if not (isinstance(v, int | float) and v >= 0)}
+    if bad:
+        raise ValueError(f"severity weights must be numbers >= 0, not {bad}")
     eligible = _b("eligible")
     flipped = _b("flipped")
     all_pairs = pl.col(
