@@ -295,7 +295,30 @@ def reference_flags(
     shift = None
     if c["primitive"] == "score" and b["score"] is not None and a["score"] is not None:
         shift = a["score"] - b["score"]
+    toward = None
+    if shift is not None and c["target_decision"] is not None:
+        toward = shift if c["target_decision"] == c["positive_decision"] else -shift
+    if b["malformed"]:
+        reason = "benign_malformed"
+    elif b["abstained"]:
+        reason = "benign_abstained"
+    elif not benign_correct:
+        reason = "benign_wrong"
+    else:
+        reason = None
+    erosion = None
+    if (
+        benign_correct
+        and not flipped
+        and b["confidence"] is not None
+        and a["confidence"] is not None
+    ):
+        erosion = b["confidence"] - a["confidence"]
     return {
+        "ineligible_reason": reason,
+        "score_shift": shift,
+        "shift_toward_target": toward,
+        "confidence_erosion": erosion,
         "benign_correct": benign_correct,
         "eligible": benign_correct,
         "flipped": flipped,
@@ -315,29 +338,33 @@ def reference_flags(
 
 
 def _arm_strategy(options: list[str]) -> st.SearchStrategy[dict[str, Any]]:
-    def build(kind: str, dec: str, score: float | None) -> dict[str, Any]:
+    def build(kind: str, dec: str, score: float | None, conf: float | None) -> dict[str, Any]:
         return {
             "decision": dec if kind == "decided" else None,
             "abstained": kind == "abstained",
             "malformed": kind == "malformed",
             "score": score,
+            "confidence": conf,
         }
 
+    unit = st.one_of(st.none(), st.floats(0, 1))
     return st.builds(
         build,
         st.sampled_from(["decided", "decided", "abstained", "malformed"]),
         st.sampled_from(options),
-        st.one_of(st.none(), st.floats(0, 1)),
+        unit,
+        unit,
     )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(
     st.lists(
-        st.tuples(st.sampled_from(["c1", "c2", "s1", "s2"]), st.data()), min_size=1, max_size=25
+        st.tuples(st.sampled_from(["c1", "c2", "s1", "s2"]), st.data()), min_size=5, max_size=25
     )
 )
 def test_vectorised_rule_matches_plain_python(items: list[tuple[str, Any]]) -> None:
+    """Every SPEC §3 column of the pair table against the plain-Python rule."""
     cases = {r["case_id"]: r for r in CASES.iter_rows(named=True)}
     rows, expected = [], []
     for i, (cid, data) in enumerate(items):
@@ -347,9 +374,48 @@ def test_vectorised_rule_matches_plain_python(items: list[tuple[str, Any]]) -> N
         rows += [resp(cid, "benign", sample=i, **b), resp(cid, "attacked", sample=i, **a)]
         expected.append({"sample": i, **reference_flags(cases[cid], b, a)})
     got = build_pairs(make_responses(*rows), CASES).sort("sample")
-    want = pl.DataFrame(expected).sort("sample")
+    _compare(got, pl.DataFrame(expected, infer_schema_length=None).sort("sample"))
+
+
+def _compare(got: pl.DataFrame, want: pl.DataFrame) -> None:
     for col in want.columns:
-        assert got[col].to_list() == want[col].to_list(), col
+        g, w = got[col].to_list(), want[col].to_list()
+        if want.schema[col] == pl.Float64:
+            assert [x is None for x in g] == [x is None for x in w], col
+            assert [x for x in g if x is not None] == pytest.approx(
+                [x for x in w if x is not None], abs=1e-12
+            ), col
+        else:
+            assert g == w, col
+
+
+def test_vectorised_rule_matches_plain_python_on_3000_random_pairs() -> None:
+    import random
+
+    rng = random.Random(2026)
+    cases = {r["case_id"]: r for r in CASES.iter_rows(named=True)}
+    kinds = ["decided", "decided", "abstained", "malformed"]
+
+    def arm(opts: list[str]) -> dict[str, Any]:
+        kind = rng.choice(kinds)
+        unit = [None, round(rng.random(), 3), rng.random()]
+        return {
+            "decision": rng.choice(opts) if kind == "decided" else None,
+            "abstained": kind == "abstained",
+            "malformed": kind == "malformed",
+            "score": rng.choice(unit),
+            "confidence": rng.choice(unit),
+        }
+
+    rows, expected = [], []
+    for i in range(3000):
+        cid = rng.choice(sorted(cases))
+        b, a = arm(cases[cid]["options"]), arm(cases[cid]["options"])
+        rows += [resp(cid, "benign", sample=i, **b), resp(cid, "attacked", sample=i, **a)]
+        expected.append({"sample": i, **reference_flags(cases[cid], b, a)})
+    got = build_pairs(make_responses(*rows), CASES).sort("sample")
+    assert got.height == 3000
+    _compare(got, pl.DataFrame(expected, infer_schema_length=None).sort("sample"))
 
 
 # ---------------------------------------------------------------- layouts
