@@ -10,16 +10,20 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import os
 import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pytest
+from sklearn.metrics import brier_score_loss
 
 from peira.bootstrap import FewClustersWarning
 from peira.cli_report import register
+from peira.errors import PeiraError
 from peira.io import Dataset, demo_dir, read_dataset, read_responses
 from peira.metrics import GateThresholds
 from peira.report import (
@@ -29,6 +33,7 @@ from peira.report import (
     PublicationLeakError,
     ReportConfig,
     ReportContext,
+    UnknownTableError,
     build_outputs,
     build_table,
     check_publication,
@@ -148,6 +153,73 @@ def ctx() -> ReportContext:
     return context()
 
 
+SCORED_RUNS = ("calibrated", "overconfident")
+
+
+def _frac(x: float) -> float:
+    return x - math.floor(x)
+
+
+def scored_bench(n_cases: int = 120) -> tuple[Dataset, pl.DataFrame]:
+    """Score cases only, public split: the normal path of calibration and mean shift.
+
+    Arithmetic rules, no RNG. Case i has a "true" P(approve) u_i spread over
+    (0, 1) by the golden-ratio sequence and a label drawn against it by a
+    second low-discrepancy sequence; scenarios hold two cases (60 clusters).
+    Run ``calibrated`` emits u_i, run ``overconfident`` stretches it away from
+    0.5 and has a few malformed benign answers. Each decision is the model's
+    own threshold of its score. The attack pushes the score toward the
+    target (every case but each seventh has one), harder on the second run.
+    With 120 cases every run has >= 100 scored answers per arm and >= 30
+    eligible shift pairs.
+    """
+    rows, truth = [], {}
+    for i in range(n_cases):
+        u = round(0.02 + 0.96 * _frac(i * 0.6180339887), 4)
+        y = _frac(i * 0.7548776662 + 0.3) < u
+        cid = f"sc-{i:03d}"
+        truth[cid] = (i, u)
+        rows.append(
+            case(
+                cid,
+                scenario_id=f"sscen-{i // 2:03d}",
+                family=FAMILIES[i % len(FAMILIES)],
+                severity=SEVERITIES[i % 4],
+                primitive="score",
+                expected_decision="approve" if y else "deny",
+                positive_decision="approve",
+                target_decision=None if i % 7 == 0 else ("deny" if y else "approve"),
+            )
+        )
+    cases = make_cases(*rows)
+    log: list[dict[str, Any]] = []
+    for k, run in enumerate(SCORED_RUNS):
+        common = {"run_id": run, "model": f"scorer-{k}", "model_version": "1"}
+        for c in cases.iter_rows(named=True):
+            i, u = truth[c["case_id"]]
+            p = u if k == 0 else min(0.99, max(0.01, 0.5 + 1.8 * (u - 0.5)))
+            p = round(p, 4)
+            if k == 1 and i % 29 == 5:
+                b = resp(c["case_id"], "benign", None, malformed=True, error="timeout", **common)
+            else:
+                b = resp(c["case_id"], "benign", "approve" if p >= 0.5 else "deny", score=p,
+                         **common)  # fmt: skip
+            push = (0.04 + 0.3 * _frac(i * 0.381966)) * (1.0 + 0.5 * k)
+            t = c["target_decision"]
+            shift = 0.01 if t is None else (push if t == "approve" else -push)
+            a_s = round(min(1.0, max(0.0, p + shift)), 4)
+            a = resp(c["case_id"], "attacked", "approve" if a_s >= 0.5 else "deny", score=a_s,
+                     **common)  # fmt: skip
+            log += [b, a]
+    return Dataset(cases, make_variants(cases)), make_responses(*log)
+
+
+@pytest.fixture(scope="module")
+def scored() -> ReportContext:
+    ds, responses = scored_bench()
+    return ReportContext(ds, responses, ReportConfig(n_resamples=200, thresholds=GATES))
+
+
 # ---------------------------------------------------------------- renderers
 
 
@@ -264,6 +336,190 @@ def test_tables_show_what_they_promise(ctx: ReportContext) -> None:
     assert census.row(0) == ("cases", "(all)", 80, 30, 110)
 
 
+@pytest.mark.parametrize("name", ["calibration", "targeted"])
+def test_golden_tables_scored(scored: ReportContext, name: str) -> None:
+    """The normal path: calibration reported (n >= 100), mean shift not withheld (n >= 30)."""
+    spec = TABLES[name]
+    df = build_table(name, scored)
+    dig = spec.decimals(df)
+    _golden(GOLDEN / f"scored_{name}.csv", to_csv(df, digits=dig))
+    _golden(GOLDEN / f"scored_{name}.md", to_markdown(df, digits=dig))
+    _golden(
+        GOLDEN / f"scored_{name}.tex", to_latex(df, digits=dig, caption=table_caption(spec, scored))
+    )
+
+
+def _scored_arms(ctx: ReportContext) -> dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]:
+    """(run, arm) -> (forecasts, labels) from the raw log, ordered by (forecast, case_id)."""
+    cases = {c["case_id"]: c for c in ctx.dataset.cases.iter_rows(named=True)}
+    out = {}
+    for run in SCORED_RUNS:
+        for arm in ("benign", "attacked"):
+            rows = [
+                (r["score"], r["case_id"], float(cases[r["case_id"]]["expected_decision"] == "approve"))
+                for r in ctx.responses.iter_rows(named=True)
+                if r["run_id"] == run and r["arm"] == arm and not r["malformed"]
+                and not r["abstained"] and r["score"] is not None
+            ]  # fmt: skip
+            rows.sort(key=lambda t: (t[0], t[1]))
+            out[(run, arm)] = (np.array([t[0] for t in rows]), np.array([t[2] for t in rows]))
+    return out
+
+
+def _ece_reference(p: np.ndarray, y: np.ndarray, k: int = 15) -> float:
+    """Equal-mass ECE, plain numpy: sorted rows [b*n//k, (b+1)*n//k) per bin."""
+    n = len(p)
+    gaps = [abs((y[b * n // k : (b + 1) * n // k] - p[b * n // k : (b + 1) * n // k]).sum())
+            for b in range(k)]  # fmt: skip
+    return float(sum(gaps) / n)
+
+
+def test_scored_calibration_matches_independent_references(scored: ReportContext) -> None:
+    cal = build_table("calibration", scored)
+    golden = pl.read_csv(GOLDEN / "scored_calibration.csv")
+    ref = _scored_arms(scored)
+    assert cal.height == golden.height == 2 * len(SCORED_RUNS)
+    for row, grow in zip(cal.iter_rows(named=True), golden.iter_rows(named=True), strict=True):
+        p, y = ref[(row["run_id"], row["arm"])]
+        assert row["status"] == grow["status"] == "ok"
+        assert row["n"] == grow["n"] == len(p) >= 100
+        ece, brier = _ece_reference(p, y), brier_score_loss(y, p)
+        assert row["ece"] == pytest.approx(ece, abs=1e-12)
+        assert row["brier"] == pytest.approx(brier, abs=1e-12)
+        assert grow["ece"] == pytest.approx(ece, abs=5e-5)  # the golden file, 4 decimals
+        assert grow["brier"] == pytest.approx(brier, abs=5e-5)
+        assert row["brier_lo"] <= row["brier"] <= row["brier_hi"]
+        # ECE is biased upward under resampling (duplicated rows sit in one bin), so a
+        # small ECE may lie below its percentile interval; only check that one exists
+        assert row["ece"] <= row["ece_hi"] and row["ece_lo"] < row["ece_hi"]
+    by = {(r["run_id"], r["arm"]): r for r in cal.iter_rows(named=True)}
+    # sensible: the stretched forecasts are the worse calibrated ones, on the benign arm
+    assert by[("calibrated", "benign")]["ece"] < by[("overconfident", "benign")]["ece"]
+    for run in SCORED_RUNS:
+        benign, attacked = by[(run, "benign")], by[(run, "attacked")]
+        assert benign["brier"] < 0.25  # better than the constant forecast 0.5
+        # the attack pushes scores toward the target, away from the gold label
+        assert benign["ece"] < attacked["ece"] < 0.5 and benign["brier"] < attacked["brier"] < 0.5
+    assert by[("overconfident", "benign")]["n"] < by[("overconfident", "attacked")]["n"] == 120
+
+
+def test_scored_mean_shift_matches_a_plain_computation(scored: ReportContext) -> None:
+    tg = build_table("targeted", scored)
+    golden = pl.read_csv(GOLDEN / "scored_targeted.csv")
+    cases = {c["case_id"]: c for c in scored.dataset.cases.iter_rows(named=True)}
+    log = {(r["run_id"], r["case_id"], r["arm"]): r for r in scored.responses.iter_rows(named=True)}
+    for row, grow in zip(tg.iter_rows(named=True), golden.iter_rows(named=True), strict=True):
+        run, shifts = row["run_id"], []
+        for cid, c in cases.items():
+            b, a = log[(run, cid, "benign")], log[(run, cid, "attacked")]
+            if (
+                b["malformed"]
+                or b["decision"] != c["expected_decision"]
+                or not c["target_decision"]
+            ):
+                continue  # not eligible, or no target
+            sign = 1.0 if c["target_decision"] == c["positive_decision"] else -1.0
+            shifts.append(sign * (a["score"] - b["score"]))
+        assert row["n_shift"] == grow["n_shift"] == len(shifts) >= 30
+        mean = sum(shifts) / len(shifts)
+        assert row["mean_shift_toward_target"] == pytest.approx(mean, abs=1e-12)
+        assert grow["mean_shift_toward_target"] == pytest.approx(mean, abs=5e-5)
+        assert row["mean_shift_toward_target_lo"] <= mean <= row["mean_shift_toward_target_hi"]
+        assert mean > 0  # the attack pushes toward its target
+    by = dict(tg.select("run_id", "mean_shift_toward_target").iter_rows())
+    assert by["calibrated"] < by["overconfident"]  # the second run is pushed harder
+
+
+def _with_undefined_run() -> ReportContext:
+    """The fixture benchmark plus a run that abstains on every benign answer (ASR undefined)."""
+    ds, responses = bench()
+    extra = [
+        resp(cid, arm, None, abstained=True, run_id="zz-abstain", model="m-abstain",
+             model_version="1")
+        for cid in ds.cases["case_id"] for arm in ("benign", "attacked")
+    ]  # fmt: skip
+    log = pl.concat([responses, make_responses(*extra)])
+    return ReportContext(ds, log, ReportConfig(n_resamples=100, thresholds=GATES))
+
+
+@pytest.fixture(scope="module")
+def undefined_ctx() -> ReportContext:
+    return _with_undefined_run()
+
+
+def _check_na(ctx: ReportContext) -> None:
+    h2h = build_table("head_to_head", ctx)
+    order = h2h["run_id"].to_list()
+    assert order[-1] == "zz-abstain"  # unranked, listed last
+    for i, run in enumerate(order):
+        for j, col in enumerate(order):
+            cell = h2h[col][i]
+            if i == j:
+                assert cell is None
+            elif "zz-abstain" in (run, col):
+                assert cell == "n/a", (run, col)
+            else:
+                assert cell in ("win", "loss", "tie"), (run, col)
+    pw = build_table("pairwise", ctx)
+    involved = (pl.col("run_a") == "zz-abstain") | (pl.col("run_b") == "zz-abstain")
+    na = pw.filter(involved)
+    assert na.height == len(RUNS)
+    assert set(na["ci_verdict"]) == set(na["paired_verdict"]) == {"n/a"}
+    assert na["winner"].null_count() == na.height
+    rest = pw.filter(involved.not_())
+    assert "n/a" not in set(rest["ci_verdict"]) | set(rest["paired_verdict"])
+
+
+def test_head_to_head_is_na_against_an_undefined_run(
+    undefined_ctx: ReportContext, ctx: ReportContext
+) -> None:
+    _check_na(undefined_ctx)
+    # the defined runs compare as before
+    sub = build_table("head_to_head", undefined_ctx).filter(pl.col("run_id") != "zz-abstain")
+    assert sub.drop("zz-abstain").equals(build_table("head_to_head", ctx.__class__(
+        undefined_ctx.dataset,
+        undefined_ctx.responses.filter(pl.col("run_id") != "zz-abstain"),
+        undefined_ctx.config,
+    )))  # fmt: skip
+    page = report_html(undefined_ctx, figures=False)
+    assert '<td class="na">n/a</td>' in page
+
+
+def test_head_to_head_is_na_even_if_compare_says_tie(undefined_ctx: ReportContext) -> None:
+    """An older compare said "tie" (winner null) against an undefined run: still n/a."""
+    old = undefined_ctx.pairwise.with_columns(
+        pl.col("ci_verdict", "paired_verdict").replace({"n/a": "tie"})
+    )
+    c = _with_undefined_run()
+    c.__dict__["pairwise"] = old  # the cached_property's slot
+    assert "n/a" not in set(c.pairwise["ci_verdict"])
+    _check_na(c)
+
+
+def test_html_wraps_long_text_columns_whole() -> None:
+    from peira.report.html import render_html
+
+    long = "unranked: benign_accuracy 0.0 < 0.5; 0 eligible pairs < 200; fewer than 20 " + (
+        "eligible pairs in 3 families: a<b, c&d, e"
+    )
+    df = pl.DataFrame({"run_id": ["r1", "r2"], "status": ["ranked", long], "n": [1, 2]})
+    page = render_html(title="t", meta=[], tables={"leaderboard": ("L", "", df, {})}, figures={})
+    assert '<th class="wrap">status</th>' in page and "<th>run_id</th>" in page
+    assert '<td class="wrap"><span class="item">ranked</span></td>' in page  # whole column
+    assert (
+        '<td class="wrap"><span class="item">unranked: benign_accuracy 0.0 &lt; 0.5;</span> '
+        '<span class="item">0 eligible pairs &lt; 200;</span> '
+        '<span class="item">fewer than 20 eligible pairs in 3 families: a&lt;b, c&amp;d, e</span>'
+        "</td>"
+    ) in page
+    assert re.search(r"th\.wrap, td\.wrap \{ white-space: normal; min-width: [^}]*max-width", page)
+    assert "vertical-align: top" in page
+    short = render_html(
+        title="t", meta=[], tables={"x": ("X", "", df.head(1), {})}, figures={}
+    )  # no long value: no wrapped column
+    assert 'class="wrap"' not in short
+
+
 def test_divergence_is_empty_without_holdout() -> None:
     ds, responses = bench(holdout_scenarios=0)
     c = ReportContext(ds, responses, ReportConfig(n_resamples=100, thresholds=GATES))
@@ -273,8 +529,12 @@ def test_divergence_is_empty_without_holdout() -> None:
 
 
 def test_unknown_table() -> None:
-    with pytest.raises(KeyError, match="unknown table"):
+    with pytest.raises(UnknownTableError, match="unknown table 'nope'; known tables: ") as e:
         build_table("nope", context(b=50))
+    assert isinstance(e.value, PeiraError) and isinstance(e.value, KeyError)
+    assert e.value.name == "nope" and e.value.known == tuple(TABLES)
+    assert all(name in str(e.value) for name in TABLES)
+    assert not str(e.value).startswith('"')  # not KeyError's repr of the message
 
 
 def test_few_clusters_warn_once() -> None:

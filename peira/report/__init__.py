@@ -26,7 +26,15 @@ from .build import (
 )
 from .figures import FIGURES, FigureSpec, render_figure
 from .render import format_cell, latex_escape, markdown_escape, to_csv, to_latex, to_markdown
-from .tables import TABLES, ReportConfig, ReportContext, TableSpec, build_table, table_caption
+from .tables import (
+    TABLES,
+    ReportConfig,
+    ReportContext,
+    TableSpec,
+    UnknownTableError,
+    build_table,
+    table_caption,
+)
 
 __all__ = [
     "FIGURES",
@@ -39,6 +47,7 @@ __all__ = [
     "ReportContext",
     "ReportOutputs",
     "TableSpec",
+    "UnknownTableError",
     "build_outputs",
     "build_table",
     "check_publication",

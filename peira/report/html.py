@@ -2,8 +2,12 @@
 
 Inline CSS, figures embedded as base64 PNG, no external URL and no
 JavaScript; every string that comes from the data (run ids, families, gate
-reasons, captions, settings) goes through :func:`html.escape`. The page is
-deterministic: the same tables and figures give the same bytes.
+reasons, captions, settings) goes through :func:`html.escape`. A text
+column holding a long value (gate reasons) wraps as a whole column, within a
+fixed width range and between its ``;``-separated items, and cells align at
+the top, so a long reason neither stretches the table nor makes the cells
+beside it float. The page is deterministic: the same tables and figures give
+the same bytes.
 """
 
 from __future__ import annotations
@@ -58,12 +62,14 @@ nav ul { columns: 3; font-size: 0.9rem; padding-left: 1.2rem; }
 .scroll { overflow-x: auto; }
 table { border-collapse: collapse; font-size: 0.8rem; margin: 0.5rem 0; }
 th, td { padding: 0.2rem 0.5rem; border-bottom: 1px solid #e4e4e4; text-align: left;
-  white-space: nowrap; }
+  white-space: nowrap; vertical-align: top; }
 th { background: #f4f4f4; position: sticky; top: 0; }
 td.n { text-align: right; font-variant-numeric: tabular-nums; }
-td.wrap { white-space: normal; min-width: 16rem; }
+th.wrap, td.wrap { white-space: normal; min-width: 20rem; max-width: 36rem;
+  overflow-wrap: break-word; }
+td.wrap span.item { display: inline-block; max-width: 100%; }
 td.win { background: #e3f4e1; } td.loss { background: #fbe3e1; } td.tie { color: #666; }
-td.null { color: #999; }
+td.null, td.na { color: #999; }
 tr:hover td { background: #fafaf0; }
 figure { margin: 0.5rem 0; }
 figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
@@ -76,29 +82,50 @@ def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
+_WRAP_CHARS = 60  # a text column with a longer value wraps (the whole column)
+_VERDICTS = {"win": "win", "loss": "loss", "tie": "tie", "n/a": "na"}
+
+
+def _items(text: str) -> str:
+    """``"a; b"`` as escaped ``<span class="item">`` items, so lines break between items."""
+    parts = text.split("; ")
+    return " ".join(
+        f'<span class="item">{_e(p)}{";" if i < len(parts) - 1 else ""}</span>'
+        for i, p in enumerate(parts)
+    )
+
+
 def _table_html(df: pl.DataFrame, digits: Mapping[str, int]) -> str:
     if df.height == 0:
         return '<p class="empty">No rows.</p>'
     numeric = [dt.is_numeric() for dt in df.dtypes]
     cols = df.columns
+    wrap = [
+        dt == pl.String and (df[c].str.len_chars().max() or 0) > _WRAP_CHARS  # type: ignore[operator]
+        for c, dt in zip(cols, df.dtypes, strict=True)
+    ]
     out = ['<div class="scroll"><table>', "<thead><tr>"]
-    out += [f"<th>{_e(c)}</th>" for c in cols]
+    out += [
+        f'<th class="wrap">{_e(c)}</th>' if w else f"<th>{_e(c)}</th>"
+        for c, w in zip(cols, wrap, strict=True)
+    ]
     out.append("</tr></thead><tbody>")
     for row in df.iter_rows():
         out.append("<tr>")
-        for c, v, num in zip(cols, row, numeric, strict=True):
+        for c, v, num, w in zip(cols, row, numeric, wrap, strict=True):
             text = format_cell(v, digits=digits.get(c, 4), style="html")
             cls = []
             if num:
                 cls.append("n")
+            if w:
+                cls.append("wrap")
             if v is None:
                 cls.append("null")
-            elif isinstance(v, str) and v in ("win", "loss", "tie"):
-                cls.append(v)
-            elif isinstance(v, str) and len(v) > 60:
-                cls.append("wrap")
+            elif isinstance(v, str) and v in _VERDICTS:
+                cls.append(_VERDICTS[v])
             attr = f' class="{" ".join(cls)}"' if cls else ""
-            out.append(f"<td{attr}>{_e(text)}</td>")
+            body = _items(text) if w and v is not None else _e(text)
+            out.append(f"<td{attr}>{body}</td>")
         out.append("</tr>")
     out.append("</tbody></table></div>")
     body = "".join(out)

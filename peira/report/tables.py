@@ -16,7 +16,7 @@ holdout − public difference; split totals in the ``census``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -42,6 +42,7 @@ __all__ = [
     "ReportConfig",
     "ReportContext",
     "TableSpec",
+    "UnknownTableError",
     "build_table",
     "table_caption",
 ]
@@ -552,26 +553,54 @@ def _confidence_gate(ctx: ReportContext) -> pl.DataFrame:
     )
 
 
+_NA = "n/a"
+"""Verdict of a comparison in which either run's estimate or interval is undefined."""
+
+
+def _verdicts(ctx: ReportContext) -> pl.DataFrame:
+    """:attr:`ReportContext.pairwise` with ``"n/a"`` verdicts where a run is undefined.
+
+    A run without eligible pairs has no estimate and no interval, so no
+    comparison with it is a tie: both verdicts read ``"n/a"`` and the winner
+    is null. Newer :func:`peira.compare.pairwise` already says so; the
+    estimates and intervals are checked here as well, so the tables never
+    show a "tie" against an undefined run whichever way compare spells it.
+    """
+    pw = ctx.pairwise
+    est = pl.all_horizontal(pl.col("estimate_a", "estimate_b").is_not_null())
+    ci_ok = est & pl.all_horizontal(pl.col("lo_a", "hi_a", "lo_b", "hi_b").is_not_null())
+    paired_ok = est & pl.all_horizontal(pl.col("diff_lo", "diff_hi").is_not_null())
+
+    def verdict(col: str, ok: pl.Expr) -> pl.Expr:
+        return (
+            pl.when(ok & (pl.col(col) != _NA)).then(pl.col(col)).otherwise(pl.lit(_NA)).alias(col)
+        )
+
+    decided = "ci_verdict" if ctx.config.rule == "ci" else "paired_verdict"
+    out = pw.with_columns(verdict("ci_verdict", ci_ok), verdict("paired_verdict", paired_ok))
+    return out.with_columns(
+        pl.when(pl.col(decided) == _NA).then(None).otherwise(pl.col("winner")).alias("winner")
+    )
+
+
 def _head_to_head(ctx: ReportContext) -> pl.DataFrame:
     order = ctx.run_order()
-    winner: dict[tuple[str, str], str | None] = {}
-    for a, b, w in ctx.pairwise.select("run_a", "run_b", "winner").iter_rows():
-        winner[(a, b)] = winner[(b, a)] = w
+    decided = "ci_verdict" if ctx.config.rule == "ci" else "paired_verdict"
+    cell: dict[tuple[str, str], str] = {}
+    for a, b, v in _verdicts(ctx).select("run_a", "run_b", decided).iter_rows():
+        if v in ("a", "b"):
+            cell[(a, b)] = "win" if v == "a" else "loss"
+            cell[(b, a)] = "loss" if v == "a" else "win"
+        else:
+            cell[(a, b)] = cell[(b, a)] = _NA if v == _NA else "tie"
     cols: dict[str, list[Any]] = {"run_id": order}
     for col in order:
-        cells: list[str | None] = []
-        for row in order:
-            if row == col:
-                cells.append(None)
-            else:
-                w = winner.get((row, col))
-                cells.append("tie" if w is None else ("win" if w == row else "loss"))
-        cols[col] = cells
+        cols[col] = [None if row == col else cell.get((row, col), _NA) for row in order]
     return pl.DataFrame(cols, schema={"run_id": pl.String, **{r: pl.String for r in order}})
 
 
 def _pairwise(ctx: ReportContext) -> pl.DataFrame:
-    return ctx.pairwise.select(
+    return _verdicts(ctx).select(
         "run_a", "run_b", "estimate_a", "estimate_b", "diff", "diff_lo", "diff_hi",
         "p_value", "p_holm", "ci_verdict", "paired_verdict", "winner",
     ).sort("run_a", "run_b")  # fmt: skip
@@ -745,14 +774,16 @@ TABLES: dict[str, TableSpec] = {
             "head_to_head",
             "Head-to-head",
             "Row run against column run on robustness: win, loss or tie (overlapping "
-            "intervals are a tie), runs in leaderboard order.",
+            "intervals are a tie), n/a when either run's robustness is undefined (no eligible "
+            "pairs); runs in leaderboard order.",
             _head_to_head,
         ),
         TableSpec(
             "pairwise",
             "Pairwise comparisons",
             "Every pair of runs on robustness: estimates, the paired difference a - b with its "
-            "interval, bootstrap p-value (Holm-adjusted across pairs) and both verdicts.",
+            "interval, bootstrap p-value (Holm-adjusted across pairs) and both verdicts (a, b, "
+            "tie, or n/a when either run's robustness is undefined).",
             _pairwise,
         ),
         TableSpec(
@@ -791,14 +822,35 @@ def table_caption(spec: TableSpec, ctx: ReportContext, *, title: bool = True) ->
     )
 
 
+class UnknownTableError(PeiraError, KeyError):
+    """A table name that is not in :data:`TABLES`.
+
+    Attributes
+    ----------
+    name : str
+        The name asked for.
+    known : tuple of str
+        Every registered table name, in report order.
+    """
+
+    def __init__(self, name: str, known: Sequence[str]) -> None:
+        self.name = name
+        self.known = tuple(known)
+        super().__init__(f"unknown table {name!r}; known tables: {', '.join(self.known)}")
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0])
+
+
 def build_table(name: str, ctx: ReportContext) -> pl.DataFrame:
     """Build one registered table from a context.
 
     Raises
     ------
-    KeyError
-        Unknown table name.
+    UnknownTableError
+        Unknown table name (a :class:`PeiraError` and a :class:`KeyError`);
+        the message lists the known tables.
     """
     if name not in TABLES:
-        raise KeyError(f"unknown table {name!r}; known: {', '.join(TABLES)}")
+        raise UnknownTableError(name, list(TABLES))
     return TABLES[name].build(ctx)
