@@ -59,6 +59,7 @@ import json
 import math
 import os
 import re
+import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -67,7 +68,8 @@ from typing import Any, Literal
 
 import polars as pl
 
-from .errors import DataFileError, PeiraError
+from .bootstrap import ResamplePlan, plan_for_cases, ratio_intervals
+from .errors import DataFileError, PeiraError, PeiraWarning
 from .io import Dataset, atomic_dir, read_parquet, write_parquet
 from .schema import CASES_SCHEMA, RESPONSES_SCHEMA, VARIANTS_SCHEMA
 
@@ -482,17 +484,18 @@ class SealConfig:
         )
 
 
-def _plan_block(cases: pl.DataFrame, config: SealConfig) -> dict[str, Any]:
-    """The bootstrap plan block (adapter over :mod:`peira.bootstrap`)."""
-    from .bootstrap import plan_for_cases
-
-    plan = plan_for_cases(
+def _plan(cases: pl.DataFrame, config: SealConfig) -> ResamplePlan:
+    return plan_for_cases(
         cases,
         split=config.split,
         unit=config.unit,
         n_resamples=config.n_resamples,
         seed=config.seed,
     )
+
+
+def _plan_block(plan: ResamplePlan, config: SealConfig) -> dict[str, Any]:
+    """The bootstrap plan block."""
     return {
         "n_resamples": int(plan.n_resamples),
         "seed": int(plan.seed),
@@ -521,7 +524,8 @@ def derive(
     (dict, dict)
         ``metrics``: every column of :func:`peira.metrics.metric_table` for
         the run except ``run_id`` (SPEC names; null where undefined; floats
-        exactly as computed). ``bootstrap_plan``: n_resamples, seed, unit,
+        exactly as computed), and ``<m>_lo``/``<m>_hi`` of every ratio metric
+        from the plan below, so that re-derivation checks the intervals too. ``bootstrap_plan``: n_resamples, seed, unit,
         method, fingerprint.
     """
     from .metrics import GateThresholds, metric_table
@@ -548,7 +552,13 @@ def derive(
     if table.height != 1:
         raise PeiraError(f"expected one run in the responses, found {table.height}")
     metrics = {k: v for k, v in table.to_dicts()[0].items() if k != "run_id"}
-    return metrics, _plan_block(dataset.cases, config)
+    plan = _plan(dataset.cases, config)
+    with warnings.catch_warnings():  # a small plan is recorded in the block, not warned about here
+        warnings.simplefilter("ignore", PeiraWarning)
+        ci = ratio_intervals(pairs, plan, level=config.confidence_level, method=config.method)
+    for m, lo, hi in ci.select("metric", "lo", "hi").iter_rows():
+        metrics[f"{m}_lo"], metrics[f"{m}_hi"] = lo, hi
+    return metrics, _plan_block(plan, config)
 
 
 def _utc_now() -> str:

@@ -457,6 +457,25 @@ def test_fabricated_metrics_resealed_are_caught_by_rederive(
     assert "sealed 0.01, found" in f.describe()
 
 
+def test_sealed_intervals_are_rederived(
+    sealed: tuple[dict[str, Any], pl.DataFrame], dataset: Dataset
+) -> None:
+    """The metrics block holds every ratio metric's interval on the sealed plan."""
+    from peira.metrics import RATIO_METRICS
+
+    art, rows = sealed
+    m = art["metrics"]
+    for name in RATIO_METRICS:
+        assert f"{name}_lo" in m and f"{name}_hi" in m
+    assert m["asr_lo"] <= m["asr"] <= m["asr_hi"]
+    forged = copy.deepcopy(art)
+    forged["metrics"]["asr_hi"] = m["asr_hi"] - 0.01  # a narrower, better-looking interval
+    forged = _relock(forged)
+    assert verify_artifact(forged, rows).ok
+    rep = verify_artifact(forged, rows, dataset=dataset, rederive=True)
+    assert rep.exit_code == 1 and {f.field for f in rep.findings} == {"metrics.asr_hi"}
+
+
 def test_fabricated_plan_and_config_resealed_are_caught(
     sealed: tuple[dict[str, Any], pl.DataFrame], dataset: Dataset
 ) -> None:
