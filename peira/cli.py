@@ -241,6 +241,14 @@ def cmd_import(args: argparse.Namespace) -> int:
         ds = read_cases_jsonl(args.input)
         write_dataset(ds.cases, ds.variants, args.out)
         print(f"{args.out}: {ds.cases.height} cases, {ds.variants.height} variants")
+        inferred = ds.cases.filter(pl.col("extras").str.contains("peira:inferred", literal=True))
+        if inferred.height:
+            ids = ", ".join(inferred["case_id"].head(10).to_list())
+            print(
+                f"peira: note: {inferred.height} score case(s) gave no positive_decision; the "
+                f"reference default options[0] was assumed and marked in extras ({ids})",
+                file=sys.stderr,
+            )
         return EXIT_OK
     if args.kind == "artifact":
         from .importers.artifact import read_artifact

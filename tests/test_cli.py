@@ -131,7 +131,9 @@ def test_import_export_round_trip_cli(tmp_path: Path, capsys: pytest.CaptureFixt
     src = _ref_cases()
     ds = tmp_path / "ds"
     assert main(["import", "cases", str(src), "--out", str(ds)]) == 0
-    assert "12 cases, 24 variants" in capsys.readouterr().out
+    out = capsys.readouterr()
+    assert "12 cases, 24 variants" in out.out
+    assert "3 score case(s) gave no positive_decision" in out.err and "sp-003" in out.err
     assert main(["validate", str(ds)]) == 0
     out = tmp_path / "back.jsonl"
     assert main(["export", "cases", str(ds), "--out", str(out)]) == 0
