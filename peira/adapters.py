@@ -23,7 +23,7 @@ target and the benign prompt it perturbs). Every random draw is a hash of
 answers the same request the same way whatever the key, the dispatch order,
 the concurrency or the interruptions. Without an oracle it still answers
 deterministically, but knows nothing (its decisions are hash-picked
-options).
+options) and warns (:class:`~peira.errors.PeiraWarning`).
 
 :class:`Replay` likewise receives the dataset, the log and the pseudonym key
 at construction and maps each ``variant_id`` back to its (case, arm) itself —
@@ -36,13 +36,14 @@ import hashlib
 import math
 import os
 import struct
+import warnings
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, astuple, dataclass, replace
 from typing import Any
 
 import polars as pl
 
-from .errors import PeiraError
+from .errors import PeiraError, PeiraWarning
 from .io import Dataset, read_dataset, read_responses
 from .run import Decision, Request
 
@@ -84,6 +85,15 @@ class Constant:
         self, index: int = 0, *, name: str = "constant", version: str = "1.0", raw_text: bool = True
     ) -> None:
         self.index, self.name, self.version, self.raw_text = index, name, version, raw_text
+
+    def config(self) -> dict[str, Any]:
+        """What determines the answers (recorded in a run's checkpoint manifest)."""
+        return {
+            "index": self.index,
+            "name": self.name,
+            "version": self.version,
+            "raw_text": self.raw_text,
+        }
 
     def decide(self, request: Request) -> Decision:
         """The option at ``index`` (or the last)."""
@@ -194,7 +204,9 @@ class Simulated:
     ----------
     dataset
         Dataset (or directory) from which the hidden oracle is built; None: no
-        oracle (deterministic, uninformed answers).
+        oracle (deterministic, uninformed answers — a
+        :class:`~peira.errors.PeiraWarning` says so; ``peira run`` passes its
+        ``--dataset`` unless ``--adapter-arg dataset=…`` is given).
     archetype
         A preset of :data:`ARCHETYPES`.
     seed
@@ -231,8 +243,37 @@ class Simulated:
         self.name = name or f"synth-{archetype}"
         self.version = version
         ds = read_dataset(dataset) if isinstance(dataset, str | os.PathLike) else dataset
+        if ds is None:
+            warnings.warn(
+                f"Simulated({archetype!r}) has no dataset, so no oracle: it answers "
+                "uninformed (hash-picked options, benign accuracy near chance); pass "
+                "dataset= (peira run: --adapter-arg dataset=DIR, or just --dataset)",
+                PeiraWarning,
+                stacklevel=2,
+            )
         self._oracle = _oracle(ds) if ds is not None else {}
+        self._oracle_digest: str | None = None
         self._salt = repr((self.seed, sorted(asdict(self.params).items()))).encode()
+
+    def config(self) -> dict[str, Any]:
+        """What determines the answers (recorded in a run's checkpoint manifest).
+
+        The archetype, seed, parameters, name, version and a digest of the
+        oracle (null without one) — not the dataset path.
+        """
+        if self._oracle_digest is None and self._oracle:
+            h = hashlib.sha256()
+            for k in sorted(self._oracle):
+                h.update(repr((k, astuple(self._oracle[k]))).encode("utf-8"))
+            self._oracle_digest = h.hexdigest()
+        return {
+            "archetype": self.archetype,
+            "seed": self.seed,
+            "params": asdict(self.params),
+            "name": self.name,
+            "version": self.version,
+            "oracle": self._oracle_digest,
+        }
 
     # one uniform in [0, 1) per (content, sample, purpose)
     def _u(self, key: str, sample: int, purpose: str) -> float:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,15 @@ __all__ = ["cmd_rescore", "cmd_run", "parse_adapter_args", "register"]
 
 EXIT_OK = 0
 EXIT_INTERRUPTED = 130  # the shell's code for SIGINT
+EXIT_TERMINATED = 143  # the shell's code for SIGTERM
+
+
+def _install(signum: int, handler: Any) -> Any:
+    """Set a signal handler; return the previous one (None off the main thread)."""
+    try:
+        return signal.signal(signum, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        return None
 
 
 def parse_adapter_args(items: list[str]) -> dict[str, Any]:
@@ -46,11 +56,23 @@ def parse_adapter_args(items: list[str]) -> dict[str, Any]:
 def cmd_run(args: argparse.Namespace) -> int:
     """Run an adapter over a dataset and write the response log."""
     from .holdout import HOLDOUT_KEY_ENV
-    from .run import load_adapter, parts_dir, run
+    from .run import accepts_argument, adapter_target, load_adapter, parts_dir, run
     from .seal import load_key
 
-    adapter = load_adapter(args.adapter, **parse_adapter_args(args.adapter_arg))
+    kwargs = parse_adapter_args(args.adapter_arg)
+    if "dataset" not in kwargs and accepts_argument(adapter_target(args.adapter), "dataset"):
+        kwargs["dataset"] = args.dataset  # e.g. Simulated's oracle: the dataset being run
+    adapter = load_adapter(args.adapter, **kwargs)
     key = load_key(args.key_file, env_var=HOLDOUT_KEY_ENV, purpose="holdout")
+    terminated = False
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        # stop like Ctrl-C: the runner checkpoints the completed calls first
+        nonlocal terminated
+        terminated = True
+        signal.raise_signal(signal.SIGINT)
+
+    previous = _install(signal.SIGTERM, on_sigterm)
     try:
         res = run(
             adapter,
@@ -64,16 +86,22 @@ def cmd_run(args: argparse.Namespace) -> int:
             key=key,
             run_id=args.run_id,
             checkpoint_every=args.checkpoint_every,
+            checkpoint_seconds=args.checkpoint_seconds if args.checkpoint_seconds > 0 else None,
             progress=args.progress,
             keep_parts=args.keep_parts,
+            adapter_args=kwargs,
         )
     except KeyboardInterrupt:
+        how = "terminated (SIGTERM)" if terminated else "interrupted"
         print(
-            f"peira run: interrupted; completed calls are checkpointed in {parts_dir(args.out)}"
+            f"peira run: {how}; completed calls are checkpointed in {parts_dir(args.out)}"
             " - run the same command again to resume",
             file=sys.stderr,
         )
-        return EXIT_INTERRUPTED
+        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+    finally:
+        if previous is not None:
+            _install(signal.SIGTERM, previous)
     resumed = f", {res.n_resumed} resumed from checkpoints" if res.n_resumed else ""
     print(
         f"{res.path}: {res.n_total} responses of run {res.run_id!r} "
@@ -122,7 +150,8 @@ def register(sub: Any) -> None:
         "run",
         help="run a model adapter over a dataset (blinded, checkpointed, resumable)",
         description="Dispatch every variant x sample to an adapter in pseudonymous order "
-        "and write a response log. An interrupted run resumes from LOG.parts/.",
+        "and write a response log. An interrupted run (Ctrl-C, SIGTERM, a kill) resumes "
+        "from LOG.parts/; a resume with another adapter or adapter configuration is refused.",
     )
     r.add_argument("--adapter", required=True, help="module:Class (e.g. peira.adapters:Simulated)")
     r.add_argument(
@@ -132,7 +161,12 @@ def register(sub: Any) -> None:
         metavar="NAME=VALUE",
         help="keyword argument of the adapter (repeatable; VALUE read as JSON if it parses)",
     )
-    r.add_argument("--dataset", required=True, help="dataset directory")
+    r.add_argument(
+        "--dataset",
+        required=True,
+        help="dataset directory (also given to an adapter whose constructor takes dataset=, "
+        "unless --adapter-arg dataset=... is set)",
+    )
     r.add_argument("--out", required=True, help="response log to write (Parquet)")
     r.add_argument("--samples", type=int, default=1, help="calls per variant")
     r.add_argument("--concurrency", type=int, default=8, help="calls in flight")
@@ -146,6 +180,12 @@ def register(sub: Any) -> None:
     )
     r.add_argument("--run-id", help="run_id (default: adapter name-version)")
     r.add_argument("--checkpoint-every", type=int, default=500, help="calls per part file")
+    r.add_argument(
+        "--checkpoint-seconds",
+        type=float,
+        default=5.0,
+        help="also write completed calls at least this often (0: only every N calls)",
+    )
     r.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
@@ -164,7 +204,8 @@ def register(sub: Any) -> None:
     s.add_argument(
         "--parser",
         default="auto",
-        help="parser name (auto, synth, json, decision-line, abstain, options) or JSON config",
+        help="parser name (auto, synth, json, decision-line, abstain, options), a JSON "
+        'config file, or inline JSON (e.g. \'{"rules": ["json", "options"]}\')',
     )
     s.add_argument("--format", choices=FORMATS, default="table")
     s.add_argument(

@@ -18,7 +18,8 @@ Failures never drop a row
   with exponential backoff (``backoff · 2^(attempt−1)``, capped at
   ``max_backoff``); after ``retries`` retries the row is malformed
   (``timeout after 30 s (4 attempts)``, ``transient error after 4 attempts:
-  …``).
+  …``). A ``TimeoutError`` raised by the adapter itself is retried too but
+  reported as such (``adapter raised TimeoutError: … (4 attempts)``).
 - Any other exception makes the row malformed at once (``adapter error:
   ValueError: …``).
 - Invalid output is malformed with the reason: not a :class:`Decision`, a
@@ -31,16 +32,19 @@ Failures never drop a row
 
 Checkpoints and resuming
 ------------------------
-Completed calls are buffered and written every ``checkpoint_every`` calls
-(and when the run stops) as ``LOG.parts/part-00001.parquet``, … — each part
+Completed calls are buffered and written every ``checkpoint_every`` calls,
+at least every ``checkpoint_seconds`` (default 5 s) and when the run stops,
+as ``LOG.parts/part-00001.parquet``, … — each part
 written atomically (temporary file, then rename), holding response-log rows
 (``case_id``, ``arm``; never a ``variant_id``, so no pseudonym map is ever
 written). ``LOG.parts/manifest.json`` records the run's identity (run_id,
-model, version, samples, dataset hash). Running again with the same ``out``
+model, version, samples, dataset hash, the adapter's ``module:Class`` and
+digests of its configuration — see :func:`adapter_identity`). Running again with the same ``out``
 reads the parts, skips every (case, arm, sample) they hold and calls only
 the rest, so an interrupted run resumes without redoing or duplicating a
-completed call; a manifest that does not match (another dataset, run_id or
-sample count) is an error. Calls in flight when a process is killed are
+completed call; a manifest that does not match (another dataset, run_id,
+sample count, adapter class or adapter configuration) is an error, so a
+resume never mixes two configurations in one log. Calls in flight when a process is killed are
 redone. At the end the parts are merged, validated (SPEC §2.3) and sorted by
 ``run_id, case_id, arm, sample`` into ``out`` (written atomically); the
 parts directory is then removed unless ``keep_parts``.
@@ -60,6 +64,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import importlib
 import inspect
 import json
@@ -70,7 +75,7 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol, runtime_checkable
@@ -93,6 +98,9 @@ __all__ = [
     "RunInterrupted",
     "RunResult",
     "TransientError",
+    "accepts_argument",
+    "adapter_identity",
+    "adapter_target",
     "load_adapter",
     "parts_dir",
     "requests_for",
@@ -254,17 +262,13 @@ def _check_adapter(adapter: Any, spec: str = "adapter") -> None:
         )
 
 
-def load_adapter(spec: str, **kwargs: Any) -> Any:
-    """Import ``module:attr`` and return the adapter it names.
-
-    ``attr`` may be a class or factory (called with ``kwargs``) or an adapter
-    object (then ``kwargs`` must be empty).
+def adapter_target(spec: str) -> Any:
+    """Import ``module:attr`` and return the object it names (not yet called).
 
     Raises
     ------
     AdapterError
-        Bad spec, import failure, missing attribute, or the object does not
-        follow the protocol.
+        Bad spec, import failure or missing attribute.
     """
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
@@ -280,7 +284,39 @@ def load_adapter(spec: str, **kwargs: Any) -> Any:
         if not hasattr(obj, part):
             raise AdapterError(f"adapter {spec!r}: {module_name!r} has no attribute {attr!r}")
         obj = getattr(obj, part)
-    if inspect.isclass(obj) or (callable(obj) and not hasattr(obj, "decide")):
+    return obj
+
+
+def _is_factory(obj: Any) -> bool:
+    return inspect.isclass(obj) or (callable(obj) and not hasattr(obj, "decide"))
+
+
+def accepts_argument(obj: Any, name: str) -> bool:
+    """Whether a class or factory takes the keyword argument ``name``."""
+    if not _is_factory(obj):
+        return False
+    try:
+        params = inspect.signature(obj).parameters
+    except (TypeError, ValueError):
+        return False
+    p = params.get(name)
+    return p is not None and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+
+
+def load_adapter(spec: str, **kwargs: Any) -> Any:
+    """Import ``module:attr`` and return the adapter it names.
+
+    ``attr`` may be a class or factory (called with ``kwargs``) or an adapter
+    object (then ``kwargs`` must be empty).
+
+    Raises
+    ------
+    AdapterError
+        Bad spec, import failure, missing attribute, or the object does not
+        follow the protocol.
+    """
+    obj = adapter_target(spec)
+    if _is_factory(obj):
         try:
             obj = obj(**kwargs)
         except TypeError as exc:
@@ -416,8 +452,10 @@ def _row(
         decision=decision,
         abstained=abstained,
         refusal_reason=refusal,
-        score=score,
-        confidence=confidence,
+        # an abstention carries no score or confidence (SPEC §2.3: a score is
+        # P(positive decision) of a decision; peira.parse nulls them alike)
+        score=None if abstained else score,
+        confidence=None if abstained else confidence,
         malformed=False,
     )
     return row
@@ -452,8 +490,49 @@ def parts_dir(out: PathLike) -> Path:
 _MANIFEST = "manifest.json"
 
 
+def _digest(value: Any) -> str:
+    """A short digest of a value's canonical JSON (non-JSON values by ``repr``)."""
+    text = json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
+    )
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def adapter_identity(adapter: Any, adapter_args: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What the checkpoint manifest records of an adapter's configuration.
+
+    ``adapter`` is the adapter's ``module:Class``; ``adapter_config`` maps
+    each configuration key to a digest of its value's canonical JSON (values
+    are not written: adapter arguments may hold credentials). The
+    configuration is the adapter's own ``config()`` when it has one (a
+    mapping of what determines its answers), else ``adapter_args`` (the
+    keyword arguments it was built with, as the CLI passes them), else
+    unknown (null: only the class is checked on resume).
+
+    >>> from peira.adapters import Constant
+    >>> adapter_identity(Constant(), {"index": 1})["adapter"]
+    'peira.adapters:Constant'
+    """
+    cls = type(adapter)
+    config_fn = getattr(adapter, "config", None)
+    config: Any = config_fn() if callable(config_fn) else adapter_args
+    if config is not None and not isinstance(config, Mapping):
+        raise AdapterError(f"{cls.__qualname__}.config() must return a mapping, got {config!r}")
+    return {
+        "adapter": f"{cls.__module__}:{cls.__qualname__}",
+        "adapter_config": None
+        if config is None
+        else {str(k): _digest(v) for k, v in sorted(config.items(), key=lambda kv: str(kv[0]))},
+    }
+
+
 def _manifest(
-    dataset: Dataset, run_id: str, model: str, version: str, samples: int
+    dataset: Dataset,
+    run_id: str,
+    model: str,
+    version: str,
+    samples: int,
+    adapter: dict[str, Any],
 ) -> dict[str, Any]:
     from .seal import dataset_hash
 
@@ -465,7 +544,28 @@ def _manifest(
         "samples": samples,
         "dataset_version": dataset.version,
         "dataset_hash": dataset_hash(dataset.cases, dataset.variants),
+        **adapter,
     }
+
+
+def _config_diff(old: Any, new: Any) -> str:
+    """Which adapter configuration keys differ (values are only digested)."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        known = {True: "recorded", False: "unknown"}
+        return (
+            f"adapter configuration: {known[isinstance(old, dict)]} in the checkpoint, "
+            f"{known[isinstance(new, dict)]} now"
+        )
+    keys = sorted(set(old) | set(new))
+    parts = []
+    for k in keys:
+        if k not in old:
+            parts.append(f"{k} (not set before)")
+        elif k not in new:
+            parts.append(f"{k} (not set now)")
+        elif old[k] != new[k]:
+            parts.append(k)
+    return "adapter configuration differs in: " + ", ".join(parts)
 
 
 def _part_files(d: Path) -> list[Path]:
@@ -479,6 +579,7 @@ class _Checkpoint:
         self.dir = directory
         self.every = every
         self.next = next_index
+        self.last_flush = time.monotonic()
         self.buffer: list[dict[str, Any]] = []
         self.written: list[Path] = []
 
@@ -488,6 +589,7 @@ class _Checkpoint:
             self.flush()
 
     def flush(self) -> None:
+        self.last_flush = time.monotonic()
         if not self.buffer:
             return
         rows, self.buffer = self.buffer, []
@@ -496,6 +598,13 @@ class _Checkpoint:
         write_parquet(df, path)
         self.next += 1
         self.written.append(path)
+
+    async def every_seconds(self, seconds: float) -> None:
+        """Flush buffered rows at least every ``seconds`` (runs until cancelled)."""
+        while True:
+            await asyncio.sleep(max(0.0, self.last_flush + seconds - time.monotonic()))
+            if time.monotonic() - self.last_flush >= seconds:
+                self.flush()
 
 
 def _open_parts(directory: Path, manifest: dict[str, Any]) -> tuple[pl.DataFrame, int]:
@@ -515,7 +624,12 @@ def _open_parts(directory: Path, manifest: dict[str, Any]) -> tuple[pl.DataFrame
                 raise ResumeError(f"{mpath}: unreadable checkpoint manifest: {exc}") from exc
             diff = [k for k in manifest if old.get(k) != manifest[k]]
             if diff:
-                shown = ", ".join(f"{k}: {old.get(k)!r} → {manifest[k]!r}" for k in diff)
+                shown = ", ".join(
+                    _config_diff(old.get(k), manifest[k])
+                    if k == "adapter_config"
+                    else f"{k}: {old.get(k)!r} → {manifest[k]!r}"
+                    for k in diff
+                )
                 raise ResumeError(
                     f"{directory}: the checkpoint belongs to another run ({shown}); use "
                     "another --out, or remove the directory to start afresh"
@@ -593,12 +707,21 @@ def _clock(seconds: float) -> str:
 # ---------------------------------------------------------------- calling
 
 
-def _in_thread(fn: Callable[[Request], Any], req: Request) -> asyncio.Future[Any]:
-    """Run a sync call on a fresh daemon thread (a hung call cannot block others or exit)."""
+def _start_thread(
+    fn: Callable[[Request], Any], req: Request, slots: asyncio.Semaphore
+) -> asyncio.Future[Any]:
+    """Run a sync call on a fresh daemon thread (a hung call cannot block others or exit).
+
+    The caller has acquired one of ``slots``; it is released when the thread
+    *finishes* — not when the caller stops waiting (a timeout) — so a
+    timed-out call keeps its slot and the calls in flight never exceed the
+    concurrency.
+    """
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[Any] = loop.create_future()
 
     def settle(value: Any, exc: BaseException | None) -> None:
+        slots.release()
         if fut.done():
             return
         if exc is not None:
@@ -616,7 +739,11 @@ def _in_thread(fn: Callable[[Request], Any], req: Request) -> asyncio.Future[Any
         with contextlib.suppress(RuntimeError):  # the loop may be closed by then
             loop.call_soon_threadsafe(settle, value, exc)
 
-    threading.Thread(target=target, daemon=True, name=f"peira-call-{req.variant_id}").start()
+    try:
+        threading.Thread(target=target, daemon=True, name=f"peira-call-{req.variant_id}").start()
+    except BaseException:
+        slots.release()
+        raise
     return fut
 
 
@@ -637,17 +764,21 @@ async def _call(
     backoff: float,
     max_backoff: float,
     stats: _Stats,
+    slots: asyncio.Semaphore,
 ) -> dict[str, Any]:
     attempt = 0
     while True:
         attempt += 1
+        if not is_async:  # wait for a free slot outside the timeout
+            await slots.acquire()
         t0 = time.perf_counter()
+        deadline = asyncio.timeout(timeout)
         try:
-            async with asyncio.timeout(timeout):
+            async with deadline:
                 if is_async:
                     out = await adapter.decide(req)
                 else:
-                    out = await _in_thread(adapter.decide, req)
+                    out = await _start_thread(adapter.decide, req, slots)
                     if inspect.isawaitable(out):
                         out = await out
             return _row(req, out, (time.perf_counter() - t0) * 1000.0)
@@ -657,8 +788,15 @@ async def _call(
                 "are checkpointed, run again to resume",
                 exc,
             ) from exc
-        except TimeoutError:
-            reason = f"timeout after {timeout:g} s"
+        except TimeoutError as exc:
+            if deadline.expired():
+                reason = f"timeout after {timeout:g} s"
+            else:  # raised by the adapter itself (e.g. a client's read timeout)
+                reason = (
+                    f"adapter raised TimeoutError: {exc}"
+                    if str(exc)
+                    else "adapter raised TimeoutError"
+                )
             transient = True
         except TransientError as exc:
             reason = f"transient error: {exc}" if str(exc) else "transient error"
@@ -690,9 +828,11 @@ async def run_async(
     key: bytes | None = None,
     run_id: str | None = None,
     checkpoint_every: int = 500,
+    checkpoint_seconds: float | None = 5.0,
     progress: bool | None = None,
     progress_stream: IO[str] | None = None,
     keep_parts: bool = False,
+    adapter_args: Mapping[str, Any] | None = None,
 ) -> RunResult:
     """:func:`run` as a coroutine, for callers that already run an event loop."""
     _check_adapter(adapter)
@@ -708,6 +848,10 @@ async def run_async(
         raise RunError(f"timeout must be > 0 seconds (or None), got {timeout!r}")
     if backoff < 0 or max_backoff < 0:
         raise RunError("backoff and max_backoff must be >= 0")
+    if checkpoint_seconds is not None and not checkpoint_seconds > 0:
+        raise RunError(
+            f"checkpoint_seconds must be > 0 seconds (or None), got {checkpoint_seconds!r}"
+        )
     ds = dataset if isinstance(dataset, Dataset) else read_dataset(dataset)
     model, version = adapter.name, adapter.version
     rid = run_id if run_id is not None else getattr(adapter, "run_id", None) or f"{model}-{version}"
@@ -718,7 +862,8 @@ async def run_async(
 
     reqs, secret = requests_for(ds, key, samples=samples)
     pdir = parts_dir(out_path)
-    prior, next_index = _open_parts(pdir, _manifest(ds, rid, model, version, samples))
+    identity = adapter_identity(adapter, adapter_args)
+    prior, next_index = _open_parts(pdir, _manifest(ds, rid, model, version, samples, identity))
     done_keys = set(zip(prior["case_id"], prior["arm"], prior["sample"], strict=True))
     pending = [r for r in reqs if (*secret[r.variant_id], r.sample) not in done_keys]
 
@@ -733,6 +878,7 @@ async def run_async(
     is_async = inspect.iscoroutinefunction(adapter.decide)
     ident = {"run_id": rid, "model": model, "model_version": version}
     it: Iterator[Request] = iter(pending)
+    slots = asyncio.Semaphore(concurrency)  # sync calls in flight, timed-out ones included
 
     async def worker() -> None:
         for req in it:
@@ -745,6 +891,7 @@ async def run_async(
                 backoff=backoff,
                 max_backoff=max_backoff,
                 stats=stats,
+                slots=slots,
             )
             case_id, arm = secret[req.variant_id]
             ckpt.add({**ident, "case_id": case_id, "arm": arm, "sample": req.sample, **resp})
@@ -754,6 +901,11 @@ async def run_async(
 
     t0 = time.perf_counter()
     interrupted: RunInterrupted | None = None
+    ticker = (
+        asyncio.create_task(ckpt.every_seconds(checkpoint_seconds))
+        if checkpoint_seconds is not None
+        else None
+    )
     try:
         async with asyncio.TaskGroup() as group:
             for _ in range(min(concurrency, max(1, len(pending)))):
@@ -764,6 +916,8 @@ async def run_async(
         interrupted = first
     finally:
         stats.elapsed = time.perf_counter() - t0
+        if ticker is not None:
+            ticker.cancel()
         ckpt.flush()
         if bar is not None:
             bar.close()
@@ -810,9 +964,11 @@ def run(
     key: bytes | None = None,
     run_id: str | None = None,
     checkpoint_every: int = 500,
+    checkpoint_seconds: float | None = 5.0,
     progress: bool | None = None,
     progress_stream: IO[str] | None = None,
     keep_parts: bool = False,
+    adapter_args: Mapping[str, Any] | None = None,
 ) -> RunResult:
     """Run an adapter over every variant × sample of a dataset; write the response log.
 
@@ -828,11 +984,14 @@ def run(
     samples
         Calls per variant (``sample = 0 .. samples − 1``).
     concurrency
-        Calls in flight at once.
+        Calls in flight at once, never exceeded: a timed-out sync call cannot
+        be stopped, so it keeps its slot until its thread returns (its result
+        is discarded). A sync adapter that hangs for good therefore stalls
+        one slot for good.
     timeout
-        Seconds per call attempt (None: no limit). A timed-out sync call
-        cannot be stopped; its thread finishes in the background and its
-        result is discarded.
+        Seconds per call attempt (None: no limit), not counting the wait for
+        a free slot. A ``TimeoutError`` the adapter raises itself is retried
+        like a timeout but reported as ``adapter raised TimeoutError: …``.
     retries, backoff, max_backoff
         Retries of timeouts and :class:`TransientError`, waiting
         ``min(max_backoff, backoff · 2^(attempt−1))`` seconds before each.
@@ -843,12 +1002,22 @@ def run(
         ``"{name}-{version}"``.
     checkpoint_every
         Completed calls per checkpoint part.
+    checkpoint_seconds
+        Also write the completed calls at least this often (default 5 s;
+        None: only every ``checkpoint_every`` calls), so that a killed
+        process loses at most a few seconds of paid calls.
     progress
         Show a progress line on stderr (default: only when stderr is a TTY).
     progress_stream
         Where the progress line goes (default ``sys.stderr``).
     keep_parts
         Keep ``out.parts/`` after the log is written.
+    adapter_args
+        The keyword arguments the adapter was built with (the CLI passes its
+        ``--adapter-arg`` values). Recorded, digested, in the checkpoint
+        manifest when the adapter has no ``config()`` method; see
+        :func:`adapter_identity`. A resume whose adapter class or
+        configuration differs is refused (:class:`ResumeError`).
 
     Returns
     -------
@@ -899,9 +1068,11 @@ def run(
         key=key,
         run_id=run_id,
         checkpoint_every=checkpoint_every,
+        checkpoint_seconds=checkpoint_seconds,
         progress=progress,
         progress_stream=progress_stream,
         keep_parts=keep_parts,
+        adapter_args=adapter_args,
     )
     try:
         return asyncio.run(coro)

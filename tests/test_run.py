@@ -22,7 +22,7 @@ import pytest
 
 from peira.adapters import ARCHETYPES, AsyncConstant, Constant, Replay, Simulated
 from peira.cli_run import parse_adapter_args, register
-from peira.errors import PeiraError
+from peira.errors import PeiraError, PeiraWarning
 from peira.holdout import BLIND_COLUMNS, blind, pseudonyms
 from peira.io import Dataset, read_parquet, write_dataset, write_parquet
 from peira.parse import parse_responses
@@ -68,13 +68,28 @@ class Recorder:
         out: Decision = self.inner.decide(request)
         return out
 
+    def config(self) -> dict[str, Any]:
+        """The inner adapter's configuration (the recording changes no answer)."""
+        inner = getattr(self.inner, "config", None)
+        return {"inner": type(self.inner).__qualname__, **(inner() if inner else {})}
+
 
 class Interrupting(Recorder):
-    """Raises ``exc`` on call number ``after + 1`` (and after)."""
+    """Raises ``exc`` on call number ``after + 1`` (and after); never when ``after`` is None.
 
-    def __init__(self, inner: Any, after: int, exc: type[BaseException]) -> None:
+    The same class resumes the run (``Interrupting(inner)``): a resume with
+    another adapter class is refused.
+    """
+
+    def __init__(
+        self,
+        inner: Any,
+        after: int | None = None,
+        exc: type[BaseException] = KeyboardInterrupt,
+        delay: float = 0.0,
+    ) -> None:
         super().__init__(inner)
-        self.after, self.exc = after, exc
+        self.after, self.exc, self.delay = after, exc, delay
         self.lock = threading.Lock()
         self.n = 0
 
@@ -82,8 +97,10 @@ class Interrupting(Recorder):
         with self.lock:
             self.n += 1
             n = self.n
-        if n > self.after:
+        if self.after is not None and n > self.after:
             raise self.exc()
+        if self.delay:
+            time.sleep(self.delay)
         return super().decide(request)
 
 
@@ -137,7 +154,7 @@ def _common_prefix(a: str, b: str) -> int:
 
 def test_no_key_or_pseudonym_is_written(ds: Dataset, tmp_path: Path) -> None:
     out = tmp_path / "run" / "log.parquet"
-    rec = Recorder(Constant())
+    rec = Interrupting(Constant())
     with pytest.raises(KeyboardInterrupt):
         _run(Interrupting(Constant(), 40, KeyboardInterrupt), ds, out, key=KEY,
              checkpoint_every=7)  # fmt: skip
@@ -231,7 +248,9 @@ def test_simulation_is_honest_without_an_oracle(ds: Dataset, tmp_path: Path) -> 
     from peira.pairs import build_pairs
 
     knows = _run(Simulated(ds, archetype="robust"), ds, tmp_path / "k.parquet", samples=2)
-    blind_ = _run(Simulated(None, archetype="robust"), ds, tmp_path / "b.parquet", samples=2)
+    with pytest.warns(PeiraWarning, match="no oracle: it answers uninformed"):
+        uninformed = Simulated(None, archetype="robust")
+    blind_ = _run(uninformed, ds, tmp_path / "b.parquet", samples=2)
     acc = [
         metric_table(build_pairs(r.responses, ds.cases))["benign_accuracy"][0]
         for r in (knows, blind_)
@@ -319,7 +338,7 @@ class Flaky:
 
 
 class AsyncFlaky(Flaky):
-    async def decide(self, req: Request) -> Any:  # type: ignore[override]
+    async def decide(self, req: Request) -> Any:
         attempt = self.attempt(req)
         if self.kind(req) == 2:
             await asyncio.sleep(1.0)
@@ -408,7 +427,7 @@ def test_interrupted_run_resumes_to_the_uninterrupted_log(
         saved.join(ids, on=["case_id", "arm"]).select("variant_id", "sample").iter_rows()
     )
 
-    second = Recorder(Simulated(ds, archetype="fragile"))
+    second = Interrupting(Simulated(ds, archetype="fragile"))
     res = _run(second, ds, out, key=KEY, samples=2, concurrency=4, checkpoint_every=every)
     again = {(r.variant_id, r.sample) for r in second.seen}
     assert again.isdisjoint(saved_keys)  # no completed call was redone
@@ -435,7 +454,7 @@ def test_resume_under_another_key(ds: Dataset, tmp_path: Path) -> None:
     out = tmp_path / "log.parquet"
     with pytest.raises(KeyboardInterrupt):
         _run(Interrupting(Constant(), 30, KeyboardInterrupt), ds, out, checkpoint_every=5)
-    res = _run(Constant(), ds, out)  # a fresh ephemeral key
+    res = _run(Interrupting(Constant()), ds, out)  # a fresh ephemeral key
     assert res.n_resumed == 30 and res.n_called == ds.variants.height - 30
     assert res.responses.drop("latency_ms").equals(
         _run(Constant(), ds, tmp_path / "b.parquet").responses.drop("latency_ms")
@@ -443,19 +462,16 @@ def test_resume_under_another_key(ds: Dataset, tmp_path: Path) -> None:
 
 
 _KILL_SCRIPT = """
-import sys, time
+import sys
 from peira.adapters import Simulated
 from peira.io import read_dataset
 from peira.run import run
-
-class Slow(Simulated):
-    def decide(self, request):
-        time.sleep(0.01)
-        return super().decide(request)
+from tests.test_run import Interrupting
 
 ds = read_dataset(sys.argv[1])
-run(Slow(ds, archetype="conf-spoof"), ds, sys.argv[2], key=b"0123456789abcdef-test-key",
-    samples=2, concurrency=2, checkpoint_every=10, progress=False)
+run(Interrupting(Simulated(ds, archetype="conf-spoof"), delay=0.01), ds, sys.argv[2],
+    key=b"0123456789abcdef-test-key", samples=2, concurrency=2, checkpoint_every=10,
+    checkpoint_seconds=None, progress=False)
 """
 
 
@@ -484,7 +500,7 @@ def test_killed_process_resumes(sig: signal.Signals, ds: Dataset, tmp_path: Path
     n_saved = sum(read_parquet(p).height for p in pdir.glob("part-*.parquet"))
     assert 30 <= n_saved < 2 * ds.variants.height
 
-    rec = Recorder(Simulated(ds, archetype="conf-spoof"))
+    rec = Interrupting(Simulated(ds, archetype="conf-spoof"))
     res = _run(rec, ds, out, key=KEY, samples=2, checkpoint_every=10)
     assert res.n_resumed == n_saved and len(rec.seen) == res.n_total - n_saved
     full = _run(Simulated(ds, archetype="conf-spoof"), ds, tmp_path / "full.parquet", samples=2)
@@ -496,9 +512,14 @@ def test_checkpoint_of_another_run_is_refused(ds: Dataset, tmp_path: Path) -> No
     with pytest.raises(KeyboardInterrupt):
         _run(Interrupting(Constant(), 10, KeyboardInterrupt), ds, out, checkpoint_every=5)
     with pytest.raises(ResumeError, match="samples: 1 → 2"):
-        _run(Constant(), ds, out, samples=2)
+        _run(Interrupting(Constant()), ds, out, samples=2)
     with pytest.raises(ResumeError, match=re.escape("run_id: 'constant-1.0' → 'other'")):
-        _run(Constant(), ds, out, run_id="other")
+        _run(Interrupting(Constant()), ds, out, run_id="other")
+    with pytest.raises(
+        ResumeError,
+        match=re.escape("adapter: 'tests.test_run:Interrupting' → 'peira.adapters:Constant'"),
+    ):
+        _run(Constant(), ds, out)
     # stray parts without a manifest
     stray = tmp_path / "stray.parquet"
     parts_dir(stray).mkdir()
@@ -650,10 +671,10 @@ def test_cli_run_ephemeral_key_and_adapter_args(
 
 
 class CliInterrupting(Interrupting):
-    """Loadable as ``tests.test_run:CliInterrupting``: Ctrl-C after 25 calls."""
+    """Loadable as ``tests.test_run:CliInterrupting``: Ctrl-C after ``after`` calls."""
 
-    def __init__(self) -> None:
-        super().__init__(Constant(), 25, KeyboardInterrupt)
+    def __init__(self, after: int | None = 25) -> None:
+        super().__init__(Constant(), after, KeyboardInterrupt)
 
 
 def test_cli_run_interrupted_then_resumed(
@@ -665,7 +686,11 @@ def test_cli_run_interrupted_then_resumed(
     assert _cli([*base, "--adapter", "tests.test_run:CliInterrupting"]) == 130
     err = capsys.readouterr().err
     assert "interrupted" in err and str(parts_dir(out)) in err and "resume" in err
-    assert _cli([*base, "--adapter", "peira.adapters:Constant"]) == 0
+    # another adapter class is refused; the same one (not interrupting) resumes
+    with pytest.raises(ResumeError, match=re.escape("adapter: 'tests.test_run:CliInterrupting'")):
+        _cli([*base, "--adapter", "peira.adapters:Constant"])
+    assert _cli([*base, "--adapter", "tests.test_run:CliInterrupting",
+                 "--adapter-arg", "after=null"]) == 0  # fmt: skip
     assert "25 resumed from checkpoints" in capsys.readouterr().out
     assert read_parquet(out).height == ds.variants.height
 
@@ -682,3 +707,201 @@ def test_main_cli_wiring(bench: Any, ds: Dataset, tmp_path: Path, capsys: Any) -
     code = main(["run", "--adapter", "peira.adapters:Nope", "--dataset", str(ds.path),
                  "--out", str(tmp_path / "x.parquet")])  # fmt: skip
     assert code == 2 and "has no attribute" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- review fixes
+
+
+def test_cli_gives_the_dataset_to_an_adapter_that_takes_one(
+    ds: Dataset, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "sim.parquet"
+    assert _cli(["run", "--adapter", "peira.adapters:Simulated", "--dataset", str(ds.path),
+                 "--out", str(out), "--no-progress"]) == 0  # fmt: skip
+    informed = _run(Simulated(ds), ds, tmp_path / "py.parquet")
+    assert read_parquet(out).drop("latency_ms").equals(informed.responses.drop("latency_ms"))
+    # an explicit --adapter-arg dataset=... wins (here: no oracle, with a warning)
+    with pytest.warns(PeiraWarning, match="uninformed"):
+        assert _cli(["run", "--adapter", "peira.adapters:Simulated", "--adapter-arg",
+                     "dataset=null", "--dataset", str(ds.path), "--out",
+                     str(tmp_path / "u.parquet"), "--no-progress"]) == 0  # fmt: skip
+
+
+class Crowded:
+    """A sync adapter that sleeps ``delay`` s and records the most calls in flight at once."""
+
+    name, version = "crowded", "1"
+
+    def __init__(self, delay: float) -> None:
+        self.delay, self.lock = delay, threading.Lock()
+        self.now = self.most = self.calls = 0
+
+    def decide(self, request: Request) -> Decision:
+        with self.lock:
+            self.now += 1
+            self.calls += 1
+            self.most = max(self.most, self.now)
+        try:
+            time.sleep(self.delay)
+        finally:
+            with self.lock:
+                self.now -= 1
+        return Decision(decision=request.options[0])
+
+
+def test_timed_out_sync_calls_never_exceed_the_concurrency(tmp_path: Path) -> None:
+    small = generate(4, 1, seed=3)
+    d = write_dataset(small.cases, small.variants, tmp_path / "ds")
+    adapter = Crowded(delay=0.3)
+    res = _run(adapter, d, tmp_path / "l.parquet", concurrency=2, timeout=0.02, retries=1,
+               backoff=0.0)  # fmt: skip
+    assert adapter.most <= 2
+    assert adapter.calls == 2 * res.n_total  # every call timed out and was retried once
+    assert res.n_malformed == res.n_total
+    assert set(res.responses["error"]) == {"timeout after 0.02 s (2 attempts)"}
+
+
+class RaisesTimeout:
+    name, version = "raises-timeout", "1"
+
+    def decide(self, request: Request) -> Decision:
+        raise TimeoutError("read timed out")
+
+
+def test_an_adapters_own_timeout_error_is_not_reported_as_the_runners(
+    ds: Dataset, tmp_path: Path
+) -> None:
+    res = _run(RaisesTimeout(), ds, tmp_path / "l.parquet", retries=1, backoff=0.0)
+    assert set(res.responses["error"]) == {
+        "adapter raised TimeoutError: read timed out (2 attempts)"
+    }
+    assert res.n_retries == res.n_total
+
+
+def test_resume_with_another_adapter_configuration_is_refused(ds: Dataset, tmp_path: Path) -> None:
+    out = tmp_path / "log.parquet"
+    with pytest.raises(KeyboardInterrupt):
+        _run(Interrupting(Simulated(ds, seed=2), 20), ds, out, checkpoint_every=5)
+    with pytest.raises(ResumeError, match="adapter configuration differs in: seed"):
+        _run(Interrupting(Simulated(ds, seed=7)), ds, out)
+    res = _run(Interrupting(Simulated(ds, seed=2)), ds, out)
+    assert res.n_resumed == 20
+    assert res.responses.equals(_run(Simulated(ds, seed=2), ds, tmp_path / "f.parquet").responses)
+    # the manifest holds digests, not the values of the adapter's arguments
+    manifest = tmp_path / "m.parquet.parts" / "manifest.json"
+    with pytest.raises(KeyboardInterrupt):
+        _run(Interrupting(Constant(), 3), ds, tmp_path / "m.parquet", adapter_args={"k": 1})
+    text = manifest.read_text()
+    assert '"adapter": "tests.test_run:Interrupting"' in text and "sha256:" in text
+
+
+def test_cli_resume_with_other_adapter_args_is_refused(
+    ds: Dataset, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "log.parquet"
+    base = ["run", "--dataset", str(ds.path), "--out", str(out), "--checkpoint-every", "5",
+            "--concurrency", "1", "--no-progress", "--adapter", "tests.test_run:NoConfig"]  # fmt: skip
+    assert _cli([*base, "--adapter-arg", "answer=0", "--adapter-arg", "stop=10"]) == 130
+    with pytest.raises(ResumeError, match="adapter configuration differs in: answer"):
+        _cli([*base, "--adapter-arg", "answer=1", "--adapter-arg", "stop=10"])
+    capsys.readouterr()
+
+
+class NoConfig:
+    """An adapter without ``config()``: its CLI arguments identify it."""
+
+    name, version = "no-config", "1"
+
+    def __init__(self, answer: int = 0, stop: int | None = None) -> None:
+        self.answer, self.stop, self.n = answer, stop, 0
+
+    def decide(self, request: Request) -> Decision:
+        self.n += 1
+        if self.stop is not None and self.n > self.stop:
+            raise KeyboardInterrupt
+        return Decision(decision=request.options[self.answer])
+
+
+_TERM_SCRIPT = """
+import sys
+from peira.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+class Marking(Interrupting):
+    """Sleeps per call; after ``mark`` calls touches the file ``$PEIRA_TEST_MARK``."""
+
+    def __init__(self, dataset: str, mark: int = 10**9) -> None:
+        super().__init__(Simulated(dataset, archetype="fragile"), delay=0.01)
+        self.mark = mark
+
+    def decide(self, request: Request) -> Decision:
+        out = super().decide(request)
+        if self.n == self.mark:
+            Path(os.environ["PEIRA_TEST_MARK"]).touch()
+        return out
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_terminated_or_killed_cli_run_keeps_completed_calls(
+    sig: signal.Signals, ds: Dataset, tmp_path: Path
+) -> None:
+    """SIGTERM flushes every completed call; a SIGKILL loses at most the last few
+    seconds (here 0.2 s) however large --checkpoint-every is."""
+    out, mark = tmp_path / "log.parquet", tmp_path / "mark"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PEIRA_TEST_MARK": str(mark)}
+    seconds = "600" if sig == signal.SIGTERM else "0.2"
+    pdir = parts_dir(out)
+    argv = ["run", "--adapter", "tests.test_run:Marking", "--adapter-arg", "mark=40",
+            "--dataset", str(ds.path), "--out", str(out), "--samples", "2", "--key-file",
+            str(tmp_path / "key"), "--concurrency", "2", "--checkpoint-every", "100000",
+            "--checkpoint-seconds", seconds, "--no-progress"]  # fmt: skip
+    (tmp_path / "key").write_bytes(KEY)
+    with subprocess.Popen(
+        [sys.executable, "-c", _TERM_SCRIPT, *argv], env=env, stderr=subprocess.PIPE
+    ) as proc:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (
+            mark.exists() and (sig == signal.SIGTERM or any(pdir.glob("part-*.parquet")))
+        ):
+            if proc.poll() is not None:
+                proc.communicate()
+                pytest.fail("the run finished before it could be stopped")
+            time.sleep(0.01)
+        proc.send_signal(sig)
+        _, err = proc.communicate()
+    if sig == signal.SIGTERM:
+        assert proc.returncode == 143, err
+        assert b"terminated (SIGTERM)" in err and b"resume" in err
+    assert not out.exists()
+    n_saved = sum(read_parquet(p).height for p in pdir.glob("part-*.parquet"))
+    # SIGTERM: the 40 calls done at the mark (but for one in flight on the other worker)
+    assert n_saved >= (38 if sig == signal.SIGTERM else 1)
+
+    rec = Marking(str(ds.path))
+    res = run(rec, ds, out, key=KEY, samples=2, progress=False, adapter_args={"mark": 40})
+    assert res.n_resumed == n_saved and len(rec.seen) == res.n_total - n_saved
+    full = _run(Simulated(ds, archetype="fragile"), ds, tmp_path / "full.parquet", samples=2)
+    assert res.responses.drop("latency_ms").equals(full.responses.drop("latency_ms"))
+
+
+class AbstainsWithConfidence:
+    name, version = "abstains", "1"
+
+    def decide(self, request: Request) -> Decision:
+        return Decision(abstained=True, confidence=0.9, score=0.4, raw_text="ABSTAIN: unsure")
+
+
+def test_a_runs_log_rescored_with_its_parser_changes_nothing(ds: Dataset, tmp_path: Path) -> None:
+    from peira.parse import rescore
+
+    res = _run(AbstainsWithConfidence(), ds, tmp_path / "a.parquet")
+    assert res.responses["confidence"].null_count() == res.n_total  # abstentions: no numbers
+    assert res.responses["score"].null_count() == res.n_total
+    assert rescore(res.responses, ds.cases, parser="synth").summary["n_rows_changed"][0] == 0
+    for arch in ("fragile", "abstain-dos", "conf-spoof"):
+        log = _run(Simulated(ds, archetype=arch), ds, tmp_path / f"{arch}.parquet", samples=2)
+        r = rescore(log.responses, ds.cases, parser="auto")
+        assert r.summary["n_rows_changed"][0] == 0 and r.changed_pairs.height == 0
+        assert not r.metric_deltas["changed"].any()
