@@ -430,7 +430,7 @@ def test_scored_mean_shift_matches_a_plain_computation(scored: ReportContext) ->
     assert by["calibrated"] < by["overconfident"]  # the second run is pushed harder
 
 
-def _with_undefined_run() -> ReportContext:
+def _with_undefined_run(rule: Any = "ci") -> ReportContext:
     """The fixture benchmark plus a run that abstains on every benign answer (ASR undefined)."""
     ds, responses = bench()
     extra = [
@@ -439,7 +439,7 @@ def _with_undefined_run() -> ReportContext:
         for cid in ds.cases["case_id"] for arm in ("benign", "attacked")
     ]  # fmt: skip
     log = pl.concat([responses, make_responses(*extra)])
-    return ReportContext(ds, log, ReportConfig(n_resamples=100, thresholds=GATES))
+    return ReportContext(ds, log, ReportConfig(n_resamples=100, thresholds=GATES, rule=rule))
 
 
 @pytest.fixture(scope="module")
@@ -483,6 +483,12 @@ def test_head_to_head_is_na_against_an_undefined_run(
     )))  # fmt: skip
     page = report_html(undefined_ctx, figures=False)
     assert '<td class="na">n/a</td>' in page
+
+
+def test_head_to_head_is_na_under_the_paired_rule() -> None:
+    c = _with_undefined_run(rule="paired")
+    _check_na(c)
+    assert c.pairwise["rule"].unique().to_list() == ["paired"]
 
 
 def test_head_to_head_is_na_even_if_compare_says_tie(undefined_ctx: ReportContext) -> None:

@@ -345,9 +345,9 @@ def report_html(
         ),
         (
             "head-to-head rule",
-            "non-overlapping intervals (overlap = tie)"
+            "non-overlapping intervals (overlap = tie; n/a when a run's value is undefined)"
             if c.rule == "ci"
-            else "paired difference interval",
+            else "paired difference interval (n/a when a run's value is undefined)",
         ),
     ]
     for role, p in m["bootstrap"]["plans"].items():
