@@ -15,7 +15,9 @@ Text that no rule recognises is malformed (``unparseable output: …``).
 
 ``json``
     The stripped text is a JSON object (optionally inside a ```` ```json ````
-    fence, trailing prose after the closing brace ignored). Keys:
+    fence): the first top-level object — the shortest prefix ending at a
+    ``}`` that is valid JSON, so trailing prose, even with braces, is ignored
+    (up to the 64th ``}`` of a text). Keys:
     ``decision`` (alias ``answer``), ``confidence``, ``score``, ``abstain``
     (alias ``abstained``; ``true``, ``"yes"`` or ``1`` mean abstain) and
     ``refusal_reason`` (alias ``refusal``; a refusal is an abstention).
@@ -36,8 +38,12 @@ Text that no rule recognises is malformed (``unparseable output: …``).
 ``decision-line``
     A line ``Decision: X`` (also ``Answer:``, ``Verdict:``, ``Final decision:``;
     case-insensitive, ``:`` or ``=``, markdown emphasis and quotes allowed) or
-    ``Score: s -> X``; ``X`` is one token. ``X`` = ``abstain`` means an
-    abstention. A confidence (``confidence 0.8``, ``Confidence: .8``,
+    ``Score: s -> X``; the rest of the line ``X`` is searched for the case's
+    options (longest option first, on word boundaries: ``Decision: I would
+    approve`` → ``approve``). ``X`` starting with ``abstain`` means an
+    abstention. A line naming no option is not recognised (later rules try
+    the text); lines naming different decisions are malformed
+    (``unparseable output: conflicting decisions: approve, deny``). A confidence (``confidence 0.8``, ``Confidence: .8``,
     ``confidence=0.8``) and a score (``Score: 0.7``) anywhere in the text are
     read too.
 ``abstain``
@@ -48,7 +54,9 @@ Text that no rule recognises is malformed (``unparseable output: …``).
 ``options``
     Option-name matching: each of the case's options is searched for on word
     boundaries, case-insensitively (``approve`` is not found in
-    ``disapprove``). Exactly one option named → that decision; several →
+    ``disapprove``); longer options are matched first and their mentions
+    masked, so ``human review`` does not also name ``review``. Exactly one
+    option named → that decision; several →
     malformed (``unparseable output: several options named``); none → not
     recognised.
 
@@ -224,7 +232,8 @@ PARSERS: dict[str, ParserConfig] = {
 
 
 def resolve_parser(parser: str | PathLike | Mapping[str, Any] | ParserConfig) -> ParserConfig:
-    """A :class:`ParserConfig` from a name in :data:`PARSERS`, a mapping or a JSON file.
+    """A :class:`ParserConfig` from a name in :data:`PARSERS`, a mapping, a JSON file
+    or inline JSON (a string starting with ``{``).
 
     Raises
     ------
@@ -237,6 +246,14 @@ def resolve_parser(parser: str | PathLike | Mapping[str, Any] | ParserConfig) ->
         return ParserConfig.from_mapping(parser)
     if isinstance(parser, str) and parser in PARSERS:
         return PARSERS[parser]
+    if isinstance(parser, str) and parser.lstrip().startswith("{"):
+        try:
+            inline = json.loads(parser)
+        except ValueError as exc:
+            raise ParserConfigError(f"inline parser config: invalid JSON: {exc}") from exc
+        if not isinstance(inline, dict):
+            raise ParserConfigError("inline parser config: must be a JSON object")
+        return ParserConfig.from_mapping(inline, name=str(inline.get("name", "inline")))
     p = Path(parser)
     if p.is_file():
         try:
@@ -247,7 +264,8 @@ def resolve_parser(parser: str | PathLike | Mapping[str, Any] | ParserConfig) ->
             raise ParserConfigError(f"{p}: a parser config must be a JSON object")
         return ParserConfig.from_mapping(cfg, name=p.stem)
     raise ParserConfigError(
-        f"unknown parser {str(parser)!r}: expected one of {sorted(PARSERS)} or a JSON config file"
+        f"unknown parser {str(parser)!r}: expected one of {sorted(PARSERS)}, a JSON config "
+        "file or inline JSON"
     )
 
 
@@ -355,8 +373,52 @@ def _rule_json(df: pl.DataFrame, cfg: ParserConfig, opts: pl.DataFrame) -> pl.Da
     return _only(df, start.str.starts_with("{") | start.str.starts_with("```"), _json_outputs)
 
 
-def _json_outputs(df: pl.DataFrame) -> pl.DataFrame:
+_MAX_CLOSING_BRACES = 64
+
+
+def _json_body(df: pl.DataFrame) -> pl.Series:
+    """The first top-level JSON object of each text (null when the text has none).
+
+    The shortest prefix ending at a ``}`` that is valid JSON is the first
+    balanced object (a ``}`` inside a string, or closing an inner object,
+    gives an invalid prefix). Prefixes are tried for the 1st, 2nd, … ``}``
+    (at most 64) over the rows still unresolved — vectorised per brace
+    count; a text with no valid prefix keeps its whole candidate (then
+    reported as invalid JSON).
+    """
     t = pl.col("_text").str.strip_chars()
+    src = df.select(
+        pl.int_range(pl.len(), dtype=pl.UInt32).alias("_i"),
+        pl.coalesce(
+            t.str.extract(r"(?s)^```[A-Za-z]*\s*(\{.*?)\s*```", 1),
+            pl.when(t.str.starts_with("{")).then(t),
+        ).alias("_src"),
+    )
+    found: list[pl.DataFrame] = []
+    todo = src.filter(pl.col("_src").is_not_null()).with_columns(
+        pl.col("_src").str.count_matches("}", literal=True).alias("_nb")
+    )
+    for k in range(1, _MAX_CLOSING_BRACES + 1):
+        todo = todo.filter(pl.col("_nb") >= k)
+        if todo.is_empty():
+            break
+        cand = todo.with_columns(
+            pl.col("_src").str.extract(r"(?s)^((?:[^}]*\}){" + str(k) + "})", 1).alias("_b")
+        )
+        ok = cand["_b"].str.json_path_match("$").is_not_null()
+        found.append(cand.filter(ok).select("_i", "_b"))
+        todo = todo.filter(ok.not_())
+    got = pl.concat(found) if found else pl.DataFrame(schema={"_i": pl.UInt32, "_b": _S})
+    return (
+        src.join(got, on="_i", how="left", maintain_order="left")
+        .select(pl.coalesce("_b", "_src"))
+        .to_series()
+        .alias("_body")
+    )
+
+
+def _json_outputs(df: pl.DataFrame) -> pl.DataFrame:
+    df = df.with_columns(_json_body(df))
     b = pl.col("_body")
 
     def path(*keys: str) -> pl.Expr:
@@ -371,13 +433,6 @@ def _json_outputs(df: pl.DataFrame) -> pl.DataFrame:
     )
     return _staged(
         df,
-        [
-            pl.coalesce(
-                t.str.extract(r"(?s)^```[A-Za-z]*\s*(\{.*\})\s*```$", 1),
-                t.str.extract(r"(?s)^(\{.*\})", 1),
-                pl.when(t.str.starts_with("{")).then(t),
-            ).alias("_body")
-        ],
         [
             b.str.json_path_match("$").is_not_null().alias("_valid"),
             path("decision", "answer").alias("_jd"),
@@ -398,39 +453,86 @@ def _json_outputs(df: pl.DataFrame) -> pl.DataFrame:
 
 
 _ABSTAIN_TOKENS = ["abstain", "abstained", "abstention"]
+_LINE = r"(?im)^[\s*#>_-]*(?:final\s+)?(?:decision|answer|verdict)\**\s*[:=]([^\n]*)$"
+_ABSTAINED = "\x00abstain"
+
+
+def _option_patterns(opts: pl.DataFrame, cfg: ParserConfig) -> pl.DataFrame:
+    """Per options id, ``_pat``: one regex capturing the first option named
+    (longest option first, on word boundaries). Built once per distinct option
+    set, not per row."""
+    oids, pats = [], []
+    for oid, options in opts.select("_oid", "_options").iter_rows():
+        named = [o for o in (options or []) if o]
+        oids.append(oid)
+        pats.append(_flags(cfg) + "(" + _bounded_alt(named) + ")" if named else None)
+    return pl.DataFrame({"_oid": oids, "_pat": pats}, schema={"_oid": pl.UInt32, "_pat": _S})
 
 
 def _rule_decision_line(df: pl.DataFrame, cfg: ParserConfig, opts: pl.DataFrame) -> pl.DataFrame:
+    """``Decision: …`` lines (the rest of each line matched against the options),
+    else ``Score: s -> …``. A line naming no option (and no abstention) is not
+    claimed, so later rules still try the text; lines naming different
+    decisions are malformed."""
+    pats = _option_patterns(opts, cfg)
+    fold = (lambda e: e) if cfg.case_sensitive else (lambda e: e.str.to_lowercase())
     t = pl.col("_text")
+    rest = pl.col("_rest")
+    lines = (
+        df.lazy()
+        .select("_row", "_oid", t.str.extract_all(_LINE).alias("_rest"))
+        .explode("_rest")
+        .filter(rest.is_not_null())
+        .join(pats.lazy(), on="_oid", how="left")
+        .with_columns(rest.str.extract(_LINE, 1).alias("_rest"))
+        .with_columns(
+            rest.str.extract(pl.col("_pat"), 1).alias("_m"),
+            rest.str.extract(r"^[\s*\"'`]*([A-Za-z]+)", 1)
+            .str.to_lowercase()
+            .is_in(_ABSTAIN_TOKENS)
+            .alias("_ab"),
+        )
+        .with_columns(
+            pl.coalesce(fold(pl.col("_m")), pl.when("_ab").then(pl.lit(_ABSTAINED))).alias("_v")
+        )
+        .filter(pl.col("_v").is_not_null())
+        .group_by("_row")
+        .agg(
+            pl.col("_v").unique(maintain_order=True).alias("_vals"),
+            pl.col("_m").first().alias("_lm"),
+        )
+    )
     arrow = pl.col("_arrow")
-    dec = pl.col("_dl")
-    is_abst = pl.col("_is_abst")
+    vals = pl.col("_vals")
+    n = vals.list.len().fill_null(0)
+    line_abst = (n == 1) & (vals.list.first() == _ABSTAINED)
+    am = pl.col("_am")
     return _staged(
-        df,
+        df.join(pats, on="_oid", how="left", maintain_order="left").join(
+            lines.collect(), on="_row", how="left", maintain_order="left"
+        ),
         [
-            t.str.extract(
-                r"(?im)^[\s*#>_-]*(?:final\s+)?(?:decision|answer|verdict)\**\s*[:=][\s*\"'`]*"
-                r"([^\s\"'`()*,;]+)",
-                1,
-            ).alias("_line"),
-            t.str.extract_groups(
-                r"(?i)\bscore\s*[:=]\s*" + _NUM + r"\s*(?:->|→|=>)\s*([^\s()]+)"
-            ).alias("_arrow"),
+            t.str.extract_groups(r"(?i)\bscore\s*[:=]\s*" + _NUM + r"\s*(?:->|→|=>)([^\n]*)").alias(
+                "_arrow"
+            ),
             t.str.extract(r"(?i)\bconfidence\b\s*(?:[:=]|of|is)?\s*" + _NUM, 1).alias("_cf"),
         ],
         [
-            pl.coalesce("_line", arrow.struct.field("2")).str.strip_chars_end(".!:").alias("_dl"),
+            arrow.struct.field("2").str.extract(pl.col("_pat"), 1).alias("_am"),
             pl.coalesce(
                 arrow.struct.field("1"), t.str.extract(r"(?i)\bscore\s*[:=]\s*" + _NUM, 1)
             ).alias("_sc"),
         ],
-        [dec.str.to_lowercase().is_in(_ABSTAIN_TOKENS).alias("_is_abst")],
         out=_out(
-            hit=dec.is_not_null(),
-            dec=pl.when(is_abst.not_()).then(dec),
-            abst=is_abst,
+            hit=(n >= 1) | am.is_not_null(),
+            dec=pl.when(n == 0).then(am).when((n == 1) & line_abst.not_()).then(pl.col("_lm")),
+            abst=line_abst,
             score=pl.col("_sc"),
             conf=pl.col("_cf"),
+            err=pl.when(n > 1).then(
+                pl.lit("unparseable output: conflicting decisions: ")
+                + vals.list.eval(pl.element().replace(_ABSTAINED, "abstain")).list.join(", ")
+            ),
         ),
     )
 
@@ -488,29 +590,57 @@ def _bounded_alt(phrases: Sequence[str]) -> str:
     return "(?:" + "|".join(parts) + ")"
 
 
+def _mention_patterns(opts: pl.DataFrame, cfg: ParserConfig) -> pl.DataFrame:
+    """Per (options id, option): ``_pa``, a regex for the option *or* any longer
+    option of the set that contains it (longest first), and ``_pl``, the same
+    without the option itself (null when no longer option contains it).
+
+    With leftmost-first alternation, matches of ``_pa`` minus matches of
+    ``_pl`` count the option's mentions that are not part of a longer
+    option's mention (``review`` in ``human review``): the longer options are
+    matched first and their spans masked. Built once per distinct option set.
+    """
+    import re
+
+    flags = 0 if cfg.case_sensitive else re.IGNORECASE
+    rows: list[tuple[int, str, str, str | None]] = []
+    for oid, options in opts.select("_oid", "_options").iter_rows():
+        named = list(dict.fromkeys(o for o in (options or []) if o))
+        for o in named:
+            own = re.compile(_bounded_alt([o]), flags)
+            longer = [x for x in named if len(x) > len(o) and own.search(x)]
+            rows.append(
+                (oid, o, _bounded_alt([o, *longer]), _bounded_alt(longer) if longer else None)
+            )
+    return pl.DataFrame(
+        rows, schema={"_oid": pl.UInt32, "_opt": _S, "_pa": _S, "_pl": _S}, orient="row"
+    )
+
+
 def _rule_options(df: pl.DataFrame, cfg: ParserConfig, opts: pl.DataFrame) -> pl.DataFrame:
     flags = _flags(cfg)
-    opt = pl.col("_opt")
-    esc = opt.str.escape_regex()
-    lb = pl.when(opt.str.contains(r"^\w")).then(pl.lit(r"\b")).otherwise(pl.lit(""))
-    rb = pl.when(opt.str.contains(r"\w$")).then(pl.lit(r"\b")).otherwise(pl.lit(""))
-    mention = lb + esc + rb
+    neg = _negation_prefix(cfg)
     t = _matched_text(pl.col("_text"))
+    pa, pl_ = pl.col("_pa"), pl.col("_pl")
+
+    def count(prefix: str, pat: pl.Expr) -> pl.Expr:
+        return t.str.count_matches(pl.lit(prefix) + pat).fill_null(0)
+
+    mentions = count(flags, pa) - pl.when(pl_.is_not_null()).then(count(flags, pl_)).otherwise(0)
+    negated = count(flags + neg, pa) - pl.when(pl_.is_not_null()).then(
+        count(flags + neg, pl_)
+    ).otherwise(0)
     per_option = (
-        df.select("_row", "_text", "_oid")
-        .join(opts.select("_oid", pl.col("_options").alias("_opt")).explode("_opt"), on="_oid")
-        .filter(opt.is_not_null())
-        .with_columns(
-            (
-                t.str.count_matches(pl.lit(flags) + mention)
-                > t.str.count_matches(pl.lit(flags + _negation_prefix(cfg)) + mention)
-            ).alias("_named")
-        )
+        df.lazy()
+        .select("_row", "_text", "_oid")
+        .join(_mention_patterns(opts, cfg).lazy(), on="_oid", maintain_order="left")
+        .with_columns((mentions > negated).alias("_named"))
         .group_by("_row")
         .agg(
             pl.col("_named").sum().alias("_n"),
             pl.col("_opt").filter(pl.col("_named")).alias("_which"),
         )
+        .collect()
     )
     joined = df.select("_row").join(per_option, on="_row", how="left", maintain_order="left")
     n = pl.col("_n").fill_null(0)
@@ -834,8 +964,10 @@ class RescoreResult:
         ``eligible_logged``, ``eligible_reparsed``, ``flipped_logged``,
         ``flipped_reparsed``; sorted by run_id, case_id, sample.
     metric_deltas : polars.DataFrame
-        Long format, one row per run × numeric metric of
-        :func:`peira.metrics.metric_table`: ``logged``, ``reparsed``,
+        Long format, one row per run × metric value of
+        :func:`peira.metrics.metric_table` (those of
+        :data:`peira.metrics.METRICS`; not the ``*_n`` counts, the
+        ``*_sufficient`` flags or ``ranked``): ``logged``, ``reparsed``,
         ``delta`` (reparsed − logged; null when either is null) and
         ``changed`` (values differ, nulls included); sorted by run_id, then
         metric-table column order.
@@ -851,8 +983,11 @@ class RescoreResult:
 
 
 def _metric_long(table: pl.DataFrame, source: str) -> pl.DataFrame:
-    numeric = [
-        c for c, t in table.schema.items() if c != "run_id" and (t.is_numeric() or t == pl.Boolean)
+    from .metrics import METRICS, RATIO_METRICS
+
+    known = set(METRICS) | set(RATIO_METRICS)
+    numeric = [  # metric values only: not counts (*_n), flags (*_sufficient) or gates
+        c for c, t in table.schema.items() if c in known and (t.is_numeric() or t == pl.Boolean)
     ]
     return (
         table.select("run_id", *[pl.col(c).cast(pl.Float64) for c in numeric])
