@@ -22,6 +22,12 @@ A replicate is undefined (dropped and counted) when its population is empty
 full data are withheld: estimate and interval null, ``sufficient`` false.
 BCa uses the jackknife of the same weighted statistic with weight vectors
 1 − e_i. Selective risk and AURC have no interval here.
+
+ECE is biased upward under resampling (a bootstrap sample is noisier than
+the data, and ECE sums absolute gaps), so for a well-calibrated model its
+percentile interval can lie wholly above the estimate. Read it as the
+spread of a re-measured ECE, or use ``method="bca"``, which corrects for
+that bias.
 """
 
 from __future__ import annotations
