@@ -26,8 +26,9 @@ BCa uses the jackknife of the same weighted statistic with weight vectors
 ECE is biased upward under resampling (a bootstrap sample is noisier than
 the data, and ECE sums absolute gaps), so for a well-calibrated model its
 percentile interval can lie wholly above the estimate. Read it as the
-spread of a re-measured ECE, or use ``method="bca"``, which corrects for
-that bias.
+spread of a re-measured ECE. ``method="bca"`` adjusts for the bias when
+some replicates fall below the estimate; when none do, it falls back to the
+percentile interval and says so in ``method``.
 """
 
 from __future__ import annotations
