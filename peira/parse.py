@@ -469,6 +469,28 @@ def _option_patterns(opts: pl.DataFrame, cfg: ParserConfig) -> pl.DataFrame:
     return pl.DataFrame({"_oid": oids, "_pat": pats}, schema={"_oid": pl.UInt32, "_pat": _S})
 
 
+_MAX_PATTERN_GROUPS = 256
+
+
+def _extract_by_pattern(df: pl.DataFrame, text: str, pat: str, name: str) -> pl.DataFrame:
+    """``df`` with ``name`` = first group of the per-row regex ``pat`` in ``text``.
+
+    polars compiles a per-row (expression) pattern row by row, so rows are
+    grouped by pattern (one per distinct option set) and each group uses a
+    literal pattern; beyond 256 distinct patterns, the per-row form is used.
+    """
+    distinct = df[pat].drop_nulls().unique()
+    if distinct.len() > _MAX_PATTERN_GROUPS:
+        return df.with_columns(pl.col(text).str.extract(pl.col(pat), 1).alias(name))
+    idx = df.with_row_index("_k")
+    parts = [
+        idx.filter(pl.col(pat) == p).select("_k", pl.col(text).str.extract(p, 1).alias(name))
+        for p in distinct.to_list()
+    ]
+    got = pl.concat(parts) if parts else pl.DataFrame(schema={"_k": pl.UInt32, name: _S})
+    return idx.join(got, on="_k", how="left", maintain_order="left").drop("_k")
+
+
 def _rule_decision_line(df: pl.DataFrame, cfg: ParserConfig, opts: pl.DataFrame) -> pl.DataFrame:
     """``Decision: …`` lines (the rest of each line matched against the options),
     else ``Score: s -> …``. A line naming no option (and no abstention) is not
@@ -478,15 +500,19 @@ def _rule_decision_line(df: pl.DataFrame, cfg: ParserConfig, opts: pl.DataFrame)
     fold = (lambda e: e) if cfg.case_sensitive else (lambda e: e.str.to_lowercase())
     t = pl.col("_text")
     rest = pl.col("_rest")
-    lines = (
+    exploded = (
         df.lazy()
         .select("_row", "_oid", t.str.extract_all(_LINE).alias("_rest"))
         .explode("_rest")
         .filter(rest.is_not_null())
         .join(pats.lazy(), on="_oid", how="left")
         .with_columns(rest.str.extract(_LINE, 1).alias("_rest"))
+        .collect()
+    )
+    lines = (
+        _extract_by_pattern(exploded, "_rest", "_pat", "_m")
+        .lazy()
         .with_columns(
-            rest.str.extract(pl.col("_pat"), 1).alias("_m"),
             rest.str.extract(r"^[\s*\"'`]*([A-Za-z]+)", 1)
             .str.to_lowercase()
             .is_in(_ABSTAIN_TOKENS)
@@ -502,23 +528,26 @@ def _rule_decision_line(df: pl.DataFrame, cfg: ParserConfig, opts: pl.DataFrame)
             pl.col("_m").first().alias("_lm"),
         )
     )
+    base = df.join(pats, on="_oid", how="left", maintain_order="left").with_columns(
+        t.str.extract_groups(r"(?i)\bscore\s*[:=]\s*" + _NUM + r"\s*(?:->|→|=>)([^\n]*)").alias(
+            "_arrow"
+        )
+    )
+    base = _extract_by_pattern(
+        base.with_columns(pl.col("_arrow").struct.field("2").alias("_arest")),
+        "_arest",
+        "_pat",
+        "_am",
+    )
     arrow = pl.col("_arrow")
     vals = pl.col("_vals")
     n = vals.list.len().fill_null(0)
     line_abst = (n == 1) & (vals.list.first() == _ABSTAINED)
     am = pl.col("_am")
     return _staged(
-        df.join(pats, on="_oid", how="left", maintain_order="left").join(
-            lines.collect(), on="_row", how="left", maintain_order="left"
-        ),
+        base.join(lines.collect(), on="_row", how="left", maintain_order="left"),
         [
-            t.str.extract_groups(r"(?i)\bscore\s*[:=]\s*" + _NUM + r"\s*(?:->|→|=>)([^\n]*)").alias(
-                "_arrow"
-            ),
             t.str.extract(r"(?i)\bconfidence\b\s*(?:[:=]|of|is)?\s*" + _NUM, 1).alias("_cf"),
-        ],
-        [
-            arrow.struct.field("2").str.extract(pl.col("_pat"), 1).alias("_am"),
             pl.coalesce(
                 arrow.struct.field("1"), t.str.extract(r"(?i)\bscore\s*[:=]\s*" + _NUM, 1)
             ).alias("_sc"),

@@ -557,3 +557,16 @@ def test_metric_deltas_hold_metric_values_only() -> None:
     names = set(res.metric_deltas["metric"])
     assert names and names <= set(METRICS) | set(RATIO_METRICS)
     assert not any(m.endswith(("_n", "_sufficient")) for m in names) and "ranked" not in names
+
+
+def test_decision_line_per_row_pattern_fallback_agrees(monkeypatch: pytest.MonkeyPatch) -> None:
+    import peira.parse as parse_mod
+
+    rows = [g for g in GOLDEN if g[0] == "decision-line" and g[1] is not None]
+    df = pl.DataFrame(
+        {"raw_text": [g[1] for g in rows], "options": [g[2] for g in rows]},
+        schema={"raw_text": pl.String, "options": pl.List(pl.String)},
+    )
+    grouped = parse_frame(df, parser="decision-line")
+    monkeypatch.setattr(parse_mod, "_MAX_PATTERN_GROUPS", 0)
+    assert parse_frame(df, parser="decision-line").equals(grouped)
