@@ -7,12 +7,19 @@ import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
 from . import __version__
-from .bootstrap import PeiraWarning, ResamplePlan
-from .errors import DataFileError, InputFormatError, MissingArmsError, PeiraError, ValidationError
+from .errors import (
+    DataFileError,
+    InputFormatError,
+    MissingArmsError,
+    PeiraError,
+    PeiraWarning,
+    ValidationError,
+)
 from .io import (
     Dataset,
     demo_dir,
@@ -24,6 +31,9 @@ from .io import (
 )
 from .render import FORMATS, render
 from .schema import describe_failures
+
+if TYPE_CHECKING:
+    from .bootstrap import ResamplePlan
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_UNREADABLE = 0, 1, 2
 

@@ -32,8 +32,7 @@ from typing import Any
 
 import polars as pl
 
-from ..bootstrap import PeiraWarning
-from ..errors import PeiraError
+from ..errors import PeiraError, PeiraWarning
 from ..io import Dataset, _umask, atomic_dir, atomic_path
 from ..seal import dataset_hash, results_hash
 from .figures import FIGURES, FORMATS, matplotlib_available, render_figure
