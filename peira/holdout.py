@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import math
 import os
 from collections.abc import Sequence
-from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -318,24 +316,13 @@ def unblind(
 
 
 def _percentile(
-    d: npt.NDArray[np.float64], level: float
+    d: npt.NDArray[np.float64], estimate: npt.NDArray[np.float64], level: float
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.int64]]:
-    """Percentile interval per row of ``d`` over its defined (non-NaN) values.
+    """Percentile interval per row of ``d`` (the bootstrap's order-statistic rule)."""
+    from .bootstrap.intervals import intervals
 
-    With B' defined values sorted ascending, the ends are the order statistics
-    at 0-based indices ⌊(α/2)·B'⌋ and ⌊(1 − α/2)·B'⌋ (clipped to B' − 1), the
-    level read as the decimal it prints as.
-    """
-    half = (1 - Fraction(repr(float(level)))) / 2
-    srt = np.sort(d, axis=1)  # NaN sort last
-    n_def = np.count_nonzero(~np.isnan(d), axis=1).astype(np.int64)
-    lo = np.full(d.shape[0], np.nan)
-    hi = np.full(d.shape[0], np.nan)
-    for i, n in enumerate(n_def):
-        if n:
-            lo[i] = srt[i, min(int(n) - 1, math.floor(half * int(n)))]
-            hi[i] = srt[i, min(int(n) - 1, math.floor((1 - half) * int(n)))]
-    return lo, hi, n_def
+    r = intervals(d.copy(), estimate, level, "percentile")
+    return r.lo, r.hi, r.n_defined
 
 
 def divergence(
@@ -452,13 +439,13 @@ def divergence(
     est_p = reps["public"].estimate[ip]
     est_h = reps["holdout"].estimate[ih]
     d = reps["holdout"].theta[ih] - reps["public"].theta[ip]
-    lo, hi, n_def = _percentile(d, level)
+    lo, hi, n_def = _percentile(d, est_h - est_p, level)
     n = joined.height
     if adjust not in ("bonferroni", "none"):
         raise ValueError(f"adjust must be 'bonferroni' or 'none', not {adjust!r}")
     k = max(int(np.count_nonzero(n_def)), 1)
     flag_level = 1 - (1 - level) / k if adjust == "bonferroni" else level
-    flo, fhi, _ = _percentile(d, flag_level)
+    flo, fhi, _ = _percentile(d, est_h - est_p, flag_level)
     worse = (fhi < 0) if higher_is_better else (flo > 0)
     out = joined.select(keys).with_columns(
         pl.lit(metric).alias("metric"),

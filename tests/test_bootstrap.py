@@ -829,3 +829,21 @@ def test_bca_with_an_always_abstaining_run_does_not_warn() -> None:
     dead = out.filter(pl.col("run_id").str.contains("always-abstain")).row(0, named=True)
     assert dead["estimate"] is None and dead["lo"] is None and dead["n_defined"] == 0
     assert out.filter(pl.col("lo").is_not_null()).height == 3
+
+
+def test_percentile_order_statistics_for_a_long_decimal_level() -> None:
+    """1 − 0.05/7 prints with 16 digits: numerator × B' exceeds 2^63, yet indices stay exact."""
+    from fractions import Fraction
+
+    from peira.bootstrap.intervals import intervals
+
+    rng = np.random.default_rng(5)
+    theta = rng.normal(size=(2, 10_000))
+    level = 1 - 0.05 / 7
+    half = (1 - Fraction(repr(level))) / 2
+    srt = np.sort(theta, axis=1)
+    lo_i = int(half * 10_000)
+    hi_i = int((1 - half) * 10_000)
+    r = intervals(theta.copy(), np.zeros(2), level, "percentile")
+    assert r.lo.tolist() == srt[:, lo_i].tolist() and r.hi.tolist() == srt[:, hi_i].tolist()
+    assert lo_i == 35 and hi_i == 9964

@@ -184,8 +184,12 @@ def intervals(
     below = np.count_nonzero(theta < estimate[:, None], axis=1) if method == "bca" else None
     theta.sort(axis=1)  # NaN last
     ok = (n_def > 0) & ~np.isnan(estimate)
-    kl = (q.numerator * n_def) // q.denominator
-    kh = ((q.denominator - q.numerator) * n_def) // q.denominator
+    # Exact integer order statistics; Python ints, since numerator × B' can pass 2^63
+    # for a level with a long decimal (e.g. a Bonferroni-adjusted 1 - 0.05/7).
+    kl = np.array([q.numerator * int(n) // q.denominator for n in n_def], dtype=np.int64)
+    kh = np.array(
+        [(q.denominator - q.numerator) * int(n) // q.denominator for n in n_def], dtype=np.int64
+    )
     used = np.full(theta.shape[0], "percentile", dtype=_METHOD_DTYPE)
     last = np.maximum(n_def - 1, 0)
     if method == "bca":
