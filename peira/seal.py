@@ -56,7 +56,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import math
 import os
 import re
 import warnings
@@ -69,6 +68,7 @@ from typing import Any, Literal
 import polars as pl
 
 from .bootstrap import ResamplePlan, plan_for_cases, ratio_intervals
+from .canonical import CanonicalJSONError, canonical_json, pretty_json
 from .errors import DataFileError, PeiraError, PeiraWarning
 from .io import Dataset, atomic_dir, read_parquet, write_parquet
 from .schema import CASES_SCHEMA, RESPONSES_SCHEMA, VARIANTS_SCHEMA
@@ -123,115 +123,12 @@ EXIT_INTACT, EXIT_TAMPERED, EXIT_UNREADABLE = 0, 1, 2
 Status = Literal["intact", "tampered", "unreadable"]
 
 
-class CanonicalJSONError(PeiraError, ValueError):
-    """A value has no canonical JSON form (NaN, Infinity, a non-string key, …).
-
-    The message names the path to the bad value, e.g. ``metrics.asr``.
-    """
-
-
 class KeyMaterialError(PeiraError, ValueError):
     """A secret key is missing, unreadable or too short (the key itself is never shown)."""
 
 
 class ArtifactExistsError(PeiraError, FileExistsError):
     """The output directory of :func:`seal` exists already."""
-
-
-# ---------------------------------------------------------------- canonical JSON
-
-
-def _path(parent: str, key: str | int) -> str:
-    if isinstance(key, int):
-        return f"{parent}[{key}]"
-    return key if not parent else f"{parent}.{key}"
-
-
-def _plain(value: Any, where: str) -> Any:
-    """A copy of ``value`` in plain JSON types, checked (raises with the path)."""
-    if value is None or isinstance(value, bool | str):
-        return value
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise CanonicalJSONError(
-                f"{where or '(root)'}: {value!r} has no JSON form (NaN and Infinity are "
-                "rejected in canonical JSON; use null for an undefined value)"
-            )
-        return float(value)
-    if isinstance(value, Mapping):
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            if not isinstance(k, str):
-                raise CanonicalJSONError(
-                    f"{where or '(root)'}: object key {k!r} is not a string "
-                    "(canonical JSON keys are strings)"
-                )
-            out[k] = _plain(v, _path(where, k))
-        return out
-    if isinstance(value, list | tuple):
-        return [_plain(v, _path(where, i)) for i, v in enumerate(value)]
-    # numpy scalars and similar: integers and floats by their protocol
-    if hasattr(value, "__index__"):
-        return int(value.__index__())
-    if hasattr(value, "__float__") and type(value).__name__.startswith("float"):
-        return _plain(float(value), where)
-    raise CanonicalJSONError(
-        f"{where or '(root)'}: a {type(value).__name__} is not a JSON value "
-        "(allowed: null, bool, int, float, str, list, dict)"
-    )
-
-
-def canonical_json(obj: Any) -> bytes:
-    """Canonical JSON bytes of a value (SPEC §7).
-
-    Parameters
-    ----------
-    obj
-        Nested dicts (string keys), lists/tuples, strings, ints, floats,
-        bools and None. numpy integer and float scalars are accepted as the
-        corresponding Python numbers.
-
-    Returns
-    -------
-    bytes
-        UTF-8 text: keys sorted (by code point), no insignificant whitespace
-        (separators ``,`` and ``:``), non-ASCII characters written as
-        themselves (not ``\\u`` escapes), floats in Python's shortest
-        round-trip form (``repr``: ``0.1``, ``1e-05``, ``1e+16``, ``-0.0``
-        kept), integers exactly as integers.
-
-    Raises
-    ------
-    CanonicalJSONError
-        NaN or ±Infinity anywhere, a non-string key or a non-JSON type; the
-        message names the path to the value (``metrics.asr``, ``rows[3].score``).
-
-    Examples
-    --------
-    >>> canonical_json({"b": [1, 2.5, -0.0], "a": "café", "c": 1e-05})
-    b'{"a":"caf\\xc3\\xa9","b":[1,2.5,-0.0],"c":1e-05}'
-    >>> canonical_json({"metrics": {"asr": float("nan")}})
-    Traceback (most recent call last):
-    ...
-    peira.seal.CanonicalJSONError: metrics.asr: nan has no JSON form (NaN and Infinity ...
-    """
-    plain = _plain(obj, "")
-    try:
-        text = json.dumps(
-            plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        )
-    except ValueError as exc:  # e.g. an integer beyond Python's int-to-str digit limit
-        raise CanonicalJSONError(f"(value): no canonical JSON form: {exc}") from exc
-    return text.encode("utf-8")
-
-
-def _pretty_json(obj: Any) -> bytes:
-    """Indented JSON for humans (same values as the canonical form)."""
-    plain = _plain(obj, "")
-    text = json.dumps(plain, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False)
-    return (text + "\n").encode("utf-8")
 
 
 # ---------------------------------------------------------------- keys and locks
@@ -679,7 +576,7 @@ def seal(
     )
     with atomic_dir(target) as tmp:
         write_parquet(rows, tmp / RESPONSES_FILE)
-        (tmp / ARTIFACT_FILE).write_bytes(_pretty_json(artifact))
+        (tmp / ARTIFACT_FILE).write_bytes(pretty_json(artifact))
     return target
 
 

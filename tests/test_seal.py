@@ -381,7 +381,7 @@ def test_failed_seal_leaves_nothing(
     def boom(*a: Any, **k: Any) -> bytes:
         raise OSError("disk full")
 
-    monkeypatch.setattr(seal_mod, "_pretty_json", boom)
+    monkeypatch.setattr(seal_mod, "pretty_json", boom)
     with pytest.raises(OSError, match="disk full"):
         seal(dataset, bench.responses, run_id, tmp_path / "art")
     assert list(tmp_path.iterdir()) == []
@@ -932,3 +932,12 @@ def test_seal_config_split(dataset: Dataset, bench: Any, run_id: str) -> None:
     assert art["metrics"]["n_pairs"] == n_public
     assert art["config"]["split"] == "public"
     assert art["bootstrap_plan"]["n_resamples"] == 200
+
+
+def test_canonical_json_takes_numpy_scalars_as_python_values() -> None:
+    import numpy as np
+
+    got = canonical_json({"b": np.bool_(True), "i": np.int64(3), "f": np.float32(0.5)})
+    assert got == b'{"b":true,"f":0.5,"i":3}'
+    with pytest.raises(CanonicalJSONError, match="x: nan has no JSON form"):
+        canonical_json({"x": np.float64("nan")})
