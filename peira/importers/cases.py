@@ -108,6 +108,17 @@ def _utf8_error(path: Path, data: bytes, exc: UnicodeDecodeError) -> InputFormat
     )
 
 
+def _read_text(p: Path) -> str:
+    """The file's UTF-8 text (a byte-order mark dropped); errors name file and line."""
+    data = _read_bytes(p)
+    if data.startswith(_BOM):
+        data = data[len(_BOM) :]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _utf8_error(p, data, exc) from exc
+
+
 def iter_jsonl(path: PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, object)`` for each non-blank line of a JSONL file.
 
@@ -124,13 +135,7 @@ def iter_jsonl(path: PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
         ``file:line``.
     """
     p = Path(path)
-    data = _read_bytes(p)
-    if data.startswith(_BOM):
-        data = data[len(_BOM) :]
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _utf8_error(p, data, exc) from exc
+    text = _read_text(p)
     seen = False
     for lineno, line in enumerate(text.split("\n"), 1):
         if not line.strip():
@@ -163,13 +168,7 @@ def load_json_file(path: PathLike) -> Any:
         NaN/Infinity).
     """
     p = Path(path)
-    data = _read_bytes(p)
-    if data.startswith(_BOM):
-        data = data[len(_BOM) :]
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _utf8_error(p, data, exc) from exc
+    text = _read_text(p)
     try:
         return _loads(text)
     except json.JSONDecodeError as exc:
