@@ -42,6 +42,7 @@ HEADLINE = (
     "benign_accuracy",
     "asr",
     "robustness",
+    "no_attack_rate",
     "abstention_rate_benign",
     "abstention_rate_attacked",
     "abstention_flip_rate",
@@ -99,6 +100,17 @@ def _gate_text(table: pl.DataFrame) -> pl.DataFrame:
     return table.with_columns(gate.alias("gate"))
 
 
+def _with_notes(table: pl.DataFrame, shown: list[str]) -> list[str]:
+    """``shown`` plus ``verdict_source`` and ``note`` where some row has one (what a run
+    did not observe, where its verdicts came from: docs/spec/data-model.md)."""
+    extra = [
+        c
+        for c in ("verdict_source", "note")
+        if c in table.columns and table[c].null_count() < table.height
+    ]
+    return [*shown, *extra]
+
+
 def _wide_intervals(ci: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     """Long intervals (one row per metric) → ``<m>_lo``, ``<m>_hi``, ``<m>_n_defined`` + metadata."""
     wide: pl.DataFrame | None = None
@@ -128,7 +140,8 @@ def cmd_score(args: argparse.Namespace) -> int:
     table = metric_table(pairs, args.by, cases=cases)
     keys = ["run_id", *args.by]
     if args.format in ("table", "markdown"):
-        table = _gate_text(table).select(*keys, *HEADLINE)
+        table = _gate_text(table)
+        table = table.select(_with_notes(table, [*keys, *HEADLINE]))
     else:
         plan = _plan(args, cases)
         opts = {"by": args.by or None, "method": args.method, "level": args.level}
@@ -151,15 +164,16 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 
     pairs, cases = _load_pairs(args)
     plan = _plan(args, cases)
-    board = leaderboard(pairs, cases, plan, rule=args.rule, level=args.level)
-    metric = board["metric"][0] if board.height else "robustness"
+    board = leaderboard(pairs, cases, plan, metric=args.metric, rule=args.rule, level=args.level)
+    metric = args.metric
     board = board.with_columns(
         pl.col("estimate").alias(metric),
         pl.col("lo").alias(f"{metric}_lo"),
         pl.col("hi").alias(f"{metric}_hi"),
     )
     if args.format in ("table", "markdown"):
-        board = _gate_text(board).select(
+        board = _gate_text(board)
+        board = board.select(
             "rank",
             "run_id",
             metric,
@@ -167,7 +181,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
             pl.col(f"{metric}_hi").alias("hi"),
             "n_eligible",
             pl.col("beaten_by").list.len().alias("beaten_by"),
-            "gate",
+            *_with_notes(board, ["gate"]),
         )
         if args.format == "table":
             rule = (
@@ -206,7 +220,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.format in ("table", "markdown"):
         table = table.select(
             "run_a", "run_b", "estimate_a", "estimate_b", "diff", "diff_lo", "diff_hi",
-            "p_holm", "ci_verdict", "paired_verdict", "winner",
+            "p_holm", "ci_verdict", "paired_verdict", "winner", "n_common",
+            "n_set_aside_a", "n_set_aside_b",
         )  # fmt: skip
     sys.stdout.write(render(table, args.format))
     return EXIT_OK
@@ -331,6 +346,11 @@ def build_parser() -> argparse.ArgumentParser:
     lb = sub.add_parser("leaderboard", help="ranked runs with intervals (default: demo data)")
     data_options(lb, "public")
     lb.add_argument("--rule", choices=("ci", "paired"), default="ci")
+    lb.add_argument(
+        "--metric",
+        default="robustness",
+        help="ratio metric to rank by (e.g. benign_accuracy for clean-only runs)",
+    )
     lb.set_defaults(func=cmd_leaderboard)
 
     s = sub.add_parser("score", help="per-run metrics (default: the bundled demo data)")
