@@ -402,3 +402,50 @@ def test_beside_puts_the_source_interval_next_to_the_cluster_interval() -> None:
     assert b["difference"] == pytest.approx(244 / 300 - 0.81)
     fam = rows.row(1, named=True)
     assert fam["family"] == "textattack" and fam["published_lo"] is None
+
+
+# ---------------------------------------------------------------- real released files (slow)
+
+MIRRORS = {
+    "textattack": Path("/work/.mirror/QData+TextAttack-Search-Benchmark/repo"),
+    "jailbreakbench": Path("/work/.mirror/JailbreakBench+artifacts/repo"),
+}
+
+
+@pytest.mark.slow
+def test_real_released_files_equal_their_published_numbers(tmp_path: Path) -> None:
+    """Several whole files of each public repository (benchmarks/bench_importers.py runs all)."""
+    import subprocess
+
+    missing = [str(p) for p in MIRRORS.values() if not p.exists()]
+    if missing:
+        pytest.skip(f"public repositories not mirrored here: {missing}")
+
+    def show(repo: Path, path: str, to: Path) -> Path:
+        to.write_bytes(
+            subprocess.run(
+                ["git", "-C", str(repo), "show", f"HEAD:{path}"], check=True, capture_output=True
+            ).stdout
+        )
+        return to
+
+    ta = MIRRORS["textattack"]
+    for victim in ("bert-snli-test", "lstm-mr-test", "bert-yelp-test"):
+        stem = f"results/{victim}/word-swap-embedding/lax/greedy"
+        csv = show(ta, f"{stem}.csv", tmp_path / f"{victim}.csv")
+        show(ta, f"{stem}.txt", tmp_path / f"{victim}.txt")
+        imp = read_textattack([csv])
+        printed = read_summary(tmp_path / f"{victim}.txt")
+        assert printed is not None
+        m = _metrics(imp)[victim]
+        assert m["n_pairs"] == printed["n_successful"] + printed["n_failed"] + printed["n_skipped"]
+        for metric in ("benign_accuracy", "accuracy_under_attack", "asr"):
+            assert round(100 * m[metric], 2) == pytest.approx(100 * printed[metric]), metric
+    jbb = MIRRORS["jailbreakbench"]
+    for art in ("GCG/transfer/gpt-3.5-turbo-1106", "JBC/manual/vicuna-13b-v1.5",
+                "PAIR/black_box/vicuna-13b-v1.5"):  # fmt: skip
+        f = show(jbb, f"attack-artifacts/{art}.json", tmp_path / (art.replace("/", "_") + ".json"))
+        imp = read_jailbreakbench([f])
+        (r,) = _metrics(imp).values()
+        assert imp.published is not None
+        assert r["asr"] == pytest.approx(imp.published["estimate"][0])
