@@ -449,3 +449,83 @@ def test_real_released_files_equal_their_published_numbers(tmp_path: Path) -> No
         (r,) = _metrics(imp).values()
         assert imp.published is not None
         assert r["asr"] == pytest.approx(imp.published["estimate"][0])
+
+
+# ---------------------------------------------------------------- the command
+
+
+def test_cli_imports_each_source_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from peira.cli import main
+
+    ta = [str(TA / "bert-mr-greedy.csv.gz"), str(TA / "lstm-mr-greedy.csv.gz")]
+    assert main(["import", "textattack", *ta, "--out", str(tmp_path / "ta")]) == 0
+    out, err = capsys.readouterr()
+    assert "300 cases, 300 variants, 1200 responses of 2 run(s)" in out
+    assert "peira: note: options inferred from the labels seen: 0, 1" in err
+    assert main(["leaderboard", "--dataset", str(tmp_path / "ta"), "--resamples", "300"]) == 0
+    board = capsys.readouterr().out
+    assert board.count(" ranked ") == 2 and "missing" not in board
+    jbb = [str(p) for p in sorted(JBB.glob("*.json.gz"))]
+    assert main(["import", "jailbreakbench", *jbb, "--out", str(tmp_path / "jbb")]) == 0
+    capsys.readouterr()
+    f = tmp_path / "r.tsv"
+    _wide_frame().write_csv(f, separator="\t")
+    mapping = tmp_path / "map.json"
+    mapping.write_text(json.dumps(WIDE), encoding="utf-8")
+    assert (
+        main(["import", "table", str(f), "--map", str(mapping), "--out", str(tmp_path / "t")]) == 0
+    )
+    assert "160 responses of 2 run(s)" in capsys.readouterr().out  # 2 runs x 40 pairs x 2 arms
+    args = ["import", "table", str(f), "--out", str(tmp_path / "t2")]
+    args += [x for k, v in WIDE.items() for x in ("--map", f"{k}={v}")]
+    assert main(args) == 0
+    assert "160 responses of 2 run(s)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("kind", "content", "message"),
+    [
+        ("textattack", '"ground_truth_output","original_output","original_text",'
+         '"perturbed_output","perturbed_text","result_type"\n1,1,"a",0,"b","Flipped"\n',
+         "row 1: unknown result_type 'Flipped'"),
+        ("jailbreakbench", '{"parameters": {}}', "no 'jailbreaks' field"),
+        ("table", "id,label\nx,1\n", "the mapping benign_decision='pred' names a column"),
+    ],
+)  # fmt: skip
+def test_cli_bad_input_exits_2_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, content: str, message: str
+) -> None:
+    from peira.cli import main
+
+    f = tmp_path / {"textattack": "a.csv", "jailbreakbench": "a.json", "table": "a.csv"}[kind]
+    f.write_text(content, encoding="utf-8")
+    extra = ["--map", "case_id=id", "--map", "expected=label", "--map", "benign_decision=pred"]
+    out = tmp_path / "out"
+    assert (
+        main(["import", kind, str(f), "--out", str(out), *(extra if kind == "table" else [])]) == 2
+    )
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(f) in err and message in err
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == [f.name]
+
+
+def test_cli_duplicate_rows_are_one_line_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from peira.cli import main
+
+    f = tmp_path / "calls.csv"
+    f.write_text(
+        "id,label,arm,answer\nc1,1,benign,1\nc1,1,attacked,0\nc1,1,benign,1\n", encoding="utf-8"
+    )
+    args = ["import", "table", str(f), "--out", str(tmp_path / "o"), "--options", "0,1"]
+    args += ["--map", "case_id=id", "--map", "expected=label", "--map", "arm=arm"]
+    assert main([*args, "--map", "decision=answer"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "rows 1 and 3: duplicate (run_id, case_id, arm, sample) = ('calls', 'c1', 'benign', 0)"
+        in err
+    )
+    assert not (tmp_path / "o").exists()

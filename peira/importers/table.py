@@ -157,7 +157,8 @@ def read_table(
     """
     p = Path(path)
     df = _read(p, format)
-    options.setdefault("run", p.stem)
+    if options.get("run") is None:
+        options["run"] = p.stem
     return from_frame(df, mapping, source=str(p), **options)
 
 
