@@ -30,6 +30,7 @@ __all__ = [
     "CASES_SCHEMA",
     "PRIMITIVES",
     "RESPONSES_SCHEMA",
+    "RESPONSE_KEY",
     "SEVERITIES",
     "SPLITS",
     "VARIANTS_SCHEMA",
@@ -47,6 +48,8 @@ SPLITS = ("public", "holdout")
 PRIMITIVES = ("choice", "score", "abstain")
 SEVERITIES = ("critical", "high", "medium", "low")
 ARMS = ("benign", "attacked")
+#: The key of a response-log row, and the order logs are sorted and hashed in.
+RESPONSE_KEY = ("run_id", "case_id", "arm", "sample")
 
 _STR = pl.String()
 _LIST = pl.List(pl.String())
@@ -125,7 +128,7 @@ _SCHEMAS = {"cases": CASES_SCHEMA, "variants": VARIANTS_SCHEMA, "responses": RES
 KEYS: dict[str, tuple[str, ...]] = {
     "cases": ("case_id",),
     "variants": ("case_id", "arm"),
-    "responses": ("run_id", "case_id", "arm", "sample"),
+    "responses": RESPONSE_KEY,
 }
 
 

@@ -21,13 +21,12 @@ import polars as pl
 
 from ..canonical import CanonicalJSONError, canonical_json
 from ..errors import DataFileError
-from ..schema import CASES_SCHEMA, RESPONSES_SCHEMA, VARIANTS_SCHEMA
+from ..schema import CASES_SCHEMA, RESPONSE_KEY, RESPONSES_SCHEMA, VARIANTS_SCHEMA
 
 __all__ = ["DATASET_SCHEME", "RESULTS_SCHEME", "dataset_hash", "results_hash"]
 
 DATASET_SCHEME = "peira-dataset/v1"
 RESULTS_SCHEME = "peira-responses/v1"
-RESPONSE_KEY = ("run_id", "case_id", "arm", "sample")
 
 
 def _row_lines(

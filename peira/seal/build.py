@@ -24,13 +24,12 @@ from ..errors import PeiraError, PeiraWarning
 from ..integrity.hashes import DATASET_SCHEME, RESULTS_SCHEME, dataset_hash, results_hash
 from ..integrity.keys import compute_lock
 from ..io import Dataset, atomic_dir, write_parquet
-from ..schema import RESPONSES_SCHEMA
+from ..schema import RESPONSE_KEY, RESPONSES_SCHEMA
 from ._layout import ARTIFACT_FILE, FORMAT, FORMAT_VERSION, RESPONSES_FILE
 
 __all__ = ["ArtifactExistsError", "SealConfig", "build_artifact", "derive", "seal"]
 
 PathLike = str | os.PathLike[str]
-RESPONSE_KEY = ("run_id", "case_id", "arm", "sample")
 
 
 class ArtifactExistsError(PeiraError, FileExistsError):

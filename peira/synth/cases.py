@@ -7,7 +7,6 @@ two tables plus the per-case arrays the simulation needs.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,25 +14,18 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from ..schema import CASES_SCHEMA, VARIANTS_SCHEMA
+from ..canonical import canonical_text
+from ..schema import CASES_SCHEMA, PRIMITIVES, SEVERITIES, VARIANTS_SCHEMA
 from ._rng import STREAM_CASES, BoolArray, FloatArray, IntArray, stream_rng
 from .catalog import DOMAINS, FAMILIES, FAMILY_TABLE, ROLES, TOOLS
 
 __all__ = ["ABSTAIN", "CHOICE", "SCORE", "CaseArrays", "build_cases"]
 
-_SEVERITIES = ("critical", "high", "medium", "low")
-_SEVERITY_P = np.array([0.15, 0.30, 0.35, 0.20])
+_SEVERITY_P = np.array([0.15, 0.30, 0.35, 0.20])  # in the order of schema.SEVERITIES
 _CLUSTER_P = np.array([0.15, 0.20, 0.20, 0.20, 0.15, 0.10])  # sizes 1..6
 _SCORE_SHARE, _ABSTAIN_SHARE, _HOLDOUT_SHARE = 0.16, 0.10, 0.20
-CHOICE, SCORE, ABSTAIN = 0, 1, 2
-_PRIMITIVE_NAMES = ("choice", "score", "abstain")
+CHOICE, SCORE, ABSTAIN = 0, 1, 2  # indices into schema.PRIMITIVES
 _MAX_OPTIONS = 4
-
-
-def _canonical_json(obj: Any) -> str:
-    return json.dumps(
-        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
 
 
 @dataclass(frozen=True)
@@ -179,15 +171,15 @@ def build_cases(n_cases: int, seed: int) -> tuple[pl.DataFrame, pl.DataFrame, Ca
                 "split": "holdout" if holdout_s[s] else "public",
                 "suite": "main",
                 "family": fam,
-                "primitive": _PRIMITIVE_NAMES[prim],
-                "severity": _SEVERITIES[int(severity[c])],
+                "primitive": PRIMITIVES[prim],
+                "severity": SEVERITIES[int(severity[c])],
                 "options": opts,
                 "expected_decision": exp_name,
                 "positive_decision": positive,
                 "target_decision": opts[int(target[c])] if target[c] >= 0 else None,
                 "expected_score": expected_score,
                 "dataset_version": "",  # filled by generate
-                "extras": _canonical_json(
+                "extras": canonical_text(
                     {
                         "attack_logit": round(float(attack_logit[c]), 6),
                         "difficulty_logit": round(float(difficulty[s]), 6),
@@ -203,7 +195,7 @@ def build_cases(n_cases: int, seed: int) -> tuple[pl.DataFrame, pl.DataFrame, Ca
                     "arm": arm,
                     "prompt": prompt,
                     "options": opts,
-                    "input": _canonical_json({"options": opts, "prompt": prompt}),
+                    "input": canonical_text({"options": opts, "prompt": prompt}),
                 }
             )
         tokens_in[c] = (60 + (len(benign) + 3) // 4, 60 + (len(attacked) + 3) // 4)
