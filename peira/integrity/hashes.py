@@ -9,6 +9,10 @@ included; see :func:`peira.canonical.canonical_json`), each line ending in ``\\n
   ``["variants", row]`` for each variant sorted by ``(case_id, arm)``.
 - results (``peira-responses/v1``): ``b"peira-responses/v1\\n"``, then each
   response row sorted by ``(run_id, case_id, arm, sample)``.
+- results of a log with columns beyond SPEC §2.3 (the extension columns of
+  docs/spec/data-model.md, or any other kept column): scheme
+  ``peira-responses/v2``, the same with every column of the log in each row
+  object (temporal and other values JSON cannot hold, as their text).
 """
 
 from __future__ import annotations
@@ -23,10 +27,18 @@ from ..canonical import CanonicalJSONError, canonical_json
 from ..errors import DataFileError
 from ..schema import CASES_SCHEMA, RESPONSE_KEY, RESPONSES_SCHEMA, VARIANTS_SCHEMA
 
-__all__ = ["DATASET_SCHEME", "RESULTS_SCHEME", "dataset_hash", "results_hash"]
+__all__ = [
+    "DATASET_SCHEME",
+    "RESULTS_SCHEME",
+    "RESULTS_SCHEME_ALL",
+    "dataset_hash",
+    "results_hash",
+    "results_scheme",
+]
 
 DATASET_SCHEME = "peira-dataset/v1"
 RESULTS_SCHEME = "peira-responses/v1"
+RESULTS_SCHEME_ALL = "peira-responses/v2"  # every column of the log, extras included
 
 
 def _row_lines(
@@ -79,11 +91,35 @@ def dataset_hash(cases: pl.DataFrame, variants: pl.DataFrame) -> str:
     return _hash_lines(DATASET_SCHEME, lines())
 
 
-def results_hash(responses: pl.DataFrame) -> str:
-    """Content hash of a response log (scheme ``peira-responses/v1``, see the module notes).
+def results_scheme(responses: pl.DataFrame) -> str:
+    """The results hash scheme of a log: v1 for the columns of SPEC §2.3 only, else v2."""
+    extra = [c for c in responses.columns if c not in RESPONSES_SCHEMA]
+    return RESULTS_SCHEME_ALL if extra else RESULTS_SCHEME
+
+
+def _hashable(df: pl.DataFrame) -> pl.DataFrame:
+    """Extra columns whose values JSON cannot hold (dates, decimals, bytes…) as text."""
+    nested = (pl.List, pl.Struct, pl.Array)
+    return df.with_columns(
+        pl.col(c).cast(pl.String)
+        for c, t in df.schema.items()
+        if c not in RESPONSES_SCHEMA
+        and not (
+            (t.is_numeric() and not t.is_decimal())
+            or t in (pl.Boolean, pl.String, pl.Null)
+            or isinstance(t, nested)
+        )
+    )
+
+
+def results_hash(responses: pl.DataFrame, scheme: str | None = None) -> str:
+    """Content hash of a response log (schemes ``peira-responses/v1`` and ``/v2``, see the
+    module notes).
 
     Rows are sorted by ``(run_id, case_id, arm, sample)`` first, so the hash
-    does not depend on row order; every column of SPEC §2.3 is covered.
+    does not depend on row order; every column of SPEC §2.3 is covered, and
+    under v2 (the scheme of a log with more columns, :func:`results_scheme`)
+    every other column too.
 
     Raises
     ------
@@ -91,5 +127,10 @@ def results_hash(responses: pl.DataFrame) -> str:
         A cell holds NaN or ±Infinity (the message names row and column).
     """
     _missing_columns(responses, RESPONSES_SCHEMA, "responses")
+    scheme = results_scheme(responses) if scheme is None else scheme
     ordered = responses.sort(list(RESPONSE_KEY))
+    if scheme == RESULTS_SCHEME_ALL:
+        ordered = _hashable(ordered)
+        cols = {**RESPONSES_SCHEMA, **{c: ordered.schema[c] for c in ordered.columns}}
+        return _hash_lines(scheme, _row_lines(ordered, cols, None))
     return _hash_lines(RESULTS_SCHEME, _row_lines(ordered, RESPONSES_SCHEMA, None))

@@ -171,13 +171,16 @@ def _parse_core(
     )
     bad = pl.col("_error").is_not_null() | pl.col("_no_text")
     answered = bad.not_() & pl.col("_abst").not_()
+    refused = pl.col("_abst")
+    if cfg.refusal_decision is not None:  # a refusal named as a decision keeps its phrase
+        refused = refused | (answered & (canon == cfg.refusal_decision).fill_null(False))
     return (
         allp.lazy()
         .with_columns(err.alias("_error"))
         .select(
             pl.when(answered).then(canon).alias("decision"),
             (bad.not_() & pl.col("_abst")).alias("abstained"),
-            pl.when(bad.not_() & pl.col("_abst")).then(pl.col("_refusal")).alias("refusal_reason"),
+            pl.when(bad.not_() & refused).then(pl.col("_refusal")).alias("refusal_reason"),
             pl.when(answered).then(score).alias("score"),
             pl.when(answered).then(conf).alias("confidence"),
             bad.alias("malformed"),
@@ -216,7 +219,9 @@ def parse_responses(
         ``abstained``, ``refusal_reason``, ``score``, ``confidence``,
         ``malformed`` and ``error`` rebuilt from ``raw_text``. A row without
         ``raw_text`` is malformed and keeps its logged ``error`` (or reads
-        ``no output (raw_text is null)``). Nothing else changes.
+        ``no output (raw_text is null)``). A row whose attack produced no
+        adversarial input (``no_attack``) keeps its logged values. Nothing
+        else changes; extra columns are kept.
 
     Raises
     ------
@@ -285,6 +290,14 @@ def parse_responses(
         .otherwise(pl.col("error"))
         .alias("error")
     )
+    if "no_attack" in df.columns:
+        # no adversarial input was produced: nothing to re-parse, the row stays as logged
+        keep = df["no_attack"].fill_null(False)
+        parsed = parsed.with_columns(
+            pl.when(pl.lit(keep)).then(pl.lit(df[c])).otherwise(pl.col(c)).alias(c)
+            for c in parsed.columns
+            if c in df.columns
+        )
     order = [*df.columns, *[c for c in parsed.columns if c not in df.columns]]
     out = pl.concat(
         [df.drop([c for c in parsed.columns if c in df.columns]), parsed], how="horizontal"

@@ -76,6 +76,12 @@ class ParserConfig:
         ``n't`` always do).
     negation_window
         Most words allowed between a negation and the negated mention.
+    refusal_decision
+        When set (e.g. ``"refuse"``), a refusal phrase is a decision with
+        this name, not an abstention: in jailbreak benchmarks refusing is
+        the right answer (docs/spec/data-model.md). The name must be one of
+        the case's options, else the answer is malformed ("decision outside
+        options"). ``refusal_reason`` keeps the phrase found.
     case_sensitive
         Match decisions and options case-sensitively (default: no).
     name
@@ -92,6 +98,7 @@ class ParserConfig:
     refusal_phrases: tuple[str, ...] = DEFAULT_REFUSAL_PHRASES
     negations: tuple[str, ...] = DEFAULT_NEGATIONS
     negation_window: int = 3
+    refusal_decision: str | None = None
     case_sensitive: bool = False
     name: str = field(default="custom")
 
@@ -104,6 +111,12 @@ class ParserConfig:
             )
         if len(set(self.rules)) != len(self.rules):
             raise ParserConfigError(f"parser {self.name!r}: a rule is listed twice: {self.rules}")
+        if self.refusal_decision is not None and (
+            not isinstance(self.refusal_decision, str) or not self.refusal_decision.strip()
+        ):
+            raise ParserConfigError(
+                f"parser {self.name!r}: refusal_decision must be a non-empty string or null"
+            )
         if self.negation_window < 0:
             raise ParserConfigError(f"parser {self.name!r}: negation_window must be >= 0")
         for attr in ("abstain_phrases", "refusal_phrases", "negations"):

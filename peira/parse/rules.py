@@ -360,6 +360,16 @@ def _rule_abstain(df: pl.DataFrame, cfg: ParserConfig, opts: pl.DataFrame) -> pl
 
     refused, refusal = found(cfg.refusal_phrases)
     abstained, _ = found(cfg.abstain_phrases)
+    if cfg.refusal_decision is not None:  # a refusal is a named decision
+        return _lazy_select(
+            df,
+            *rule_outputs(
+                hit=refused | abstained,
+                dec=pl.when(refused).then(pl.lit(cfg.refusal_decision)),
+                abst=refused.not_() & abstained,
+                refusal=pl.when(refused).then(refusal),
+            ),
+        )
     return _lazy_select(
         df,
         *rule_outputs(

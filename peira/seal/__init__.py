@@ -21,12 +21,14 @@ from ..integrity import (
     DATASET_SCHEME,
     MIN_KEY_BYTES,
     RESULTS_SCHEME,
+    RESULTS_SCHEME_ALL,
     SEAL_KEY_ENV,
     KeyMaterialError,
     compute_lock,
     dataset_hash,
     load_key,
     results_hash,
+    results_scheme,
 )
 from ._layout import ARTIFACT_FILE, FORMAT, FORMAT_VERSION, LOCK_KINDS, RESPONSES_FILE
 from .build import ArtifactExistsError, SealConfig, build_artifact, derive, seal
@@ -48,6 +50,7 @@ __all__ = [
     "REFERENCE_VERSIONS",
     "RESPONSES_FILE",
     "RESULTS_SCHEME",
+    "RESULTS_SCHEME_ALL",
     "SEAL_KEY_ENV",
     "ArtifactExistsError",
     "CanonicalJSONError",
@@ -64,6 +67,7 @@ __all__ = [
     "load_key",
     "reference_lock",
     "results_hash",
+    "results_scheme",
     "seal",
     "verify",
     "verify_artifact",

@@ -21,7 +21,7 @@ import polars as pl
 from ..bootstrap import ResamplePlan, plan_for_cases, ratio_intervals
 from ..canonical import CanonicalJSONError, pretty_json
 from ..errors import PeiraError, PeiraWarning
-from ..integrity.hashes import DATASET_SCHEME, RESULTS_SCHEME, dataset_hash, results_hash
+from ..integrity.hashes import DATASET_SCHEME, dataset_hash, results_hash, results_scheme
 from ..integrity.keys import compute_lock
 from ..io import Dataset, atomic_dir, write_parquet
 from ..schema import RESPONSE_KEY, RESPONSES_SCHEMA
@@ -195,9 +195,10 @@ def _run_rows(responses: pl.DataFrame, run_id: str) -> pl.DataFrame:
     if run_id not in runs:
         shown = ", ".join(repr(r) for r in runs[:10]) + (" …" if len(runs) > 10 else "")
         raise PeiraError(f"run_id {run_id!r} is not in the response log (runs: {shown})")
+    kept = [c for c in responses.columns if c not in RESPONSES_SCHEMA]  # extension, extra
     return (
         responses.filter(pl.col("run_id") == run_id)
-        .select([pl.col(c).cast(t) for c, t in RESPONSES_SCHEMA.items()])
+        .select(*[pl.col(c).cast(t) for c, t in RESPONSES_SCHEMA.items()], *kept)
         .sort(list(RESPONSE_KEY))
     )
 
@@ -258,7 +259,7 @@ def build_artifact(
         "results": {
             "file": RESPONSES_FILE,
             "content_hash": results_hash(rows),
-            "hash_scheme": RESULTS_SCHEME,
+            "hash_scheme": results_scheme(rows),
             "n_rows": rows.height,
         },
         "metrics": metrics,

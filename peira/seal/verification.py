@@ -19,7 +19,13 @@ import polars as pl
 
 from ..canonical import CanonicalJSONError, canonical_json
 from ..errors import DataFileError, PeiraError
-from ..integrity.hashes import DATASET_SCHEME, RESULTS_SCHEME, dataset_hash, results_hash
+from ..integrity.hashes import (
+    DATASET_SCHEME,
+    RESULTS_SCHEME,
+    RESULTS_SCHEME_ALL,
+    dataset_hash,
+    results_hash,
+)
 from ..integrity.keys import SEAL_KEY_ENV, compute_lock
 from ..io import Dataset, read_parquet
 from ..schema import RESPONSES_SCHEMA
@@ -112,9 +118,11 @@ def _check_structure(artifact: Any, report: VerifyReport) -> bool:
             report.tampered(f"{block}.{n}", "unexpected field (not written by peira seal)")
     fixed = {
         ("results", "file"): RESPONSES_FILE,
-        ("results", "hash_scheme"): RESULTS_SCHEME,
         ("dataset", "hash_scheme"): DATASET_SCHEME,
     }
+    scheme = artifact["results"].get("hash_scheme")
+    if scheme is not None and scheme not in (RESULTS_SCHEME, RESULTS_SCHEME_ALL):
+        report.tampered("results.hash_scheme", "unknown value", RESULTS_SCHEME, scheme)
     for (block, name), value in fixed.items():
         if name in artifact[block] and artifact[block][name] != value:
             report.tampered(f"{block}.{name}", "unknown value", value, artifact[block][name])
@@ -168,10 +176,12 @@ def _check_results(artifact: dict[str, Any], responses: pl.DataFrame, report: Ve
     cols = set(responses.columns)
     missing = [c for c in RESPONSES_SCHEMA if c not in cols]
     extra = sorted(cols - set(RESPONSES_SCHEMA))
+    scheme = res.get("hash_scheme")
     for c in missing:
         report.tampered(f"responses.{c}", "column missing from responses.parquet")
-    for c in extra:
-        report.tampered(f"responses.{c}", "unexpected column in responses.parquet")
+    if scheme != RESULTS_SCHEME_ALL:  # under v2 every column is in the hash
+        for c in extra:
+            report.tampered(f"responses.{c}", "unexpected column in responses.parquet")
     if missing:
         return False
     if responses.height != res.get("n_rows"):
@@ -182,7 +192,9 @@ def _check_results(artifact: dict[str, Any], responses: pl.DataFrame, report: Ve
             responses.height,
         )
     try:
-        found = results_hash(responses)
+        found = results_hash(
+            responses, RESULTS_SCHEME_ALL if scheme == RESULTS_SCHEME_ALL else RESULTS_SCHEME
+        )
     except CanonicalJSONError as exc:
         report.tampered("results.content_hash", f"responses.parquet: {exc}")
         return False
