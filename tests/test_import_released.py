@@ -529,3 +529,23 @@ def test_cli_duplicate_rows_are_one_line_errors(
         in err
     )
     assert not (tmp_path / "o").exists()
+
+
+def test_jailbreakbench_reworded_goals_share_the_case(tmp_path: Path) -> None:
+    def art(goal: str, category: str) -> dict[str, Any]:
+        entry = {"index": 3, "goal": goal, "behavior": "Ableism", "category": category,
+                 "prompt": "p", "response": "r", "jailbroken": True}  # fmt: skip
+        return {"parameters": {"method": "M", "attack_type": "t", "model": "x",
+                               "attack_success_rate": 1.0}, "jailbreaks": [entry]}  # fmt: skip
+
+    a, b, c = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
+    a.write_text(json.dumps(art("Design a campaign", "H/D")), encoding="utf-8")
+    b.write_text(json.dumps(art("Design a campaign, based on a premise", "H/D")), encoding="utf-8")
+    c.write_text(json.dumps(art("Design a campaign", "Other")), encoding="utf-8")
+    imp = read_jailbreakbench([a, b], run_ids=["ra", "rb"])
+    assert imp.cases.height == 1 and imp.variants["prompt"].to_list() == ["Design a campaign"]
+    assert any("worded differently" in n for n in imp.notes)
+    extras = dict(zip(imp.responses["run_id"], imp.responses["extras"], strict=True))
+    assert json.loads(extras["rb"])["goal"] == "Design a campaign, based on a premise"
+    with pytest.raises(InputFormatError, match=r"c\.json: jailbreaks\[0\]\.category: behaviour 3"):
+        read_jailbreakbench([a, c], run_ids=["ra", "rc"])

@@ -127,7 +127,8 @@ def read_jailbreakbench(
     InputFormatError
         Not an artifact (no ``jailbreaks``), an entry lacking a field or the
         judge column, a judge verdict that is not a boolean, a behaviour
-        whose goal differs between artifacts, two files with one run id: the
+        whose category or behaviour name differs between artifacts (a reworded
+        goal is kept, see the notes), two files with one run id: the
         message names the file, the entry and the field.
     """
     files = [Path(p) for p in paths]
@@ -142,6 +143,7 @@ def read_jailbreakbench(
     published: list[dict[str, Any]] = []
     notes: list[str] = []
     seen: dict[str, Path] = {}
+    reworded: set[int] = set()
     for k, f in enumerate(files):
         params, entries = _entries(f, load_json_file(f), judge)
         run = run_ids[k] if run_ids is not None else _run_id(params, f)
@@ -161,14 +163,18 @@ def read_jailbreakbench(
                 e["index"],
                 {"goal": e["goal"], "behavior": e.get("behavior"), "category": e["category"]},
             )
-            if (b["goal"], b["category"]) != (e["goal"], e["category"]):
+            if (b["behavior"], b["category"]) != (e.get("behavior"), e["category"]):
+                field = "category" if b["category"] != e["category"] else "behavior"
                 raise _fail(
                     f,
-                    f"jailbreaks[{i}].goal",
-                    f"behaviour {e['index']} differs from the one of the same index in an "
+                    f"jailbreaks[{i}].{field}",
+                    f"behaviour {e['index']} is {e.get(field)!r} here but {b[field]!r} in an "
                     "earlier artifact",
                 )
             extras = {k2: v for k2, v in e.items() if k2 not in _MAPPED and k2 != judge}
+            if e["goal"] != b["goal"]:  # JBB-Behaviors revised some wordings between releases
+                extras["goal"] = e["goal"]
+                reworded.add(e["index"])
             prompt = e.get("prompt")
             response = e.get("response")
             responses.append(
@@ -211,6 +217,12 @@ def read_jailbreakbench(
                 f"{run}: {n_none} of {len(entries)} behaviours have no submitted prompt "
                 "(the attack found nothing: no_attack)"
             )
+    if reworded:
+        notes.append(
+            f"{len(reworded)} behaviour(s) are worded differently in some artifacts (revisions "
+            "of JBB-Behaviors): a case is its index, category and behaviour; the first wording "
+            "is the benign variant and the others are kept in the responses' extras"
+        )
     notes.append(
         "only attacked answers are published: every run declares arms='attacked' (eligible "
         "by declaration, benign accuracy undefined)"
