@@ -470,6 +470,10 @@ def test_cli_imports_each_source_in_one_line(
     jbb = [str(p) for p in sorted(JBB.glob("*.json.gz"))]
     assert main(["import", "jailbreakbench", *jbb, "--out", str(tmp_path / "jbb")]) == 0
     capsys.readouterr()
+    for d in ("ta", "jbb"):  # declared arms are not "incomplete pairs"
+        log = str(tmp_path / d / "responses.parquet")
+        assert main(["validate", str(tmp_path / d), "--responses", log]) == 0
+    capsys.readouterr()
     f = tmp_path / "r.tsv"
     _wide_frame().write_csv(f, separator="\t")
     mapping = tmp_path / "map.json"
