@@ -87,6 +87,7 @@ class _Child:
             errors="replace",
             bufsize=1,
         )
+        self.answered = False  # its first answer may also wait for its start-up
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.stderr: deque[str] = deque(maxlen=5)
         assert self.proc.stdout is not None and self.proc.stderr is not None
@@ -144,6 +145,9 @@ class Subprocess:
         Children run side by side (default 1).
     timeout
         Seconds a child may take to answer one request (default 30).
+    startup_timeout
+        Extra seconds a freshly started child may take for its first answer
+        (loading a model; default 60).
     cwd, env
         Working directory and extra environment variables of the children
         (added to this process's environment).
@@ -160,6 +164,7 @@ class Subprocess:
         *,
         processes: int = 1,
         timeout: float = 30.0,
+        startup_timeout: float = 60.0,
         cwd: str | None = None,
         env: dict[str, str] | None = None,
         parser: Any = "auto",
@@ -176,6 +181,9 @@ class Subprocess:
         self.argv = argv
         self.processes = processes
         self.timeout = float(timeout)
+        if not (isinstance(startup_timeout, int | float) and startup_timeout >= 0):
+            raise PeiraError(f"Subprocess: startup_timeout must be >= 0 s, got {startup_timeout!r}")
+        self.startup_timeout = float(startup_timeout)
         self.cwd = cwd
         self.env_extra = {str(k): str(v) for k, v in (env or {}).items()}
         self.parser = parser
@@ -256,17 +264,19 @@ class Subprocess:
             child.proc.stdin.flush()
         except (OSError, ValueError):
             return self._died(i, child, "could not be written to")
+        wait = self.timeout + (0.0 if child.answered else self.startup_timeout)
         try:
-            got = child.lines.get(timeout=self.timeout)
+            got = child.lines.get(timeout=wait)
         except queue.Empty:
             self._slots[i] = None
             child.stop()
             self.restarts += 1
             raise SubprocessError(
-                f"subprocess silent for {self.timeout:g} s; killed and restarted"
+                f"subprocess silent for {wait:g} s; killed and restarted"
             ) from None
         if got is None:
             return self._died(i, child, "closed its stdout")
+        child.answered = True
         latency = (time.perf_counter() - t0) * 1000.0
         return self._read(got.rstrip("\r\n"), request, latency)
 
