@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import PeiraError
-from ..run import Decision, Request, TransientError
+from ..run.protocol import Decision, Request, TransientError
 
 __all__ = [
     "ABSTAIN",

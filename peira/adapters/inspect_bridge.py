@@ -33,7 +33,7 @@ import weakref
 from typing import Any
 
 from ..errors import PeiraError
-from ..run import Decision, Request
+from ..run.protocol import Decision, Request
 from ._common import (
     DEFAULT_SYSTEM,
     Prices,

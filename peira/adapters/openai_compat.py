@@ -55,7 +55,7 @@ import urllib.parse
 from typing import Any
 
 from ..errors import PeiraError
-from ..run import Decision, Request
+from ..run.protocol import Decision, Request
 from ._common import (
     DEFAULT_SYSTEM,
     RETRYABLE_STATUS,

@@ -46,7 +46,7 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from ..errors import PeiraError
-from ..run import Decision, Request
+from ..run.protocol import Decision, Request
 from ._common import read_answer
 
 __all__ = ["Subprocess", "SubprocessError"]
