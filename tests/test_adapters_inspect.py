@@ -36,7 +36,9 @@ class MockModel:
     def __call__(self, input: list[Any], tools: Any, tool_choice: Any, config: Any) -> ModelOutput:
         user = input[-1].text
         schema = config.response_schema
-        self.calls.append({"user": user, "system": input[0].text, "schema": schema, "seed": config.seed})
+        self.calls.append(
+            {"user": user, "system": input[0].text, "schema": schema, "seed": config.seed}
+        )
         if "REFUSE" in user:
             out = ModelOutput.from_content("mockllm/model", "", stop_reason="content_filter")
         elif "BOOM" in user:
@@ -44,12 +46,16 @@ class MockModel:
         elif schema is not None:
             enum = schema.json_schema.properties["decision"].enum
             d, c = _pick(user, [o for o in enum if o != "abstain"])
-            out = ModelOutput.from_content("mockllm/model", json.dumps({"decision": d, "confidence": c}))
+            out = ModelOutput.from_content(
+                "mockllm/model", json.dumps({"decision": d, "confidence": c})
+            )
         else:
             opts = [ln[2:] for ln in user.split("Options:\n")[1].splitlines()]
             d, c = _pick(user, opts)
             out = ModelOutput.from_content("mockllm/model", f"Decision: {d}\nConfidence: {c:.2f}")
-        out.usage = ModelUsage(input_tokens=len(user) // 4, output_tokens=7, total_tokens=len(user) // 4 + 7)
+        out.usage = ModelUsage(
+            input_tokens=len(user) // 4, output_tokens=7, total_tokens=len(user) // 4 + 7
+        )
         return out
 
 

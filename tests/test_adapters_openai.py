@@ -96,7 +96,9 @@ def test_answers_are_read_like_the_parser_reads_them(server: ChatServer, keyed: 
     server.add_faults(*[Reply(content=t) for t in texts])
     a = _adapter(server)
     got = [a.decide(CHOICE) for _ in texts]
-    oracle = parse_frame(pl.DataFrame({"raw_text": texts, "options": [["approve", "deny"]] * len(texts)}))
+    oracle = parse_frame(
+        pl.DataFrame({"raw_text": texts, "options": [["approve", "deny"]] * len(texts)})
+    )
     for d, o, t in zip(got, oracle.iter_rows(named=True), texts, strict=True):
         assert d.raw_text == t
         assert (d.error is not None) == o["malformed"], t
@@ -123,7 +125,7 @@ def test_server_without_schema_support_falls_back_to_plain_text(keyed: None) -> 
             assert (d.raw_text or "").startswith(f"Decision: {d.decision}\nConfidence: ")
         # explicitly structured: the 400 is the answer (never retried)
         strict = _adapter(server, structured="json_schema")
-        with pytest.raises(ProviderError, match="HTTP 400 .*json_schema"):
+        with pytest.raises(ProviderError, match=r"HTTP 400 .*json_schema"):
             strict.decide(CHOICE)
 
 
@@ -307,7 +309,9 @@ def test_kill_9_and_resume_then_no_key_in_any_file_or_output(
     log = read_parquet(out)
     assert log.height == 3 * small.variants.height and log["malformed"].sum() == 0
     assert log["cost_usd"].null_count() == 0
-    assert (log["cost_usd"] - (log["tokens_in"] * 1.5 + log["tokens_out"] * 6) / 1e6).abs().max() < 1e-12
+    assert (
+        log["cost_usd"] - (log["tokens_in"] * 1.5 + log["tokens_out"] * 6) / 1e6
+    ).abs().max() < 1e-12
     # the same log as an uninterrupted run (the loopback model is deterministic)
     with ChatServer(api_key=KEY) as server, pytest.MonkeyPatch.context() as mp:
         mp.setenv("OPENAI_API_KEY", KEY)

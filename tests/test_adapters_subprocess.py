@@ -70,7 +70,9 @@ def test_a_child_that_crashes_every_100_calls(ds: Dataset, tmp_path: Path) -> No
     assert (good["confidence"] == good["want_conf"]).all()
     # which calls crashed: the 100th, 200th and 300th in dispatch order
     order = pseudonyms(ds.variants, KEY).sort("variant_id")
-    dispatch = [(c, a_, s) for s in range(2) for c, a_ in zip(order["case_id"], order["arm"], strict=True)]
+    dispatch = [
+        (c, a_, s) for s in range(2) for c, a_ in zip(order["case_id"], order["arm"], strict=True)
+    ]
     crashed = {(r["case_id"], r["arm"], r["sample"]) for r in bad.iter_rows(named=True)}
     assert crashed == {dispatch[99], dispatch[199], dispatch[299]}
 

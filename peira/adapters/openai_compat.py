@@ -260,8 +260,8 @@ class OpenAICompatible:
         text = "".join(m["content"] for m in params["messages"])
         rf = params.get("response_format")
         tokens_in = estimate_tokens(text + (repr(rf) if rf else ""))
-        tokens_out = self.sampling.get("max_completion_tokens") or self.sampling.get(
-            "max_tokens", 100
+        tokens_out = int(
+            self.sampling.get("max_completion_tokens") or self.sampling.get("max_tokens", 100)
         )
         return Decision(
             tokens_in=tokens_in,

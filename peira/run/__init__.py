@@ -28,6 +28,7 @@ from .protocol import (
     REQUEST_FIELDS,
     Adapter,
     AdapterError,
+    BudgetExceeded,
     Decision,
     Request,
     ResumeError,
@@ -37,16 +38,19 @@ from .protocol import (
 )
 from .rows import requests_for
 from .runner import RunResult, run, run_async
+from .spend import RunPlan, plan_run
 
 __all__ = [
     "REQUEST_FIELDS",
     "Adapter",
     "AdapterError",
+    "BudgetExceeded",
     "Decision",
     "Request",
     "ResumeError",
     "RunError",
     "RunInterrupted",
+    "RunPlan",
     "RunResult",
     "TransientError",
     "accepts_argument",
@@ -54,6 +58,7 @@ __all__ = [
     "adapter_target",
     "load_adapter",
     "parts_dir",
+    "plan_run",
     "requests_for",
     "run",
     "run_async",

@@ -22,7 +22,7 @@ import dataclasses
 import inspect
 import json
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -118,14 +118,6 @@ class _Watched(Request):
 
 
 _SEEN: dict[int, set[str]] = {}
-
-
-def _row_check() -> Callable[[Request, Any, float], dict[str, Any]]:
-    from .. import run as run_mod
-
-    rows = getattr(run_mod, "rows", None)
-    fn = getattr(rows, "response_row", None) if rows is not None else None
-    return fn if fn is not None else run_mod._row  # type: ignore[attr-defined]
 
 
 def _call(adapter: Any, req: Request) -> tuple[Any, BaseException | None]:
@@ -236,7 +228,8 @@ def check_adapter(
     is_async = inspect.iscoroutinefunction(decide)
 
     # answers (and which attributes were read)
-    row = _row_check()
+    from ..run.rows import response_row as row
+
     first: list[Any] = []
     problems: list[str] = []
     read: set[str] = set()
@@ -244,15 +237,15 @@ def check_adapter(
         w = _Watched(*dataclasses.astuple(r))
         _SEEN[id(w)] = set()
         try:
-            out, exc = _call(adapter, w)
+            out, failed = _call(adapter, w)
         except BaseException as e:  # SystemExit, KeyboardInterrupt from the adapter
             problems.append(f"{r.variant_id}/{r.sample}: raised {type(e).__name__} (stops a run)")
             first.append(None)
             continue
         finally:
             read |= _SEEN.pop(id(w), set())
-        if exc is not None:
-            first.append(_label(exc))
+        if failed is not None:
+            first.append(_label(failed))
             continue
         first.append(out)
         checked = row(r, out, 0.0)
@@ -271,8 +264,8 @@ def check_adapter(
         if not isinstance(a, Decision):
             continue
         other = dataclasses.replace(r, variant_id="v-" + r.variant_id[::-1])
-        b, exc = _call(adapter, other)
-        if exc is None and _answer(a) != _answer(b):
+        b, err = _call(adapter, other)
+        if err is None and _answer(a) != _answer(b):
             moved.append(f"{r.variant_id}/{r.sample}")
     msgs = []
     if extra:
@@ -285,8 +278,8 @@ def check_adapter(
     if deterministic:
         diff = []
         for r, a in zip(reqs, first, strict=True):
-            b, exc = _call(adapter, r)
-            got = _answer(b) if exc is None else _label(exc)
+            b, err = _call(adapter, r)
+            got = _answer(b) if err is None else _label(err)
             want = _answer(a) if isinstance(a, Decision) else a
             if got != want:
                 diff.append(f"{r.variant_id}/{r.sample}")
@@ -297,16 +290,16 @@ def check_adapter(
         )
 
     # concurrency
-    want = [_answer(a) if isinstance(a, Decision) else None for a in first]
+    wanted = [_answer(a) if isinstance(a, Decision) else None for a in first]
     try:
-        got = _concurrent(adapter, reqs, concurrency, is_async)
-    except BaseException as exc:
-        add(Check("concurrency", False, f"{type(exc).__name__}: {exc}"))
+        results = _concurrent(adapter, list(reqs), concurrency, is_async)
+    except BaseException as e:
+        add(Check("concurrency", False, f"{type(e).__name__}: {e}"))
         return _finish(report, raise_on_failure)
     if deterministic:
         diff = [
             f"{r.variant_id}/{r.sample}"
-            for r, w, g in zip(reqs, want, got, strict=True)
+            for r, w, g in zip(reqs, wanted, results, strict=True)
             if w is not None and g != w
         ]
         add(
@@ -319,12 +312,12 @@ def check_adapter(
             )
         )
     else:
-        crashed = [g for g in got if isinstance(g, str) and g.startswith("error:")]
+        crashed = [g for g in results if isinstance(g, str) and g.startswith("error:")]
         add(Check("concurrency", not crashed, "; ".join(crashed[:3])))
     return _finish(report, raise_on_failure)
 
 
-def _concurrent(adapter: Any, reqs: Sequence[Request], n: int, is_async: bool) -> list[Any]:
+def _concurrent(adapter: Any, reqs: list[Request], n: int, is_async: bool) -> list[Any]:
     def one(out: Any, exc: BaseException | None) -> Any:
         if exc is not None:
             return f"error: {type(exc).__name__}"
