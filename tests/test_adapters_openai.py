@@ -89,6 +89,7 @@ def test_answers_are_read_like_the_parser_reads_them(server: ChatServer, keyed: 
         '{"refusal": "policy"}',
         '{"answer": "approve"} trailing {text}',
         '{"confidence": 0.3}',
+        '{"decision": "Abstain", "confidence": 0.4}',
         '{"decision": "maybe"',
         "I think we should deny it.\nDecision: deny\nConfidence: 0.9",
         "Hard to say.",
@@ -106,10 +107,18 @@ def test_answers_are_read_like_the_parser_reads_them(server: ChatServer, keyed: 
             assert (d.decision, d.abstained, d.refusal_reason, d.confidence) == (
                 o["decision"], o["abstained"], o["refusal_reason"], o["confidence"]
             ), t  # fmt: skip
-    assert got[6].error == "unparseable output: invalid JSON"
+    assert got[7].error == "unparseable output: invalid JSON"
+    assert got[6].abstained and got[6].decision is None
     # "abstain" as the decision of an abstain case is an abstention
     assert read_answer('{"decision": "abstain", "confidence": 0.5}', ABSTAIN).abstained
-    assert read_answer('{"decision": "abstain"}', CHOICE).decision == "abstain"  # runner rejects
+    assert read_answer('{"decision": "Abstain"}', CHOICE).abstained  # as the parser reads it
+    # ... unless an option is spelt so: then it is that decision, for both readers
+    opts = ("approve", "abstain")
+    own = Request("v-4", "abstain", "p", opts, "{}", 0)
+    assert read_answer('{"decision": "ABSTAIN"}', own).decision == "abstain"
+    back = parse_frame(pl.DataFrame({"raw_text": ['{"decision": "ABSTAIN"}'] * 2,
+                                     "options": [list(opts), ["approve", "deny"]]}))  # fmt: skip
+    assert back.select("decision", "abstained").rows() == [("abstain", False), (None, True)]
 
 
 def test_server_without_schema_support_falls_back_to_plain_text(keyed: None) -> None:
@@ -288,6 +297,7 @@ def test_kill_9_and_resume_then_no_key_in_any_file_or_output(
             "--adapter-arg", "price_in=1.5", "--adapter-arg", "price_out=6",
             "--dataset", str(small.path), "--out", str(out), "--samples", "3",
             "--concurrency", "2", "--checkpoint-seconds", "0.1", "--no-progress",
+            "--cache", str(tmp_path / "cache"), "--max-cost-usd", "100",
         ]  # fmt: skip
         with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as p:
             deadline = time.monotonic() + 60
@@ -319,8 +329,9 @@ def test_kill_9_and_resume_then_no_key_in_any_file_or_output(
             OpenAICompatible("test-model", base_url=server.url, price_in=1.5, price_out=6),
             small, tmp_path / "full.parquet", samples=3, progress=False,
         )  # fmt: skip
-    cols = [c for c in log.columns if c != "latency_ms"]
+    cols = [c for c in full.responses.columns if c != "latency_ms"]
     assert log.select(cols).equals(full.responses.select(cols))
+    assert list((tmp_path / "cache" / "v1").rglob("*.json"))  # the cache was written
     # no file and no output holds the key
     scanned = 0
     for f in tmp_path.rglob("*"):

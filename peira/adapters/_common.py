@@ -258,6 +258,7 @@ class Prices:
 
 _FENCE = re.compile(r"^```[A-Za-z]*\s*(\{.*?)\s*```", re.S)
 _TRUE = {"true", "yes", "1"}
+_ABSTAIN_TOKENS = {"abstain", "abstained", "abstention"}
 
 
 def _json_object(text: str) -> dict[str, Any] | bool | None:
@@ -313,7 +314,7 @@ def _from_json(obj: dict[str, Any], request: Request, raw: str) -> Decision:
         canon = {o.lower(): o for o in reversed(request.options)}
         if folded in canon:
             dec = canon[folded]
-        elif not abstained and folded == (abstain_choice(request) or "\x00"):
+        elif folded in _ABSTAIN_TOKENS:  # as peira.parse reads it: an abstention
             abstained, dec = True, None
         else:
             dec = dec.strip()
@@ -337,7 +338,7 @@ def read_answer(text: str | None, request: Request, *, parser: Any = "auto") -> 
     A JSON object (optionally fenced) is read directly: ``decision`` (alias
     ``answer``), ``confidence``, ``score``, ``abstain`` (alias
     ``abstained``), ``refusal_reason`` (alias ``refusal``); ``"abstain"`` as
-    the decision of an ``abstain`` case is an abstention. Other text is parsed
+    the decision (when no option is spelt so) is an abstention. Other text is parsed
     by :func:`peira.parse.parse_frame` with ``parser``. An answer that cannot
     be read is a :class:`Decision` with ``error`` set and the text kept.
 

@@ -367,9 +367,7 @@ async def run_async(
         est = estimate(adapter, req) if budget is not None or limiter is not None else None
         reserved = 0.0
         if budget is not None and est is not None:
-            while budget.must_wait(est):
-                await asyncio.sleep(0.005)
-            got = budget.reserve(est)
+            got = await _within(budget, est)
             if got is None:
                 return None
             reserved = got
@@ -454,6 +452,20 @@ async def run_async(
         n_cached=stats.cached,
         cost_usd=stats.cost,
     )
+
+
+async def _within(budget: Budget, est: Any) -> float | None:
+    """Reserve a call's cost, waiting for calls in flight when it does not fit yet;
+    None when the budget has stopped the run."""
+    while not budget.stopped:
+        if not budget.must_wait(est):
+            got = budget.reserve(est)
+            if got is not None:
+                return got
+        if budget.stopped:
+            break
+        await asyncio.sleep(0.002)
+    return None
 
 
 def _paid(prior: pl.DataFrame) -> float:

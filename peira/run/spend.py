@@ -14,9 +14,11 @@ model adapters of :mod:`peira.adapters` have one, priced by the user's
     reservation stays within the limit. The estimate is the adapter's, or
     the largest cost a call of this run has had so far when that is higher;
     before any cost is known, calls without an estimate go one at a time.
-    When the next call would not fit, no further call is sent, the calls in
-    flight finish and are checkpointed, and the run stops with
-    :class:`~peira.run.BudgetExceeded` — resumable with a higher limit.
+    A call that does not fit waits for the calls in flight (their actual
+    cost may be below their reservation); when it does not fit with none in
+    flight, the run stops with :class:`~peira.run.BudgetExceeded`, every
+    completed call checkpointed — resumable with a higher limit (under the
+    same limit a resume stops at once, with no call).
 :class:`RateLimiter` (``--rpm``, ``--tpm``)
     Spaces call starts (retries included) so that no minute holds more than
     ``rpm`` requests, and estimated tokens flow at ``tpm`` per minute (the
@@ -77,12 +79,17 @@ class Budget:
         return est.cost_usd is None and not self.known and self.in_flight > 0
 
     def reserve(self, est: Estimate) -> float | None:
-        """Reserve the cost of one call; None (and stop) when it would pass the limit."""
+        """Reserve the cost of one call; None when it does not fit now.
+
+        When it does not fit and no call is in flight, nothing will free
+        room: the budget is :attr:`stopped`.
+        """
         if self.stopped:
             return None
         amount = max(est.cost_usd or 0.0, self.largest)
         if self.spent + self.reserved + amount > self.limit:
-            self.stopped = True
+            if self.in_flight == 0:
+                self.stopped = True
             return None
         self.reserved += amount
         self.in_flight += 1

@@ -24,7 +24,8 @@ structured output do. With ``api_key`` set, requests without
 ``Authorization: Bearer <api_key>`` get HTTP 401 — whose message echoes the
 key that was sent, as careless servers do (so redaction can be tested).
 
-Every request body is kept in :attr:`ChatServer.requests` (memory only).
+Every request body is kept in :attr:`ChatServer.requests` (memory only), its
+arrival time in :attr:`ChatServer.times`.
 """
 
 from __future__ import annotations
@@ -173,6 +174,7 @@ class ChatServer:
         self.faults: deque[Reply] = deque(faults)
         self.model_id = model_id
         self.requests: list[dict[str, Any]] = []
+        self.times: list[float] = []  # time.monotonic() of each request's arrival
         self.statuses: list[int] = []
         self._n = 0
         self._lock = threading.Lock()
@@ -222,6 +224,7 @@ class ChatServer:
             n = self._n
             self._n += 1
             self.requests.append(body)
+            self.times.append(time.monotonic())
             fault = self.faults.popleft() if self.faults else None
         if fault is not None:
             return fault
