@@ -2,12 +2,12 @@
 
 ``run(..., cache=DIR)`` (``peira run --cache DIR``) keeps every answer an
 adapter *returned* — a :class:`~peira.run.Decision`, one with ``error`` set
-included (that is the model's answer too) — under a content address:
+included (that is the model's answer too) — under a content address: the SHA-256 of
 
-    SHA-256 of the canonical JSON of
-    {adapter ``module:Class``, ``name``, ``version``, the digests of its
-     configuration (:func:`~peira.run.adapter_identity`),
-     the request's ``primitive``, ``prompt``, ``options``, ``input`` and ``sample``}
+    the canonical JSON of {adapter ``module:Class``, ``name``, ``version``,
+    the digests of its configuration (:func:`~peira.run.adapter_identity`)},
+    then the request's ``primitive``, ``prompt``, ``options``, ``input``
+    (each length-prefixed) and ``sample``.
 
 The ``variant_id`` is left out: it is a pseudonym that changes with the
 key, while the content it names does not, so a rerun under a fresh
@@ -65,6 +65,7 @@ class ResponseCache:
     ) -> None:
         self.root = Path(directory)
         self.dir = self.root / "v1"
+        self._dir = str(self.dir)
         if not create:  # look-ups only (a dry run): a missing directory is all misses
             self._prefix = self._identity(identity)
             self.hits = self.stores = 0
@@ -87,24 +88,27 @@ class ResponseCache:
         ).encode("utf-8")  # fmt: skip
 
     def key(self, request: Request) -> str:
-        """The content address of a request's answer (hex SHA-256)."""
-        body = json.dumps(
-            [request.primitive, request.prompt, list(request.options), request.input, request.sample],
-            separators=(",", ":"), ensure_ascii=False,
-        ).encode("utf-8")  # fmt: skip
+        """The content address of a request's answer (hex SHA-256).
+
+        Fields are length-prefixed, so no two requests share an encoding.
+        """
         h = hashlib.sha256(self._prefix)
-        h.update(b"\x00")
-        h.update(body)
+        for part in (request.primitive, request.prompt, *request.options, request.input):
+            b = part.encode("utf-8")
+            h.update(b"%d:" % len(b))
+            h.update(b)
+        h.update(b"#%d/%d" % (len(request.options), request.sample))
         return h.hexdigest()
 
-    def _path(self, key: str) -> Path:
-        return self.dir / key[:2] / f"{key}.json"
+    def _path(self, key: str) -> str:
+        return os.path.join(self._dir, key[:2], key + ".json")
 
     def get(self, key: str) -> Decision | None:
         """The stored answer, or None (a missing or unreadable entry)."""
         try:
-            data = json.loads(self._path(key).read_bytes())
-            d = Decision(**{k: data["decision"][k] for k in _FIELDS if k in data["decision"]})
+            with open(self._path(key), "rb") as f:
+                stored = json.loads(f.read())["decision"]
+            d = Decision(**{k: stored[k] for k in _FIELDS if k in stored})
         except (OSError, ValueError, TypeError, KeyError):
             return None
         self.hits += 1
@@ -120,8 +124,9 @@ class ResponseCache:
         except (TypeError, ValueError):
             return  # an answer with values JSON cannot hold is not cached
         path = self._path(key)
-        path.parent.mkdir(exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+        parent = os.path.dirname(path)
+        os.makedirs(parent, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(data)

@@ -362,7 +362,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Serve until killed: ``python -m peira.testing.chat_server --latency 0.05``.
+    """Serve until killed (``--latency 0.05``: 50 ms an answer).
 
     Prints the API root (``http://127.0.0.1:PORT/v1``) on the first line of stdout.
     """
