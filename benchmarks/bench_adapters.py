@@ -52,8 +52,13 @@ def load() -> str:
 
 def start_server(latency: float) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from peira.testing.chat_server import main; "
-         "sys.exit(main())", "--latency", str(latency)],
+        [
+            sys.executable,
+            "-c",
+            "import sys; from peira.testing.chat_server import main; sys.exit(main())",
+            "--latency",
+            str(latency),
+        ],
         stdout=subprocess.PIPE,
         text=True,
         cwd=ROOT,

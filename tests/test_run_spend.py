@@ -3,7 +3,6 @@ Retry-After, and the ``peira adapters`` commands."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
 import threading
