@@ -539,7 +539,12 @@ def run(
         like a timeout but reported as ``adapter raised TimeoutError: …``.
     retries, backoff, max_backoff
         Retries of timeouts and :class:`TransientError`, waiting
-        ``min(max_backoff, backoff · 2^(attempt−1))`` seconds before each.
+        ``min(max_backoff, backoff · 2^(attempt−1))`` seconds scaled by a
+        random factor in [0.5, 1] before each, and at least the server's
+        ``Retry-After`` when the error carries one (:func:`retry_wait`).
+        Adapters raise :class:`TransientError` for what is worth retrying
+        only (the model adapters: HTTP 408, 409, 429, 5xx, lost
+        connections); any other error is a malformed row at once.
     key
         Pseudonym key (SPEC §8); None: an ephemeral random key, never written.
     run_id
@@ -563,6 +568,15 @@ def run(
         manifest when the adapter has no ``config()`` method; see
         :func:`adapter_identity`. A resume whose adapter class or
         configuration differs is refused (:class:`ResumeError`).
+    cache
+        A response-cache directory (:mod:`peira.run.cache`): answers stored
+        there are not asked again, new ones are added; the log gains a
+        ``cached`` column. Safe to share between concurrent runs.
+    max_cost_usd
+        Stop before the run's cost would pass this many USD
+        (:mod:`peira.run.spend`): :class:`BudgetExceeded`, resumable.
+    rpm, tpm
+        At most this many requests, and (estimated) tokens, per minute.
 
     Returns
     -------
@@ -576,6 +590,9 @@ def run(
         ``out.parts/`` belongs to another run.
     AdapterError
         The adapter does not follow the protocol.
+    BudgetExceeded
+        The next call would have passed ``max_cost_usd``; completed calls
+        are checkpointed.
     KeyboardInterrupt, SystemExit
         From the adapter (or Ctrl-C): re-raised after completed calls are
         checkpointed; run again to resume. (:func:`run_async` raises
