@@ -117,7 +117,7 @@ def default_answer(body: dict[str, Any]) -> str:
     """The default model's answer to a request body (deterministic).
 
     >>> default_answer({"messages": [{"role": "user", "content": "x\\n\\nOptions:\\n- a\\n- b"}]})
-    'Decision: a\\nConfidence: 0.53'
+    'Decision: a\\nConfidence: 0.98'
     """
     options, as_json = _options(body)
     seed = body.get("seed")
