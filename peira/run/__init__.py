@@ -26,6 +26,7 @@ from .checkpoint import parts_dir
 from .loading import accepts_argument, adapter_identity, adapter_target, load_adapter
 from .protocol import (
     REQUEST_FIELDS,
+    RESPONSE_KEY,
     Adapter,
     AdapterError,
     BudgetExceeded,
@@ -42,6 +43,7 @@ from .spend import RunPlan, plan_run
 
 __all__ = [
     "REQUEST_FIELDS",
+    "RESPONSE_KEY",
     "Adapter",
     "AdapterError",
     "BudgetExceeded",
