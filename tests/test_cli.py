@@ -208,9 +208,15 @@ def test_export_one_split_and_unknown_by(
     assert main(["export", "cases", str(demo_dir()), "--split", "public", "--out", str(out)]) == 0
     lines = out.read_text().splitlines()
     assert len(lines) == 959 and all(json.loads(x)["case_id"] for x in lines)
-    assert main(["export", "cases", str(demo_dir()), "--out", str(tmp_path / "all.jsonl")]) == 1
-    assert "holdout" in capsys.readouterr().err
-    assert not (tmp_path / "all.jsonl").exists()
+    default = tmp_path / "default.jsonl"
+    assert main(["export", "cases", str(demo_dir()), "--out", str(default)]) == 0
+    assert default.read_bytes() == out.read_bytes()  # the public split is the default
+    capsys.readouterr()
+    all_out = tmp_path / "all.jsonl"
+    assert main(["export", "cases", str(demo_dir()), "--split", "all", "--out", str(all_out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "241 holdout case(s)" in err and "leave out --split all" in err
+    assert not all_out.exists()
     assert main(["score", "--by", "colour"]) == 2
     assert "--by colour: not a column" in capsys.readouterr().err
 

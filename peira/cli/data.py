@@ -187,11 +187,19 @@ def cmd_export(args: argparse.Namespace) -> int:
     """Write a dataset's cases in the reference JSONL format."""
     import polars as pl
 
+    from ..errors import PeiraError
     from ..importers.cases import write_cases_jsonl
     from ..io import Dataset, read_dataset
 
     ds = read_dataset(args.dataset)
-    if args.split != "all":
+    if args.split == "all":
+        n_hold = ds.cases.filter(pl.col("split") == "holdout").height
+        if n_hold:
+            raise PeiraError(
+                f"{args.dataset}: {n_hold} holdout case(s); holdout cases are never exported "
+                "(leave out --split all: the public split is the default)"
+            )
+    else:
         keep = ds.cases.filter(pl.col("split") == args.split)
         ds = Dataset(keep, ds.variants.join(keep.select("case_id"), on="case_id", how="semi"))
     write_cases_jsonl(ds, args.out)
@@ -256,8 +264,9 @@ def register(sub: Any) -> None:
     ex.add_argument(
         "--split",
         choices=("public", "all"),
-        default="all",
-        help="holdout cases are never exported; --split public exports the public ones",
+        default="public",
+        help="public (default): the public cases; all: every case, refused when the "
+        "dataset has holdout cases (they are never exported)",
     )
 
     y = c.add_command(sub, "synth", cmd_synth, "write a deterministic synthetic benchmark")

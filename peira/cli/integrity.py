@@ -1,4 +1,4 @@
-"""``peira seal``, ``verify`` and ``holdout {blind, unblind, divergence}``.
+"""``peira seal``, ``verify`` and ``holdout {keygen, blind, unblind, divergence}``.
 
 Exit codes (the guard's, see :mod:`peira.cli._errors`):
 
@@ -7,6 +7,7 @@ Exit codes (the guard's, see :mod:`peira.cli._errors`):
 - ``verify``: 0 every artifact intact; 1 some artifact tampered (the
   findings say what differs, sealed vs found); 2 some artifact or input
   unreadable (and none tampered).
+- ``holdout keygen``: 0 written; 2 the key file exists (never overwritten).
 - ``holdout blind`` / ``unblind`` / ``divergence``: 0 done; 1 invalid data
   (unknown ids, wrong key, validation); 2 unreadable input or bad key.
 
@@ -27,7 +28,15 @@ from . import _common as c
 if TYPE_CHECKING:
     import polars as pl
 
-__all__ = ["cmd_blind", "cmd_divergence", "cmd_seal", "cmd_unblind", "cmd_verify", "register"]
+__all__ = [
+    "cmd_blind",
+    "cmd_divergence",
+    "cmd_keygen",
+    "cmd_seal",
+    "cmd_unblind",
+    "cmd_verify",
+    "register",
+]
 
 
 # ---------------------------------------------------------------- seal / verify
@@ -117,6 +126,18 @@ def _holdout_key(args: argparse.Namespace) -> bytes:
     key = load_key(args.key_file, env_var=HOLDOUT_KEY_ENV, required=True, purpose="holdout")
     assert key is not None
     return key
+
+
+def cmd_keygen(args: argparse.Namespace) -> int:
+    """``peira holdout keygen``: a new random key file (mode 0600, never overwritten)."""
+    from ..integrity.keys import write_key_file
+
+    out = write_key_file(args.out, n_bytes=args.bytes)
+    print(
+        f"{out}: new {args.bytes}-byte key (hex, mode 0600); keep it secret and out of "
+        "version control (the same text works as PEIRA_HOLDOUT_KEY)"
+    )
+    return c.EXIT_OK
 
 
 def cmd_blind(args: argparse.Namespace) -> int:
@@ -242,6 +263,14 @@ def register(sub: Any) -> None:
 
     h = sub.add_parser("holdout", help="blind holdout: blinded export, unblinding, divergence")
     hs = h.add_subparsers(dest="holdout_command", required=True, metavar="ACTION")
+
+    k = c.add_command(hs, "keygen", cmd_keygen, "write a new random secret key (mode 0600)")
+    k.add_argument(
+        "--out", required=True, metavar="KEY", help="key file to create (never replaced)"
+    )
+    k.add_argument(
+        "--bytes", type=c.positive_int, default=32, help="random bytes in the key (>= 16)"
+    )
 
     b = c.add_command(hs, "blind", cmd_blind, "write the blinded export (variant_id, prompt, …)")
     b.add_argument("--dataset", required=True, help="dataset directory")

@@ -14,10 +14,19 @@ from .hashes import (
     results_hash,
     results_scheme,
 )
-from .keys import MIN_KEY_BYTES, SEAL_KEY_ENV, KeyMaterialError, compute_lock, load_key
+from .keys import (
+    KEY_BYTES,
+    MIN_KEY_BYTES,
+    SEAL_KEY_ENV,
+    KeyMaterialError,
+    compute_lock,
+    load_key,
+    write_key_file,
+)
 
 __all__ = [
     "DATASET_SCHEME",
+    "KEY_BYTES",
     "MIN_KEY_BYTES",
     "RESULTS_SCHEME",
     "RESULTS_SCHEME_ALL",
@@ -28,4 +37,5 @@ __all__ = [
     "load_key",
     "results_hash",
     "results_scheme",
+    "write_key_file",
 ]
