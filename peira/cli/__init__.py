@@ -13,13 +13,13 @@ import argparse
 from collections.abc import Sequence
 
 from .._version import __version__
-from . import data, integrity, ranking, report, run, score
+from . import data, flips, integrity, ranking, report, run, score
 from ._errors import guard
 
 __all__ = ["GROUPS", "build_parser", "main"]
 
 #: The command groups, in the order ``peira --help`` lists them.
-GROUPS = (ranking, score, data, report, run, integrity)
+GROUPS = (ranking, score, flips, data, report, run, integrity)
 
 
 def build_parser() -> argparse.ArgumentParser:

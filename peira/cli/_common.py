@@ -34,6 +34,7 @@ __all__ = [
     "SPLITS",
     "Command",
     "add_bootstrap_options",
+    "add_columns_options",
     "add_command",
     "add_data_options",
     "add_format_option",
@@ -46,6 +47,7 @@ __all__ = [
     "finite_non_negative",
     "load_pairs",
     "non_negative_int",
+    "pick_columns",
     "plan",
     "positive_int",
 ]
@@ -225,3 +227,41 @@ def emit(frame: pl.DataFrame, fmt: str) -> int:
 
     sys.stdout.write(render(frame, fmt))
     return EXIT_OK
+
+
+# ---------------------------------------------------------------- columns
+
+
+def add_columns_options(p: argparse.ArgumentParser) -> None:
+    """``--columns A,B`` and ``--all``: which columns a ``table``/``markdown`` view shows."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument(
+        "--columns",
+        metavar="A,B,…",
+        help="the columns to show in table/markdown (default: a compact set; "
+        "csv and json always give every column)",
+    )
+    g.add_argument("--all", action="store_true", help="every column in table/markdown")
+
+
+def pick_columns(frame: pl.DataFrame, default: list[str], args: argparse.Namespace) -> list[str]:
+    """The columns of ``frame`` a table/markdown view shows: ``--columns``, every one with
+    ``--all``, else ``default`` (those of them that ``frame`` has)."""
+    from ..errors import PeiraError
+
+    if getattr(args, "all", False):
+        return list(frame.columns)
+    wanted = getattr(args, "columns", None)
+    if wanted:
+        names = [x.strip() for x in wanted.split(",") if x.strip()]
+        unknown = [x for x in names if x not in frame.columns]
+        if unknown:
+            from difflib import get_close_matches
+
+            hint = get_close_matches(unknown[0], frame.columns, n=1)
+            more = f"; did you mean {hint[0]!r}?" if hint else ""
+            raise PeiraError(
+                f"--columns: no column {unknown[0]!r}{more} (columns: {', '.join(frame.columns)})"
+            )
+        return names
+    return [x for x in default if x in frame.columns]
