@@ -11,16 +11,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import PeiraError
+from .errors import CanonicalJSONError
 
 __all__ = ["CanonicalJSONError", "canonical_json", "pretty_json"]
-
-
-class CanonicalJSONError(PeiraError, ValueError):
-    """A value has no canonical JSON form (NaN, Infinity, a non-string key, …).
-
-    The message names the path to the bad value, e.g. ``metrics.asr``.
-    """
 
 
 def _path(parent: str, key: str | int) -> str:

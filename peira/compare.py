@@ -25,6 +25,7 @@ import polars as pl
 from statsmodels.stats.multitest import multipletests
 
 from .bootstrap import ResamplePlan, paired_differences, ratio_intervals, replicates
+from .errors import PeiraKeyError, PeiraValueError
 from .metrics.gates import GateThresholds, ranking_gates
 from .metrics.ratios import RATIO_METRICS
 
@@ -45,13 +46,13 @@ _META = [
 
 def _check_rule(rule: str) -> Rule:
     if rule not in ("ci", "paired"):
-        raise ValueError(f"rule must be 'ci' or 'paired', not {rule!r}")
+        raise PeiraValueError(f"rule must be 'ci' or 'paired', not {rule!r}")
     return rule  # type: ignore[return-value]
 
 
 def _metric(metric: str) -> bool:
     if metric not in RATIO_METRICS:
-        raise ValueError(
+        raise PeiraValueError(
             f"unknown ratio metric {metric!r}; known: {', '.join(sorted(RATIO_METRICS))}"
         )
     return RATIO_METRICS[metric].higher_is_better
@@ -198,11 +199,11 @@ def head_to_head(
     The p-value is not Holm-adjusted (one comparison); ``p_holm`` equals it.
     """
     if run_a == run_b:
-        raise ValueError("head_to_head needs two different runs")
+        raise PeiraValueError("head_to_head needs two different runs")
     present = set(pairs.lazy().select(pl.col("run_id").unique()).collect()["run_id"].to_list())
     missing = [r for r in (run_a, run_b) if r not in present]
     if missing:
-        raise KeyError(
+        raise PeiraKeyError(
             f"no pairs for run(s) {', '.join(map(repr, missing))}; known: {sorted(present)}"
         )
     row = pairwise(pairs, plan, metric=metric, runs=[run_a, run_b], rule=rule, level=level).row(

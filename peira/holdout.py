@@ -30,7 +30,14 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from .errors import PeiraError
+from .errors import (
+    PeiraError,
+    PeiraKeyError,
+    PeiraTypeError,
+    PeiraValueError,
+    PseudonymCollisionError,
+    UnblindError,
+)
 from .io import Dataset, write_parquet
 from .metrics.keys import group_keys
 from .schema import ARMS, RESPONSES_SCHEMA, validate_responses
@@ -64,17 +71,9 @@ _RUN_COLUMNS = ("run_id", "model", "model_version")
 _SHOW = 10
 
 
-class PseudonymCollisionError(PeiraError, ValueError):
-    """Two variants got the same pseudonym (choose more hex digits or another key)."""
-
-
-class UnblindError(PeiraError, ValueError):
-    """Blinded responses cannot be mapped back (wrong key, unknown or missing ids)."""
-
-
 def _check_key(key: bytes) -> None:
     if not isinstance(key, bytes | bytearray):
-        raise TypeError("the holdout key must be bytes")
+        raise PeiraTypeError("the holdout key must be bytes")
     if len(key) < MIN_KEY_BYTES:
         raise PeiraError(
             f"the holdout key is {len(key)} bytes; at least {MIN_KEY_BYTES} bytes are required"
@@ -83,7 +82,7 @@ def _check_key(key: bytes) -> None:
 
 def _check_digits(digits: int) -> None:
     if isinstance(digits, bool) or not isinstance(digits, int) or not 8 <= digits <= 64:
-        raise ValueError(f"digits must be an integer in [8, 64], not {digits!r}")
+        raise PeiraValueError(f"digits must be an integer in [8, 64], not {digits!r}")
 
 
 def pseudonym(
@@ -110,7 +109,7 @@ def pseudonym(
     _check_key(key)
     _check_digits(digits)
     if arm not in ARMS:
-        raise ValueError(f"arm must be one of {ARMS}, not {arm!r}")
+        raise PeiraValueError(f"arm must be one of {ARMS}, not {arm!r}")
     mac = hmac.new(bytes(key), f"{case_id}|{arm}".encode(), hashlib.sha256).hexdigest()
     return prefix + mac[:digits]
 
@@ -401,7 +400,7 @@ def divergence(
     from .metrics import RATIO_METRICS
 
     if metric not in RATIO_METRICS:
-        raise KeyError(f"unknown ratio metric {metric!r}; known: {', '.join(RATIO_METRICS)}")
+        raise PeiraKeyError(f"unknown ratio metric {metric!r}; known: {', '.join(RATIO_METRICS)}")
     higher_is_better = RATIO_METRICS[metric].higher_is_better
     pp = plan_public or plan_for_cases(
         cases, split="public", unit=unit, n_resamples=n_resamples, seed=seed
@@ -410,11 +409,11 @@ def divergence(
         cases, split="holdout", unit=unit, n_resamples=n_resamples, seed=seed + 1
     )
     if pp.n_resamples != ph.n_resamples:
-        raise ValueError(
+        raise PeiraValueError(
             f"the plans differ in B ({pp.n_resamples} public, {ph.n_resamples} holdout)"
         )
     if pp.seed == ph.seed:
-        raise ValueError(
+        raise PeiraValueError(
             f"both plans use seed {pp.seed}: their draws would be correlated; give the "
             "holdout plan another seed (default: public seed + 1)"
         )
@@ -442,7 +441,7 @@ def divergence(
     lo, hi, n_def = _percentile(d, est_h - est_p, level)
     n = joined.height
     if adjust not in ("bonferroni", "none"):
-        raise ValueError(f"adjust must be 'bonferroni' or 'none', not {adjust!r}")
+        raise PeiraValueError(f"adjust must be 'bonferroni' or 'none', not {adjust!r}")
     k = max(int(np.count_nonzero(n_def)), 1)
     flag_level = 1 - (1 - level) / k if adjust == "bonferroni" else level
     flo, fhi, _ = _percentile(d, est_h - est_p, flag_level)

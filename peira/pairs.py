@@ -26,7 +26,7 @@ from typing import Literal
 
 import polars as pl
 
-from .errors import MissingArmsError, ValidationError
+from .errors import MissingArmsError, PeiraValueError, ValidationError
 from .schema import CASES_SCHEMA, RESPONSES_SCHEMA, failures_frame
 
 __all__ = [
@@ -311,11 +311,11 @@ def build_pairs(
     (True, True, True)
     """
     if missing not in ("error", "malformed"):
-        raise ValueError(f"missing must be 'error' or 'malformed', not {missing!r}")
+        raise PeiraValueError(f"missing must be 'error' or 'malformed', not {missing!r}")
     if delta < 0:
-        raise ValueError(f"delta must be >= 0, not {delta!r}")
+        raise PeiraValueError(f"delta must be >= 0, not {delta!r}")
     if layout not in ("auto", "sorted", "any"):
-        raise ValueError(f"layout must be 'auto', 'sorted' or 'any', not {layout!r}")
+        raise PeiraValueError(f"layout must be 'auto', 'sorted' or 'any', not {layout!r}")
     pairs: pl.DataFrame | None = None
     if layout == "sorted" or (layout == "auto" and looks_sorted(responses)):
         trial = scan_pairs(responses, cases, delta=delta, layout="sorted").collect()

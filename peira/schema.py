@@ -23,7 +23,7 @@ from pandera.api.polars.types import PolarsData
 from pandera.errors import SchemaErrors
 from polars._typing import PolarsDataType
 
-from .errors import ValidationError
+from .errors import PeiraValueError, ValidationError
 
 __all__ = [
     "ARMS",
@@ -570,7 +570,7 @@ def collect_failures(
     to the file and row it was read from, for multi-file response logs.
     """
     if table not in _MODELS:
-        raise ValueError(f"unknown table {table!r}; expected one of {sorted(_MODELS)}")
+        raise PeiraValueError(f"unknown table {table!r}; expected one of {sorted(_MODELS)}")
     out, failures = _validate(df, table, source, locations)
     if cases is not None and not failures.filter(pl.col("check") == "missing_column").height:
         failures = pl.concat([failures, _cross_failures(out, cases, table, source, locations)])

@@ -257,3 +257,72 @@ def test_tables_rejects_what_score_rejects(capsys: pytest.CaptureFixture[str]) -
             main([*argv, "--resamples", "0", "--level", "1.5"])
         assert info.value.code == 2
         assert "argument --resamples: must be >= 1, not 0" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- exit codes
+
+
+def test_a_bug_is_a_traceback_not_a_user_error(tiny: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only errors Peira raises on purpose become ``peira: error:``; a bug propagates."""
+    import peira.pairs
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise KeyError("an internal column")
+
+    monkeypatch.setattr(peira.pairs, "build_pairs", broken)
+    with pytest.raises(KeyError, match="an internal column"):
+        main(["score", "--dataset", str(tiny)])
+
+
+def test_library_argument_errors_carry_exit_code_2(
+    tiny: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from peira.errors import PeiraError, PeiraKeyError, PeiraValueError
+
+    assert issubclass(PeiraValueError, ValueError) and issubclass(PeiraKeyError, KeyError)
+    assert PeiraValueError.exit_code == PeiraError.exit_code == 2
+    assert str(PeiraKeyError("no run 'x'")) == "no run 'x'"  # not quoted like KeyError
+    base = ["--dataset", str(tiny), "--split", "all", "--resamples", "50"]
+    assert main(["compare", "r1", "nope", *base]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("peira compare: error: no pairs for run(s) 'nope'")
+    assert len(err.splitlines()) == 1
+
+
+def test_file_system_errors_are_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from peira.io import demo_dir
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    out = blocker / "cases.jsonl"
+    argv = ["export", "cases", str(demo_dir()), "--split", "public", "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"peira export: error: {blocker}") and len(err.splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
+@pytest.mark.parametrize(
+    ("name", "code"),
+    [
+        ("ValidationError", 1),
+        ("MissingArmsError", 1),
+        ("InputFormatError", 1),
+        ("UnblindError", 1),
+        ("DataFileError", 2),
+        ("PeiraValueError", 2),
+        ("UnknownNameError", 2),
+        ("OutputExistsError", 2),
+        ("PublicationLeakError", 2),
+        ("CanonicalJSONError", 2),
+        ("PlanMismatchError", 2),
+        ("PseudonymCollisionError", 2),
+    ],
+)
+def test_exit_code_of_each_public_error(name: str, code: int) -> None:
+    import peira.errors
+
+    cls = getattr(peira.errors, name)
+    assert issubclass(cls, peira.errors.PeiraError) and cls.exit_code == code

@@ -34,6 +34,7 @@ import numpy.typing as npt
 import polars as pl
 from scipy.special import ndtr, ndtri
 
+from ..errors import PeiraValueError
 from .plan import ResamplePlan, Unit, make_plan, warn_few_clusters
 
 try:  # optional: keeps OpenBLAS from spinning threads against our sorting threads
@@ -94,14 +95,14 @@ def map_rows(
 def half_alpha(level: float) -> Fraction:
     """α/2 = (1 − level)/2 as an exact fraction of the level's decimal."""
     if isinstance(level, bool) or not isinstance(level, float | int) or not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), not {level!r}")
+        raise PeiraValueError(f"level must be in (0, 1), not {level!r}")
     return (1 - Fraction(repr(float(level)))) / 2
 
 
 def check_method(method: str) -> Method:
     """Validate an interval method."""
     if method not in ("percentile", "bca"):
-        raise ValueError(f"method must be 'percentile' or 'bca', not {method!r}")
+        raise PeiraValueError(f"method must be 'percentile' or 'bca', not {method!r}")
     return "percentile" if method == "percentile" else "bca"
 
 
@@ -348,11 +349,13 @@ def bootstrap(
     num = np.asarray(numerator, dtype=np.float64).ravel()
     den = np.ones_like(num) if denominator is None else np.asarray(denominator, np.float64).ravel()
     if num.shape != den.shape:
-        raise ValueError(f"numerator and denominator differ in length: {num.size} vs {den.size}")
+        raise PeiraValueError(
+            f"numerator and denominator differ in length: {num.size} vs {den.size}"
+        )
     if num.size == 0:
-        raise ValueError("bootstrap: no observations")
+        raise PeiraValueError("bootstrap: no observations")
     if not (np.isfinite(num).all() and np.isfinite(den).all()):
-        raise ValueError("bootstrap: numerator and denominator must be finite")
+        raise PeiraValueError("bootstrap: numerator and denominator must be finite")
     m = check_method(method)
     half_alpha(confidence_level)
     unit: Unit = "case"
@@ -363,7 +366,7 @@ def bootstrap(
         labels = pl.Series(clusters, dtype=pl.String)
         unit = "cluster"
         if labels.len() != num.size:
-            raise ValueError(f"clusters has {labels.len()} labels for {num.size} observations")
+            raise PeiraValueError(f"clusters has {labels.len()} labels for {num.size} observations")
     if plan is None:
         plan = make_plan(labels.unique().to_list(), n_resamples=n_resamples, seed=seed, unit=unit)
     warn_few_clusters(plan)

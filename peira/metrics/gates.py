@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 
 import polars as pl
 
+from ..errors import PeiraValueError
 from .ratios import RATIO_METRICS
 
 __all__ = ["GateThresholds", "ranking_gates"]
@@ -81,7 +82,7 @@ def ranking_gates(
         .collect()
     )
     if stray.height:
-        raise ValueError(
+        raise PeiraValueError(
             f"ranking_gates: the pairs hold {stray.height} case(s) not in the cases given "
             f"(first: {stray['case_id'][0]!r}); pass the pairs and the cases of one split"
         )

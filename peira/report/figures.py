@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
+from ..errors import PeiraValueError
 from ..metrics import reliability_bins
 from ..metrics.confidence import gate_confidence
 
@@ -427,7 +428,7 @@ def render_figure(
 
     bad = [f for f in formats if f not in _METADATA]
     if bad:
-        raise ValueError(f"unknown figure format(s) {bad}; choose from {', '.join(_METADATA)}")
+        raise PeiraValueError(f"unknown figure format(s) {bad}; choose from {', '.join(_METADATA)}")
     out: dict[str, bytes] = {}
     with matplotlib.rc_context(RC):  # type: ignore[arg-type]
         fig = spec.draw(ctx)

@@ -16,7 +16,7 @@ holdout − public difference; split totals in the ``census``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -31,7 +31,7 @@ from ..bootstrap import (
     ratio_intervals,
 )
 from ..compare import Rule, leaderboard, pairwise
-from ..errors import PeiraError
+from ..errors import PeiraError, PeiraValueError, UnknownTableError
 from ..io import Dataset
 from ..metrics import RATIO_METRICS, GateThresholds, metric_table, ranking_gates
 from ..pairs import Missing, build_pairs
@@ -88,9 +88,9 @@ class ReportConfig:
 
     def __post_init__(self) -> None:
         if self.split not in ("public", "holdout", "all"):
-            raise ValueError(f"split must be 'public', 'holdout' or 'all', not {self.split!r}")
+            raise PeiraValueError(f"split must be 'public', 'holdout' or 'all', not {self.split!r}")
         if self.publication and self.split != "public":
-            raise ValueError("publication mode analyses the public split only")
+            raise PeiraValueError("publication mode analyses the public split only")
 
     def as_dict(self) -> dict[str, Any]:
         """The configuration as plain JSON-able values."""
@@ -820,26 +820,6 @@ def table_caption(spec: TableSpec, ctx: ReportContext, *, title: bool = True) ->
         f"{head}{spec.description} Split {c.split}; {c.level:.0%} {c.unit}-bootstrap "
         f"intervals, B={c.n_resamples}, seed {c.seed}."
     )
-
-
-class UnknownTableError(PeiraError, KeyError):
-    """A table name that is not in :data:`TABLES`.
-
-    Attributes
-    ----------
-    name : str
-        The name asked for.
-    known : tuple of str
-        Every registered table name, in report order.
-    """
-
-    def __init__(self, name: str, known: Sequence[str]) -> None:
-        self.name = name
-        self.known = tuple(known)
-        super().__init__(f"unknown table {name!r}; known tables: {', '.join(self.known)}")
-
-    def __str__(self) -> str:  # KeyError would repr() the message
-        return str(self.args[0])
 
 
 def build_table(name: str, ctx: ReportContext) -> pl.DataFrame:
