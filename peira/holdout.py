@@ -32,7 +32,6 @@ import polars as pl
 
 from .errors import (
     PeiraError,
-    PeiraKeyError,
     PeiraTypeError,
     PeiraValueError,
     PseudonymCollisionError,
@@ -399,8 +398,6 @@ def divergence(
     from .bootstrap import plan_for_cases, replicates
     from .metrics import RATIO_METRICS
 
-    if metric not in RATIO_METRICS:
-        raise PeiraKeyError(f"unknown ratio metric {metric!r}; known: {', '.join(RATIO_METRICS)}")
     higher_is_better = RATIO_METRICS[metric].higher_is_better
     pp = plan_public or plan_for_cases(
         cases, split="public", unit=unit, n_resamples=n_resamples, seed=seed

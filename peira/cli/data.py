@@ -42,18 +42,19 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    """Read a reference-format file; write a dataset or a response log."""
+    """Read a file in a registered format; write a dataset or a response log."""
     import polars as pl
 
+    from ..importers import importer_for
     from ..io import write_dataset, write_parquet
 
-    if args.kind == "cases":
-        from ..importers.cases import read_cases_jsonl
-
-        ds = read_cases_jsonl(args.input)
-        write_dataset(ds.cases, ds.variants, args.out)
-        print(f"{args.out}: {ds.cases.height} cases, {ds.variants.height} variants")
-        inferred = ds.cases.filter(pl.col("extras").str.contains("peira:inferred", literal=True))
+    imp = importer_for(args.input, args.format)
+    result = imp.read(args.input, run_id=args.run_id)
+    if imp.produces == "dataset":
+        write_dataset(result.cases, result.variants, args.out)
+        print(f"{args.out}: {result.cases.height} cases, {result.variants.height} variants")
+        cases = result.cases
+        inferred = cases.filter(pl.col("extras").str.contains("peira:inferred", literal=True))
         if inferred.height:
             ids = ", ".join(inferred["case_id"].head(10).to_list())
             print(
@@ -62,17 +63,20 @@ def cmd_import(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         return c.EXIT_OK
-    if args.kind == "artifact":
-        from ..importers.artifact import read_artifact
-
-        df = read_artifact(args.input, run_id=args.run_id)
-    else:
-        from ..importers.transcript import read_transcript
-
-        df = read_transcript(args.input, run_id=args.run_id)
-    write_parquet(df, args.out)
-    print(f"{args.out}: {df.height} responses")
+    write_parquet(result, args.out)
+    print(f"{args.out}: {result.height} responses")
     return c.EXIT_OK
+
+
+def _importers_epilog() -> str:
+    from ..importers import IMPORTERS
+
+    width = max(len(name) for name in IMPORTERS)
+    rows = [
+        f"  {imp.name:<{width}}  {imp.description} ({', '.join(imp.suffixes)})"
+        for imp in IMPORTERS.values()
+    ]
+    return "formats:\n" + "\n".join(rows)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -101,10 +105,19 @@ def register(sub: Any) -> None:
     )
     v.add_argument("--failures-out", help="write all violations to this Parquet file")
 
-    im = c.add_command(sub, "import", cmd_import, "import reference-format files")
-    im.add_argument("kind", choices=("cases", "artifact", "transcript"))
-    im.add_argument("input")
-    im.add_argument("--out", required=True)
+    from ..importers import IMPORTERS
+
+    im = c.add_command(
+        sub,
+        "import",
+        cmd_import,
+        "import a file in another format (a dataset or a response log)",
+        epilog=_importers_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    im.add_argument("format", choices=IMPORTERS.names(), metavar="FORMAT", help="see below")
+    im.add_argument("input", metavar="INPUT", help="the file to read")
+    im.add_argument("--out", required=True, help="dataset directory or Parquet log to write")
     im.add_argument("--run-id", help="run_id for imported responses")
 
     ex = c.add_command(sub, "export", cmd_export, "export to reference formats")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from .._registry import Registry
 from ..errors import PeiraValueError
 
 __all__ = [
@@ -192,4 +193,4 @@ def ratio_metrics(*, severity_weights: Mapping[str, float] | None = None) -> dic
     }
 
 
-RATIO_METRICS: dict[str, RatioMetric] = ratio_metrics()
+RATIO_METRICS: Registry[RatioMetric] = Registry("ratio metric", ratio_metrics().values())

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
+from .._registry import Registry
 from ..errors import PeiraValueError
 from ..metrics import reliability_bins
 from ..metrics.confidence import gate_confidence
@@ -363,9 +364,9 @@ class FigureSpec:
     draw: Callable[[ReportContext], Figure]
 
 
-FIGURES: dict[str, FigureSpec] = {
-    f.name: f
-    for f in (
+FIGURES: Registry[FigureSpec] = Registry(
+    "figure",
+    (
         FigureSpec(
             "asr_forest",
             "ASR forest plot",
@@ -400,8 +401,8 @@ FIGURES: dict[str, FigureSpec] = {
             "lines without a flip are shift-without-flip.",
             score_shift,
         ),
-    )
-}
+    ),
+)
 """Every named figure, in report order."""
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import polars as pl
 
+from .._registry import Registry
 from ..bootstrap import (
     ResamplePlan,
     Unit,
@@ -715,9 +716,9 @@ def _gates(ctx: ReportContext) -> pl.DataFrame:
     ).sort("run_id")
 
 
-TABLES: dict[str, TableSpec] = {
-    t.name: t
-    for t in (
+TABLES: Registry[TableSpec] = Registry(
+    "table",
+    (
         TableSpec(
             "leaderboard",
             "Leaderboard",
@@ -807,8 +808,8 @@ TABLES: dict[str, TableSpec] = {
             "Per run: the quantities behind the ranking gates and the gates it fails.",
             _gates,
         ),
-    )
-}
+    ),
+)
 """Every named table, in report order."""
 
 
