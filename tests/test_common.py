@@ -165,7 +165,7 @@ def test_metric_row_order_invariance(name: str, shuffled_tables: tuple) -> None:
 BAD_INPUT = {
     "cases": ("bad.jsonl", b'{"case_id": \n', "bad.jsonl:1"),
     "artifact": ("bad.json", b'{\n  "adapter_name": "x",\n  "results": [,]\n}\n', "bad.json:3"),
-    "transcript": ("bad.jsonl", b'{nope\n', "bad.jsonl:1"),
+    "transcript": ("bad.jsonl", b"{nope\n", "bad.jsonl:1"),
 }
 
 
