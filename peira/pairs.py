@@ -34,6 +34,7 @@ from typing import Literal
 
 import polars as pl
 
+from ._callable import make_callable
 from .errors import MissingArmsError, PeiraValueError, ValidationError
 from .schema import (
     CASES_SCHEMA,
@@ -453,3 +454,6 @@ def build_pairs(
                 incomplete,
             )
     return pairs
+
+
+make_callable(__name__, "pairs")  # peira.pairs(...) is the flat API function (peira/_callable.py)

@@ -493,13 +493,28 @@ def _fits(series: pl.Series, dtype: PolarsDataType) -> bool:
     return bool(info.min <= int(str(lo)) and int(str(hi)) <= info.max)
 
 
+def _lossless(series: pl.Series, dtype: PolarsDataType) -> bool:
+    """An all-null column, or floats that are all whole numbers going to an integer
+    dtype (pandas stores a nullable integer column as float64 with NaN)."""
+    if series.null_count() == series.len():
+        return True
+    if not (series.dtype.is_float() and dtype.is_integer()):
+        return False
+    values = series.drop_nulls()
+    if not bool((values.is_finite() & (values == values.floor())).all()):
+        return False
+    whole = values.cast(pl.Int64, strict=False)
+    return whole.null_count() == 0 and _fits(whole, dtype)
+
+
 def conform(df: pl.DataFrame, table: str) -> pl.DataFrame:
     """Add absent optional columns and losslessly cast near-miss dtypes.
 
-    Integer to float, narrower to wider integer, categorical to string and
-    all-null columns are cast; anything else is left for validation to report.
-    Columns are put in the canonical order, then the extension columns the
-    frame carries (:data:`RESPONSE_EXTENSIONS`), then any other column.
+    Integer to float, narrower to wider integer, categorical to string,
+    whole-number floats to integer and all-null columns are cast; anything
+    else is left for validation to report. Columns are put in the canonical
+    order, then the extension columns the frame carries
+    (:data:`RESPONSE_EXTENSIONS`), then any other column.
     """
     schema = _SCHEMAS[table]
     known = {**schema, **_EXTENSIONS.get(table, {})}
@@ -507,7 +522,9 @@ def conform(df: pl.DataFrame, table: str) -> pl.DataFrame:
     for name, dtype in known.items():
         if name in df.columns:
             src = df.schema[name]
-            if src != dtype and _castable(src, dtype) and _fits(df[name], dtype):
+            if src != dtype and (
+                (_castable(src, dtype) and _fits(df[name], dtype)) or _lossless(df[name], dtype)
+            ):
                 exprs.append(pl.col(name).cast(dtype))
             else:
                 exprs.append(pl.col(name))

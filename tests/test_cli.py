@@ -212,7 +212,7 @@ def test_export_one_split_and_unknown_by(
     assert "holdout" in capsys.readouterr().err
     assert not (tmp_path / "all.jsonl").exists()
     assert main(["score", "--by", "colour"]) == 2
-    assert "--by colour: not a column" in capsys.readouterr().err
+    assert "by colour: not a column" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- the package

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from peira.bootstrap import paired_differences, plan_for_cases, ratio_intervals, replicates
-from peira.compare import head_to_head, leaderboard, pairwise
+from peira.ranking import head_to_head, leaderboard, pairwise
 from peira.errors import ValidationError
 from peira.metrics import RATIO_METRICS, metric_table
 from peira.metrics.gates import GateThresholds, ranking_gates

@@ -25,8 +25,6 @@ from ._output import FORMATS
 if TYPE_CHECKING:
     import polars as pl
 
-    from ..bootstrap import ResamplePlan
-
 __all__ = [
     "EXIT_OK",
     "EXIT_USAGE",
@@ -41,12 +39,11 @@ __all__ = [
     "add_pair_options",
     "add_split_option",
     "confidence_level",
+    "data_kwargs",
     "dataset_and_log",
     "emit",
     "finite_non_negative",
-    "load_pairs",
     "non_negative_int",
-    "plan",
     "positive_int",
 ]
 
@@ -188,32 +185,20 @@ def dataset_and_log(args: argparse.Namespace) -> tuple[Path, Path]:
     return d, Path(args.responses)
 
 
-def load_pairs(args: argparse.Namespace) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(pairs, cases) of the split asked for (all splits when ``--split all``)."""
-    import polars as pl
-
-    from ..errors import DataFileError
-    from ..io import read_dataset, read_responses
-    from ..pairs import build_pairs
-
-    d, log = dataset_and_log(args)
-    ds = read_dataset(d)
-    responses = read_responses(log, cases=ds.cases)
-    pairs = build_pairs(responses, ds.cases, missing=args.missing, delta=args.delta)
-    cases = ds.cases
-    if args.split != "all":
-        cases = cases.filter(pl.col("split") == args.split)
-        pairs = pairs.filter(pl.col("split") == args.split)
-        if cases.is_empty():
-            raise DataFileError(f"{d}: no cases in split {args.split!r}")
-    return pairs, cases
-
-
-def plan(args: argparse.Namespace, cases: pl.DataFrame) -> ResamplePlan:
-    """The resample plan of ``--unit``, ``--resamples`` and ``--seed`` over ``cases``."""
-    from ..bootstrap import plan_for_cases
-
-    return plan_for_cases(cases, unit=args.unit, n_resamples=args.resamples, seed=args.seed)
+def data_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The flat API's keyword arguments of the data and bootstrap options given."""
+    names = {
+        "split": "split",
+        "missing": "missing",
+        "delta": "delta",
+        "resamples": "n_resamples",
+        "seed": "seed",
+        "unit": "unit",
+        "level": "level",
+        "method": "method",
+        "rule": "rule",
+    }
+    return {api: getattr(args, opt) for opt, api in names.items() if hasattr(args, opt)}
 
 
 # ---------------------------------------------------------------- output

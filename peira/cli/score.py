@@ -12,26 +12,12 @@ __all__ = ["cmd_metrics", "cmd_score", "register"]
 
 def cmd_score(args: argparse.Namespace) -> int:
     """Every metric per run (× ``--by``); intervals in every format but table/markdown."""
-    import polars as pl
+    from .. import api
 
-    from ..api import headline, score_pairs
-    from ..errors import PeiraError
-
-    pairs, cases = c.load_pairs(args)
-    unknown = [col for col in args.by if col not in pairs.columns]
-    if unknown:
-        strings = (col for col in pairs.columns if pairs.schema[col] == pl.String)
-        raise PeiraError(
-            f"--by {', '.join(unknown)}: not a column of the pair table; "
-            f"choose among {', '.join(strings)}"
-        )
-    if args.format in ("table", "markdown"):
-        table = headline(score_pairs(pairs, cases, by=args.by), args.by)
-    else:
-        table = score_pairs(
-            pairs, cases, by=args.by, plan=c.plan(args, cases), level=args.level, method=args.method
-        )
-    return c.emit(table, args.format)
+    dataset, log = c.dataset_and_log(args)
+    terminal = args.format in ("table", "markdown")
+    table = api.score(log, dataset, by=args.by, intervals=not terminal, **c.data_kwargs(args))
+    return c.emit(api.headline(table, args.by) if terminal else table, args.format)
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:

@@ -31,11 +31,11 @@ from ..bootstrap import (
     plan_for_cases,
     ratio_intervals,
 )
-from ..compare import Rule, leaderboard, pairwise
 from ..errors import PeiraError, PeiraValueError, UnknownTableError
 from ..io import Dataset
 from ..metrics import RATIO_METRICS, GateThresholds, metric_table, ranking_gates
 from ..pairs import Missing, build_pairs
+from ..ranking import Rule, leaderboard, pairwise
 
 __all__ = [
     "SEVERITY_ORDER",
@@ -267,7 +267,7 @@ class ReportContext:
 
     @cached_property
     def leaderboard(self) -> pl.DataFrame:
-        """:func:`peira.compare.leaderboard` of the split analysed."""
+        """:func:`peira.ranking.leaderboard` of the split analysed."""
         c = self.config
         return leaderboard(
             self.pairs, self.cases, self.plan, rule=c.rule, level=c.level, thresholds=c.thresholds
@@ -275,7 +275,7 @@ class ReportContext:
 
     @cached_property
     def pairwise(self) -> pl.DataFrame:
-        """:func:`peira.compare.pairwise` on robustness, every pair of runs."""
+        """:func:`peira.ranking.pairwise` on robustness, every pair of runs."""
         return pairwise(self.pairs, self.plan, rule=self.config.rule, level=self.config.level)
 
     @cached_property
@@ -563,7 +563,7 @@ def _verdicts(ctx: ReportContext) -> pl.DataFrame:
 
     A run without eligible pairs has no estimate and no interval, so no
     comparison with it is a tie: both verdicts read ``"n/a"`` and the winner
-    is null. Newer :func:`peira.compare.pairwise` already says so; the
+    is null. Newer :func:`peira.ranking.pairwise` already says so; the
     estimates and intervals are checked here as well, so the tables never
     show a "tie" against an undefined run whichever way compare spells it.
     """
