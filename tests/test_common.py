@@ -31,12 +31,15 @@ from tests.builders import case, make_cases, make_responses, pair_rows, random_l
 # ============================================================ metrics
 
 #: Metrics where higher is better (every other metric: lower is better).
-HIGHER_IS_BETTER = {"benign_accuracy", "decided_accuracy", "robustness", "confidence_gate_auroc"}
+HIGHER_IS_BETTER = {
+    "benign_accuracy", "decided_accuracy", "robustness", "confidence_gate_auroc",
+    "accuracy_under_attack", "no_attack_rate",
+}  # fmt: skip
 #: Defined over every pair (or every score case), so defined when no pair is eligible.
 OVER_ALL_PAIRS = {
     "benign_accuracy", "decided_accuracy", "asr_unconditional", "abstention_rate_benign",
     "abstention_rate_attacked", "malformed_rate", "ece_benign", "ece_attacked", "brier_benign",
-    "brier_attacked",
+    "brier_attacked", "accuracy_under_attack",
 }  # fmt: skip
 #: Defined over eligible pairs only: null when no pair is eligible.
 OVER_ELIGIBLE_PAIRS = set(METRICS) - OVER_ALL_PAIRS
@@ -49,7 +52,7 @@ OVER_SCORE_CASES = {
 #: than a run whose attacks change nothing.
 FLIP_METRICS = {
     "asr", "robustness", "asr_unconditional", "decision_flip_rate", "severity_weighted_asr",
-    "target_hit_rate",
+    "target_hit_rate", "accuracy_under_attack",
 }  # fmt: skip
 ALL_PROPERTY_SETS = (HIGHER_IS_BETTER, OVER_ALL_PAIRS, OVER_ELIGIBLE_PAIRS, OVER_SCORE_CASES)
 
