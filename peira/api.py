@@ -245,7 +245,7 @@ def pairs(
     Returns
     -------
     polars.DataFrame
-        See docs/spec/data-model.md#the-pair-table and :func:`peira.pairs.build_pairs`.
+        See docs/spec/data-model.md#pair-table and :func:`peira.pairs.build_pairs`.
 
     Examples
     --------

@@ -1,4 +1,4 @@
-"""Canonical JSON (SPEC §7): the byte form that locks and content hashes are taken of.
+"""Canonical JSON (docs/spec/artifacts.md#canonical-json): the byte form that locks and content hashes are taken of.
 
 Sorted keys, no insignificant whitespace, UTF-8, shortest round-trip floats,
 NaN and Infinity rejected with the path to the bad value.
@@ -61,7 +61,7 @@ def _plain(value: Any, where: str) -> Any:
 
 
 def canonical_json(obj: Any) -> bytes:
-    """Canonical JSON bytes of a value (SPEC §7).
+    """Canonical JSON bytes of a value (docs/spec/artifacts.md#canonical-json).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""The blind holdout (SPEC §8): pseudonymous variants, the blinded export, unblinding.
+"""The blind holdout (docs/spec/holdout.md): pseudonymous variants, the blinded export, unblinding.
 
 A secret key pseudonymises every *variant* (case × arm)::
 
@@ -11,7 +11,7 @@ public and holdout, benign and attacked together.
 
 The *blinded export* a model sees holds only ``variant_id, primitive,
 prompt, options, input``, sorted by ``variant_id``. Responses keyed by
-``variant_id`` are mapped back to a standard response log (SPEC §2.3) by
+``variant_id`` are mapped back to a standard response log (docs/spec/data-model.md#responses) by
 recomputing the pseudonyms from the dataset and the key. The key is read
 from a file or from ``PEIRA_HOLDOUT_KEY`` (:func:`peira.seal.load_key`) and
 never appears in any output or message; pseudonym maps are never written.
@@ -233,8 +233,7 @@ def unblind(
     Parameters
     ----------
     responses
-        One row per model call: ``variant_id`` plus response columns of SPEC
-        §2.3 (``decision``, ``abstained``, ``malformed``, …); no ``case_id``
+        One row per model call: ``variant_id`` plus response columns of docs/spec/data-model.md#responses (``decision``, ``abstained``, ``malformed``, …); no ``case_id``
         or ``arm``. Optional columns absent are filled with their defaults.
     dataset
         The dataset that was blinded.
@@ -258,7 +257,7 @@ def unblind(
         are unknown (listed) or null, the responses carry ``case_id``/``arm``,
         or run columns are missing or contradict the arguments.
     ValidationError
-        The unblinded log breaks SPEC §2.3.
+        The unblinded log breaks docs/spec/data-model.md#responses.
     """
     if "variant_id" not in responses.columns:
         raise UnblindError(f"{source}: no variant_id column (responses to a blinded export)")
@@ -305,7 +304,9 @@ def unblind(
         out = out.with_columns(pl.lit(0, dtype=pl.Int32).alias("sample"))
     extra = [c for c in out.columns if c not in RESPONSES_SCHEMA]
     if extra:
-        raise UnblindError(f"{source}: unknown column(s) {extra} (SPEC §2.3 lists the columns)")
+        raise UnblindError(
+            f"{source}: unknown column(s) {extra} (docs/spec/data-model.md#responses lists the columns)"
+        )
     checked = validate_responses(out, cases=dataset.cases, source=source)
     return checked.select(list(RESPONSES_SCHEMA)).sort("run_id", "case_id", "arm", "sample")
 

@@ -1,4 +1,4 @@
-"""Ranking: head-to-head comparisons and the leaderboard (SPEC §6).
+"""Ranking: head-to-head comparisons and the leaderboard (docs/spec/comparison.md).
 
 Two runs on the same cases: A beats B on a metric iff their confidence
 intervals do not overlap and A's estimate is better (the metric's direction);

@@ -1,4 +1,4 @@
-"""Tests of the deterministic cluster bootstrap (SPEC §5, peira.bootstrap)."""
+"""Tests of the deterministic cluster bootstrap (docs/spec/uncertainty.md, peira.bootstrap)."""
 
 from __future__ import annotations
 

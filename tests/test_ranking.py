@@ -1,4 +1,4 @@
-"""Head-to-head verdicts, Holm adjustment and leaderboard ranks (SPEC §6)."""
+"""Head-to-head verdicts, Holm adjustment and leaderboard ranks (docs/spec/comparison.md)."""
 
 from __future__ import annotations
 

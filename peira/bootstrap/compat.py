@@ -1,4 +1,4 @@
-"""Compatibility mode: the reference implementation's intervals, for parity checks (SPEC §5).
+"""Compatibility mode: the reference implementation's intervals, for parity checks (docs/spec/uncertainty.md#compatibility-mode).
 
 The reference harness reports Wilson score intervals for its headline rates
 and runs a case-level bootstrap driven by Python's ``random.Random(seed)``:

@@ -1,4 +1,4 @@
-"""Cluster-bootstrap intervals of non-ratio metrics through case weights (SPEC §5).
+"""Cluster-bootstrap intervals of non-ratio metrics through case weights (docs/spec/uncertainty.md#non-ratio-metrics).
 
 Each pair (or calibration row) gets, in resample b, the weight ``W[b, c]`` of
 its cluster c: the resampled data set is the original one with every row

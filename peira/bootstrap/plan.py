@@ -1,4 +1,4 @@
-"""Resample plans: the B × C matrix of cluster counts every interval is drawn from (SPEC §5).
+"""Resample plans: the B × C matrix of cluster counts every interval is drawn from (docs/spec/uncertainty.md#the-plan).
 
 - Clusters: the sorted unique ``scenario_id`` (``unit="cluster"``, default)
   or ``case_id`` (``unit="case"``) of the *cases* table for the split
@@ -269,7 +269,7 @@ def plan_for_cases(
     Parameters
     ----------
     cases
-        The cases table (SPEC §2.1).
+        The cases table (docs/spec/data-model.md#cases).
     split
         ``"public"``, ``"holdout"`` or None (all cases).
     unit

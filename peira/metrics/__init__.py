@@ -1,4 +1,4 @@
-"""Metrics of the scoring contract (SPEC §4) as polars expressions.
+"""Metrics of the scoring contract (docs/spec/scoring-rule.md#metrics) as polars expressions.
 
 Ratio metrics (:mod:`.ratios`) are Σ numerator / Σ denominator over pairs;
 non-ratio metrics live in :mod:`.shift`, :mod:`.confidence` and

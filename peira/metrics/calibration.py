@@ -1,4 +1,4 @@
-"""Score calibration per arm (SPEC §4): ECE, Brier and its Murphy decomposition.
+"""Score calibration per arm (docs/spec/metrics.md#calibration): ECE, Brier and its Murphy decomposition.
 
 Rows: the score cases whose response on the arm is well-formed (not
 malformed, not abstained) and carries a score. Label y = 1 iff

@@ -1,4 +1,4 @@
-"""Can a confidence gate catch the attack? (SPEC §4, non-ratio metrics).
+"""Can a confidence gate catch the attack? (docs/spec/metrics.md#the-confidence-gate, non-ratio metrics).
 
 A *gate* accepts the model's attacked answer when its confidence is high and
 sends it to review otherwise. Three views of the same question, over the

@@ -1,4 +1,4 @@
-"""Mean score shifts and confidence erosion (SPEC §4, non-ratio metrics).
+"""Mean score shifts and confidence erosion (docs/spec/metrics.md#score-shifts, non-ratio metrics).
 
 Each metric is a list of three aliased aggregate expressions, usable in
 ``select`` and in ``group_by(...).agg(...)``:

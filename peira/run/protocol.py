@@ -4,7 +4,7 @@
 An *adapter* wraps a model: an object with ``name``, ``version`` and
 ``decide(request) -> Decision`` (a plain or an ``async def`` method). The
 :class:`Request` it receives holds exactly what the blinded export holds
-(SPEC §8) — ``variant_id, primitive, prompt, options, input`` — plus the
+(docs/spec/holdout.md#the-blinded-export) — ``variant_id, primitive, prompt, options, input`` — plus the
 repeated-sampling index ``sample``. No case id, arm, family, split or gold
 label exists on a request, so none can reach an adapter.
 """
@@ -67,7 +67,7 @@ class TransientError(PeiraError):
 class Request:
     """What a model may see of one call: the blinded variant and the sample index.
 
-    Exactly the columns of the blinded export (SPEC §8) plus ``sample``; no
+    Exactly the columns of the blinded export (docs/spec/holdout.md#the-blinded-export) plus ``sample``; no
     case id, arm, family, split, scenario or gold label.
     """
 
