@@ -102,8 +102,18 @@ def finite_non_negative(text: str) -> float:
 def add_command(
     sub: Any, name: str, func: Command, help: str, **kwargs: Any
 ) -> argparse.ArgumentParser:
-    """Add the subcommand ``name`` running ``func``; the guard names it in errors."""
-    p: argparse.ArgumentParser = sub.add_parser(name, help=help, **kwargs)
+    """Add the subcommand ``name`` running ``func``; the guard names it in errors.
+
+    ``parser_class`` (keyword) makes the subcommand's parser of that
+    ``ArgumentParser`` subclass.
+    """
+    parser_class = kwargs.pop("parser_class", None)
+    default_class = sub._parser_class
+    sub._parser_class = parser_class or default_class
+    try:
+        p: argparse.ArgumentParser = sub.add_parser(name, help=help, **kwargs)
+    finally:
+        sub._parser_class = default_class
     p.set_defaults(func=func, command_name=p.prog.removeprefix("peira ").strip() or name)
     return p
 

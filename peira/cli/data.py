@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from . import _common as c
@@ -13,10 +14,11 @@ __all__ = ["cmd_export", "cmd_import", "cmd_synth", "cmd_validate", "register"]
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Report every violation of the data model (exit 1 when there is one)."""
-    from ..io import validate_files, write_parquet
+    from .. import api
+    from ..io import write_parquet
     from ..schema import describe_failures
 
-    failures = validate_files(args.dataset, args.responses)
+    failures = api.validate(args.dataset, args.responses)
     if failures.height == 0:
         logs = f" and {len(args.responses)} response log(s)" if args.responses else ""
         print(f"{args.dataset}{logs}: valid")
@@ -68,15 +70,39 @@ def cmd_import(args: argparse.Namespace) -> int:
     return c.EXIT_OK
 
 
-def _importers_epilog() -> str:
-    from ..importers import IMPORTERS
+class _Formats:
+    """The registered importer names, read when the ``import`` command is parsed or its
+    help shown, not when the parser is built (entry points are slow to list)."""
 
-    width = max(len(name) for name in IMPORTERS)
-    rows = [
-        f"  {imp.name:<{width}}  {imp.description} ({', '.join(imp.suffixes)})"
-        for imp in IMPORTERS.values()
-    ]
-    return "formats:\n" + "\n".join(rows)
+    def _names(self) -> tuple[str, ...]:
+        from ..importers import IMPORTERS
+
+        return IMPORTERS.names()
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+
+class _ImportParser(argparse.ArgumentParser):
+    """Lists the registered formats below the options of ``peira import --help``."""
+
+    @property
+    def epilog(self) -> str:
+        from ..importers import IMPORTERS
+
+        width = max(len(name) for name in IMPORTERS)
+        rows = [
+            f"  {imp.name:<{width}}  {imp.description} ({', '.join(imp.suffixes)})"
+            for imp in IMPORTERS.values()
+        ]
+        return "formats:\n" + "\n".join(rows)
+
+    @epilog.setter
+    def epilog(self, value: str | None) -> None:
+        pass
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -105,17 +131,15 @@ def register(sub: Any) -> None:
     )
     v.add_argument("--failures-out", help="write all violations to this Parquet file")
 
-    from ..importers import IMPORTERS
-
     im = c.add_command(
         sub,
         "import",
         cmd_import,
         "import a file in another format (a dataset or a response log)",
-        epilog=_importers_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        parser_class=_ImportParser,
     )
-    im.add_argument("format", choices=IMPORTERS.names(), metavar="FORMAT", help="see below")
+    im.add_argument("format", choices=_Formats(), metavar="FORMAT", help="see below")
     im.add_argument("input", metavar="INPUT", help="the file to read")
     im.add_argument("--out", required=True, help="dataset directory or Parquet log to write")
     im.add_argument("--run-id", help="run_id for imported responses")
