@@ -20,7 +20,6 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import ndtri
 
 from ..errors import PeiraTypeError, PeiraValueError
 from .intervals import BootstrapResult
@@ -69,7 +68,12 @@ def wilson_interval(k: int, n: int, *, level: float = 0.95) -> tuple[float, floa
         raise PeiraValueError(f"need 0 <= k <= n and n >= 1, not k={k}, n={n}")
     if not 0 < level < 1:
         raise PeiraValueError(f"level must be in (0, 1), not {level!r}")
-    z = Z95 if level == 0.95 else float(ndtri(1 - (1 - level) / 2))
+    if level == 0.95:
+        z = Z95
+    else:
+        from scipy.special import ndtri  # scipy loads only for another level
+
+        z = float(ndtri(1 - (1 - level) / 2))
     p = k / n
     z2 = z * z
     denom = 1 + z2 / n

@@ -32,7 +32,6 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 import numpy.typing as npt
 import polars as pl
-from scipy.special import ndtr, ndtri
 
 from ..errors import PeiraValueError
 from .plan import ResamplePlan, Unit, make_plan, warn_few_clusters
@@ -194,6 +193,8 @@ def intervals(
     used = np.full(theta.shape[0], "percentile", dtype=_METHOD_DTYPE)
     last = np.maximum(n_def - 1, 0)
     if method == "bca":
+        from scipy.special import ndtr, ndtri  # BCa only: scipy loads when it is asked for
+
         if below is None or jack is None:
             raise ValueError("BCa needs jackknife values")
         with np.errstate(invalid="ignore", divide="ignore"):
