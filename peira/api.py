@@ -38,8 +38,9 @@ if TYPE_CHECKING:
     from .bootstrap import Method, ResamplePlan, Unit
     from .io import Dataset
     from .pairs import Missing
-    from .parse import ParserConfig, RescoreResult
+    from .parse import ParserConfig
     from .ranking import Rule
+    from .rescoring import RescoreResult
 
 __all__ = [
     "HEADLINE",
@@ -724,7 +725,7 @@ def rescore(
 ) -> RescoreResult:
     """Re-parse a log's ``raw_text`` with another parser and report what changes.
 
-    No model is called. See :func:`peira.parse.rescore` for the parsers and
+    No model is called. See :func:`peira.rescoring.rescore` for the parsers and
     docs/spec/scoring-rule.md for how decisions become pairs.
 
     Returns
@@ -733,7 +734,7 @@ def rescore(
         Frames: ``responses`` (re-parsed log), ``changed_pairs``, ``summary``
         (per run) and ``metric_deltas`` (re-parsed − logged, per metric).
     """
-    from .parse import rescore as _rescore
+    from .rescoring import rescore as _rescore
 
     ds = _dataset(cases)
     log = _responses(responses, ds.cases)
