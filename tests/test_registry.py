@@ -13,6 +13,7 @@ from peira._registry import Registry
 from peira.errors import InputFormatError, PeiraValueError, PeiraWarning, UnknownNameError
 from peira.importers import IMPORTERS, Importer, importer_for
 from peira.metrics import METRICS, RATIO_METRICS
+from peira.parse import PARSER_RULES, RULES
 from peira.report import FIGURES, TABLES
 
 
@@ -47,10 +48,11 @@ def test_unknown_name_offers_close_matches() -> None:
 
 
 def test_the_library_registries_are_registries() -> None:
-    for reg in (METRICS, RATIO_METRICS, TABLES, FIGURES, IMPORTERS):
+    for reg in (METRICS, RATIO_METRICS, TABLES, FIGURES, IMPORTERS, PARSER_RULES):
         assert isinstance(reg, Registry)
         assert reg.names() == tuple(reg) and all(reg[n] is reg.get(n) for n in reg.names())
     assert set(RATIO_METRICS) < set(METRICS)
+    assert PARSER_RULES.names() == RULES and RULES[0] == "synth"
     with pytest.raises(UnknownNameError, match="did you mean 'robustness'"):
         RATIO_METRICS["robustnes"]
     with pytest.raises(UnknownNameError, match="did you mean 'asr_forest'"):
