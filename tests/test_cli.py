@@ -8,7 +8,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from peira.cli import main
+from peira.cli import GROUPS, main
 from peira.io import write_parquet
 from tests.builders import make_responses, pair_rows, reference_dir
 
@@ -237,6 +237,17 @@ def test_command_modules_import_only_the_shared_modules_and_the_library() -> Non
     assert {p.stem for p in pkg.glob("*.py")} == shared | {"__init__"} | {
         g.__name__.rpartition(".")[2] for g in peira.cli.GROUPS
     }
+
+
+@pytest.mark.parametrize("module", [g.__name__.rpartition(".")[2] for g in GROUPS])
+def test_each_command_module_imports_alone(module: str) -> None:
+    """A fresh interpreter imports any one command module first (no import cycle)."""
+    import subprocess
+    import sys
+
+    code = f"import peira.cli.{module} as m; m.register"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
 
 
 def test_python_dash_m_peira(tmp_path: Path) -> None:
