@@ -48,7 +48,9 @@ __all__ = [
     "headline",
     "leaderboard",
     "pairs",
+    "pairs_and_cases",
     "read_log",
+    "resample_plan",
     "rescore",
     "score",
     "score_pairs",
@@ -126,16 +128,17 @@ def _responses(responses: PathLike | FrameLike, cases: pl.DataFrame) -> pl.DataF
     )
 
 
-def _pairs_and_cases(
+def pairs_and_cases(
     responses: PathLike | FrameLike,
     cases: PathLike | Dataset | FrameLike,
     *,
-    split: str,
-    missing: Missing,
-    delta: float,
-    engine: str,
+    split: str = "all",
+    missing: Missing = "error",
+    delta: float = 0.10,
+    engine: str = "polars",
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(pairs, cases) of ``split`` (every split when ``"all"``)."""
+    """(pairs, cases) of ``split`` (every split when ``"all"``): the pair table and the
+    cases a resample plan of that split is drawn over."""
     from .pairs import build_pairs
 
     _engine(engine)
@@ -153,7 +156,10 @@ def _pairs_and_cases(
     return table, cs
 
 
-def _plan(cases: pl.DataFrame, *, unit: Unit, n_resamples: int, seed: int) -> ResamplePlan:
+def resample_plan(
+    cases: pl.DataFrame, *, unit: Unit = "cluster", n_resamples: int = 10_000, seed: int = 0
+) -> ResamplePlan:
+    """The resample plan over ``cases`` (:func:`peira.bootstrap.plan_for_cases`)."""
     from .bootstrap import plan_for_cases
 
     return plan_for_cases(cases, unit=unit, n_resamples=n_resamples, seed=seed)
@@ -211,7 +217,10 @@ def read_log(
         return read_responses(p, cases=known)
     imp = importer_for(p, format)
     if imp.produces != "responses":
-        raise PeiraValueError(f"{p}: format {imp.name!r} gives a dataset, not a response log")
+        raise PeiraValueError(
+            f"{p}: format {imp.name!r} gives a {imp.produces}, not a response log alone "
+            f"(peira import {imp.name} writes it as a dataset directory)"
+        )
     return validate_responses(imp.read(p, run_id=run_id), cases=known, source=str(p))
 
 
@@ -256,7 +265,7 @@ def pairs(
     >>> p.height, p["eligible"].dtype
     (7672, Boolean)
     """
-    table, _ = _pairs_and_cases(
+    table, _ = pairs_and_cases(
         responses, cases, split=split, missing=missing, delta=delta, engine=engine
     )
     return table
@@ -415,10 +424,10 @@ def score(
     └─────────────┴──────────┴──────────┴─────────┘
     """
     keys = [by] if isinstance(by, str) else list(by)
-    table, cs = _pairs_and_cases(
+    table, cs = pairs_and_cases(
         responses, cases, split=split, missing=missing, delta=delta, engine=engine
     )
-    plan = _plan(cs, unit=unit, n_resamples=n_resamples, seed=seed) if intervals else None
+    plan = resample_plan(cs, unit=unit, n_resamples=n_resamples, seed=seed) if intervals else None
     return score_pairs(table, cs, by=keys, plan=plan, level=level, method=method)
 
 
@@ -489,10 +498,10 @@ def leaderboard(
     """
     from .ranking import leaderboard as rank_runs
 
-    table, cs = _pairs_and_cases(
+    table, cs = pairs_and_cases(
         responses, cases, split=split, missing=missing, delta=delta, engine=engine
     )
-    plan = _plan(cs, unit=unit, n_resamples=n_resamples, seed=seed)
+    plan = resample_plan(cs, unit=unit, n_resamples=n_resamples, seed=seed)
     board = rank_runs(table, cs, plan, metric=metric, rule=rule, level=level)
     return board.with_columns(
         pl.col("estimate").alias(metric),
@@ -554,10 +563,10 @@ def compare(
 
     if runs is not None and len(runs) < 2:
         raise PeiraValueError(f"runs: compare needs two runs or more, not {list(runs)!r}")
-    table, cs = _pairs_and_cases(
+    table, cs = pairs_and_cases(
         responses, cases, split=split, missing=missing, delta=delta, engine=engine
     )
-    plan = _plan(cs, unit=unit, n_resamples=n_resamples, seed=seed)
+    plan = resample_plan(cs, unit=unit, n_resamples=n_resamples, seed=seed)
     if runs is not None and len(runs) == 2:
         row = head_to_head(table, plan, runs[0], runs[1], metric=metric, rule=rule, level=level)
         out = pl.DataFrame([row])

@@ -164,12 +164,29 @@ def test_metric_row_order_invariance(name: str, shuffled_tables: tuple) -> None:
 
 # ============================================================ importers
 
-#: A file each importer must refuse, and the ``file:line`` its message must name.
-BAD_INPUT = {
-    "cases": ("bad.jsonl", b'{"case_id": \n', "bad.jsonl:1"),
-    "artifact": ("bad.json", b'{\n  "adapter_name": "x",\n  "results": [,]\n}\n', "bad.json:3"),
-    "transcript": ("bad.jsonl", b"{nope\n", "bad.jsonl:1"),
-}
+_TABLE_MAP = ["--map", "case_id=id", "--map", "expected=label", "--map", "benign_decision=pred"]
+
+#: A file each importer must refuse: its name and content, what the one-line message
+#: must say (the file and where in it), the extra arguments the importer needs, and
+#: the exit code (1 for the files of the earlier harness, 2 for released results).
+BAD_INPUT: dict[str, tuple[str, bytes, list[str], list[str], int]] = {
+    "cases": ("bad.jsonl", b'{"case_id": \n', ["bad.jsonl:1"], [], 1),
+    "artifact": ("bad.json", b'{\n  "adapter_name": "x",\n  "results": [,]\n}\n', ["bad.json:3"],
+                 [], 1),
+    "transcript": ("bad.jsonl", b"{nope\n", ["bad.jsonl:1"], [], 1),
+    "textattack": (
+        "bad.csv",
+        b'"ground_truth_output","original_output","original_text","perturbed_output",'
+        b'"perturbed_text","result_type"\n1,1,"a",0,"b","Flipped"\n',
+        ["bad.csv", "row 1: unknown result_type 'Flipped'"],
+        [],
+        2,
+    ),
+    "jailbreakbench": ("bad.json", b'{"parameters": {}}', ["bad.json", "no 'jailbreaks' field"],
+                       [], 2),
+    "table": ("bad.csv", b"id,label\nx,1\n", ["bad.csv", "benign_decision='pred' names a column"],
+              _TABLE_MAP, 2),
+}  # fmt: skip
 
 
 def test_importer_property_sets_cover_every_importer() -> None:
@@ -180,13 +197,14 @@ def test_importer_property_sets_cover_every_importer() -> None:
 def test_importer_bad_input_names_file_line_and_writes_nothing(
     name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    filename, content, where = BAD_INPUT[name]
+    filename, content, where, extra, code = BAD_INPUT[name]
     bad = tmp_path / filename
     bad.write_bytes(content)
-    out = tmp_path / ("out" if IMPORTERS[name].produces == "dataset" else "out.parquet")
-    assert main(["import", name, str(bad), "--out", str(out)]) == 1
+    out = tmp_path / ("out.parquet" if IMPORTERS[name].produces == "responses" else "out")
+    assert main(["import", name, str(bad), "--out", str(out), *extra]) == code
     err = capsys.readouterr().err
-    assert err.startswith("peira import: error: ") and where in err and len(err.splitlines()) == 1
+    assert err.startswith("peira import: error: ") and len(err.splitlines()) == 1, err
+    assert all(w in err for w in where), err
     assert sorted(p.name for p in tmp_path.iterdir()) == [filename]
 
 

@@ -60,13 +60,18 @@ def test_the_library_registries_are_registries() -> None:
 
 
 def test_importer_for_by_name_and_by_suffix() -> None:
-    assert importer_for("x.json").name == "artifact"
-    assert importer_for("X.JSON").name == "artifact"
+    assert importer_for("results.tsv").name == "table"
+    assert importer_for("PAIR/gpt-4.JSON.GZ").name == "jailbreakbench"
+    assert importer_for("bert.csv.gz").name == "textattack"
     assert importer_for("x.jsonl", "cases").produces == "dataset"
-    with pytest.raises(InputFormatError, match=r"several formats use '\.jsonl'.*cases, transcript"):
+    with pytest.raises(
+        InputFormatError, match=r"several formats use '\.jsonl'.*cases, transcript, table"
+    ):
         importer_for("x.jsonl")
-    with pytest.raises(InputFormatError, match=r"no importer reads '\.csv'"):
-        importer_for("x.csv")
+    with pytest.raises(InputFormatError, match=r"several formats use '\.json'.*artifact"):
+        importer_for("run.json")
+    with pytest.raises(InputFormatError, match=r"no importer reads '\.xlsx'"):
+        importer_for("x.xlsx")
     with pytest.raises(UnknownNameError, match="did you mean 'transcript'"):
         importer_for("x.jsonl", "transcrpt")
     with pytest.raises(PeiraValueError, match="importer 'cases' takes no options, not run_id"):

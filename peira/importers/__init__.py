@@ -25,7 +25,7 @@ from ..errors import InputFormatError, PeiraValueError
 
 __all__ = ["IMPORTERS", "Importer", "importer_for"]
 
-Produces = Literal["dataset", "responses"]
+Produces = Literal["dataset", "responses", "benchmark"]
 
 
 @dataclass(frozen=True)
@@ -37,11 +37,14 @@ class Importer:
     name
         What ``peira import`` and ``importer_for(format=...)`` take.
     produces
-        ``"dataset"`` (the reader returns a :class:`peira.io.Dataset`) or
-        ``"responses"`` (a response log as a polars frame).
+        ``"dataset"`` (the reader returns a :class:`peira.io.Dataset`),
+        ``"responses"`` (a response log as a polars frame) or ``"benchmark"``
+        (released results: the reader returns an ``Imported`` — cases,
+        variants, responses and the source's published figures — written as
+        one dataset directory).
     suffixes
-        File suffixes of the format (lower case, with the dot), used to tell
-        the format from a path.
+        File name endings of the format (lower case, with the dot, e.g.
+        ``".csv.gz"``), used to tell the format from a path.
     target
         ``"module:function"`` of the reader; a module starting with ``.`` is
         relative to :mod:`peira.importers`.
@@ -49,6 +52,9 @@ class Importer:
         One line for ``peira import --help``.
     options
         Keyword options the reader takes (``run_id`` for response logs).
+
+    The reader's first argument is a path, or a list of paths for the readers
+    of released results that take one file per run.
     """
 
     name: str
@@ -95,6 +101,23 @@ IMPORTERS: Registry[Importer] = Registry(
             "transcript", "responses", (".jsonl",), ".transcript:read_transcript",
             "call transcript JSONL of the earlier harness → a response log", ("run_id",),
         ),
+        Importer(
+            "textattack", "benchmark", (".csv", ".csv.gz"), ".textattack:read_textattack",
+            "TextAttack --log-to-csv files, one run each → a dataset directory with responses",
+            ("run_ids", "labels", "family", "dataset_version", "summaries"),
+        ),
+        Importer(
+            "jailbreakbench", "benchmark", (".json", ".json.gz"),
+            ".jailbreakbench:read_jailbreakbench",
+            "JailbreakBench attack artifacts, one run each → a dataset directory with responses",
+            ("judge", "run_ids", "dataset_version"),
+        ),
+        Importer(
+            "table", "benchmark", (".csv", ".tsv", ".jsonl", ".parquet"), ".table:read_table",
+            "any CSV, TSV, JSONL or Parquet table of results, with --map FIELD=COLUMN",
+            ("mapping", "format", "layout", "run", "options", "arms", "threshold",
+             "verdict_source", "family"),
+        ),
     ),
     entry_points="peira.importers",
 )  # fmt: skip
@@ -112,15 +135,16 @@ def importer_for(path: str | os.PathLike[str], format: str | None = None) -> Imp
 
     Examples
     --------
-    >>> importer_for("run.json").name
-    'artifact'
+    >>> importer_for("results.tsv").name
+    'table'
     >>> importer_for("calls.jsonl", "transcript").produces
     'responses'
     """
     if format is not None:
         return IMPORTERS[format]
+    name = Path(path).name.lower()
+    hits = [imp for imp in IMPORTERS.values() if name.endswith(imp.suffixes)]
     suffix = Path(path).suffix.lower()
-    hits = [imp for imp in IMPORTERS.values() if suffix in imp.suffixes]
     if len(hits) == 1:
         return hits[0]
     choose = [imp.name for imp in hits or IMPORTERS.values()]
