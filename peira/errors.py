@@ -25,7 +25,8 @@ Exit codes (class attribute ``exit_code``; the ``peira`` command returns it):
     data (:class:`PlanMismatchError`)
 ==  =====================================================================
 
-130 and 143 are the shell's codes for an interrupt (Ctrl-C) and SIGTERM.
+130 and 143 are the shell's codes for an interrupt (Ctrl-C) and SIGTERM;
+:class:`RunInterrupted` (an adapter raised ``KeyboardInterrupt``) carries 130.
 """
 
 from __future__ import annotations
@@ -38,12 +39,16 @@ if TYPE_CHECKING:
     import polars as pl
 
 __all__ = [
+    "AdapterError",
+    "ArtifactExistsError",
     "CanonicalJSONError",
     "DataFileError",
     "FewClustersWarning",
     "InputFormatError",
+    "KeyMaterialError",
     "MissingArmsError",
     "OutputExistsError",
+    "ParserConfigError",
     "PeiraError",
     "PeiraKeyError",
     "PeiraTypeError",
@@ -52,14 +57,19 @@ __all__ = [
     "PlanMismatchError",
     "PseudonymCollisionError",
     "PublicationLeakError",
+    "ResumeError",
+    "RunError",
+    "RunInterrupted",
+    "TransientError",
     "UnblindError",
     "UnknownNameError",
     "UnknownTableError",
     "ValidationError",
 ]
 
-EXIT_VIOLATIONS = 1
-EXIT_USAGE = 2
+EXIT_VIOLATIONS = 1  # the data break the contract
+EXIT_USAGE = 2  # anything else refused on purpose
+EXIT_INTERRUPTED = 130  # the shell's code for SIGINT
 
 
 class PeiraError(Exception):
@@ -224,3 +234,61 @@ class OutputExistsError(PeiraError, FileExistsError):
 
 class PublicationLeakError(PeiraValueError):
     """A publication output would contain holdout identifiers or text."""
+
+
+# ---------------------------------------------------------------- keys (peira.integrity)
+
+
+class KeyMaterialError(PeiraValueError):
+    """A secret key is missing, unreadable or too short (the key itself is never shown)."""
+
+
+# ---------------------------------------------------------------- sealing (peira.seal)
+
+
+class ArtifactExistsError(PeiraError, FileExistsError):
+    """The output directory of :func:`peira.seal.seal` exists already."""
+
+
+# ---------------------------------------------------------------- parsing (peira.parse)
+
+
+class ParserConfigError(PeiraValueError):
+    """A parser name or configuration is unknown or invalid."""
+
+
+# ---------------------------------------------------------------- running a model (peira.run)
+
+
+class RunError(PeiraError, RuntimeError):
+    """A run cannot start or complete (bad arguments, inconsistent checkpoints)."""
+
+
+class ResumeError(RunError):
+    """Existing checkpoint parts do not belong to this run."""
+
+
+class RunInterrupted(RunError):
+    """The adapter raised ``KeyboardInterrupt`` or ``SystemExit`` (in ``cause``).
+
+    Raised by :func:`peira.run.run_async` after completed calls are
+    checkpointed; :func:`peira.run.run` re-raises ``cause`` itself.
+    """
+
+    exit_code = EXIT_INTERRUPTED
+
+    def __init__(self, message: str, cause: BaseException) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+class AdapterError(PeiraTypeError):
+    """An adapter cannot be loaded or does not follow the protocol."""
+
+
+class TransientError(PeiraError):
+    """Raised by an adapter for a failure worth retrying (rate limit, 5xx, lost connection).
+
+    The runner retries it; one that outlasts the retries makes the row
+    malformed, so it never reaches the caller of :func:`peira.run.run`.
+    """
