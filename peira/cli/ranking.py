@@ -17,6 +17,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     import polars as pl
 
     from .. import api
+    from ..metrics.gates import metric_den_is_eligible
 
     dataset, log = c.dataset_and_log(args)
     metric = args.metric
@@ -35,7 +36,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
             metric,
             "lo",
             "hi",
-            "n_eligible",
+            "n_eligible" if metric_den_is_eligible(metric) else pl.col("n_counted").alias("n"),
             pl.col("beaten_by").list.len().alias("beaten_by"),
             *api.with_notes(board, ["gate"]),
         )
