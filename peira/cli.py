@@ -100,16 +100,19 @@ def _gate_text(table: pl.DataFrame) -> pl.DataFrame:
 
 
 def _wide_intervals(ci: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """Long intervals (one row per metric) → ``<m>_lo``, ``<m>_hi``, ``<m>_n_defined`` + metadata."""
+    """Long intervals (one row per metric) → ``<m>_lo``, ``<m>_hi``, ``<m>_n_defined``,
+    ``<m>_method``, ``<m>_n_clusters``, ``<m>_few_clusters`` + metadata."""
     wide: pl.DataFrame | None = None
-    for field in ("lo", "hi", "n_defined"):
+    for field in ("lo", "hi", "n_defined", "method", "n_clusters", "few_clusters"):
         part = ci.pivot(on="metric", index=keys, values=field, sort_columns=True)
         part = part.rename({c: f"{c}_{field}" for c in part.columns if c not in keys})
         wide = part if wide is None else wide.join(part, on=keys, how="left", nulls_equal=True)
     meta = ci.group_by(keys).agg(
-        pl.col("level", "n_resamples", "unit", "seed", "fingerprint", "few_clusters").first(),
-        pl.col("method").unique().sort().str.join(",").alias("interval_method"),
-    )
+        pl.col("level", "n_resamples", "unit", "seed", "fingerprint").first(),
+        pl.col("few_clusters").any(),
+        pl.col("method").filter(pl.col("lo").is_not_null()).unique().sort().str.join(",")
+        .alias("interval_method"),
+    )  # fmt: skip
     assert wide is not None
     return wide.join(meta, on=keys, how="left", nulls_equal=True)
 
@@ -127,17 +130,37 @@ def cmd_score(args: argparse.Namespace) -> int:
         )
     table = metric_table(pairs, args.by, cases=cases)
     keys = ["run_id", *args.by]
+    plan = _plan(args, cases)
+    opts = {"by": args.by or None, "method": args.method, "level": args.level}
     if args.format in ("table", "markdown"):
-        table = _gate_text(table).select(*keys, *HEADLINE)
+        # the headline ASR with its interval, the method it used and its flags
+        asr = ratio_intervals(pairs, plan, metrics=["asr"], **opts).select(
+            *keys,
+            pl.col("lo").alias("asr_lo"),
+            pl.col("hi").alias("asr_hi"),
+            pl.when(pl.col("lo").is_not_null())
+            .then(pl.col("method"))
+            .otherwise(pl.lit(""))
+            .alias("interval_method"),
+            pl.when(pl.col("lo").is_not_null() & pl.col("few_clusters"))
+            .then(pl.lit("few_clusters"))
+            .otherwise(pl.lit(""))
+            .alias("flags"),
+        )
+        head = [*HEADLINE[:3], "asr_lo", "asr_hi", *HEADLINE[3:], "interval_method", "flags"]
+        table = _gate_text(table).join(asr, on=keys, how="left", nulls_equal=True)
+        table = table.select(*keys, *head).sort(keys)
     else:
-        plan = _plan(args, cases)
-        opts = {"by": args.by or None, "method": args.method, "level": args.level}
         common = ["metric", "lo", "hi", "n_defined", "level", "method", "n_resamples"]
-        common += ["unit", "seed", "fingerprint", "few_clusters"]
+        common += ["unit", "seed", "fingerprint", "few_clusters", "n_clusters"]
+        nr_opts = {
+            **opts,
+            "method": "auto" if args.method not in ("percentile", "bca") else args.method,
+        }
         ci = pl.concat(
             [
                 ratio_intervals(pairs, plan, **opts).select(*keys, *common),
-                nonratio_intervals(pairs, plan, **opts).select(*keys, *common),
+                nonratio_intervals(pairs, plan, **nr_opts).select(*keys, *common),
             ]
         )
         table = table.join(_wide_intervals(ci, keys), on=keys, how="left", nulls_equal=True)
@@ -168,12 +191,20 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
             "n_eligible",
             pl.col("beaten_by").list.len().alias("beaten_by"),
             "gate",
+            pl.when(pl.col("lo").is_not_null())
+            .then(pl.col("method"))
+            .otherwise(pl.lit(""))
+            .alias("interval_method"),
+            pl.when(pl.col("lo").is_not_null() & pl.col("few_clusters"))
+            .then(pl.lit("few_clusters"))
+            .otherwise(pl.lit(""))
+            .alias("flags"),
         )
         if args.format == "table":
             rule = (
                 "non-overlapping intervals (overlap = tie)"
                 if args.rule == "ci"
-                else "paired difference interval"
+                else "paired test, Holm-adjusted over every pair of runs"
             )
             print(
                 f"split {args.split}; {args.level:.0%} {args.unit}-bootstrap intervals, "
@@ -206,7 +237,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.format in ("table", "markdown"):
         table = table.select(
             "run_a", "run_b", "estimate_a", "estimate_b", "diff", "diff_lo", "diff_hi",
-            "p_holm", "ci_verdict", "paired_verdict", "winner",
+            "p_holm", "family_size", "ci_verdict", "paired_verdict", "winner",
         )  # fmt: skip
     sys.stdout.write(render(table, args.format))
     return EXIT_OK
@@ -334,9 +365,15 @@ def build_parser() -> argparse.ArgumentParser:
     lb.set_defaults(func=cmd_leaderboard)
 
     s = sub.add_parser("score", help="per-run metrics (default: the bundled demo data)")
-    data_options(s, "all")
+    data_options(s, "public")
     s.add_argument("--by", action="append", default=[], help="breakdown column (repeatable)")
-    s.add_argument("--method", choices=("percentile", "bca"), default="percentile")
+    s.add_argument(
+        "--method",
+        choices=("auto", "percentile", "bca", "korn-graubard", "design-jeffreys", "design-wilson"),
+        default="auto",
+        help="interval method (default auto: BCa where the cluster bootstrap carries the row, "
+        "Korn-Graubard where too few clusters or events do)",
+    )
     s.set_defaults(func=cmd_score)
 
     c = sub.add_parser("compare", help="head-to-head: two runs, or every pair")
