@@ -45,7 +45,7 @@ import polars as pl
 
 from .errors import PeiraError, PeiraWarning
 from .io import Dataset, read_dataset, read_responses
-from .run import Decision, Request
+from .run.protocol import Decision, Request
 
 __all__ = [
     "ARCHETYPES",
@@ -401,7 +401,7 @@ class Replay:
         if key is None:
             if key_file is None:
                 raise PeiraError("Replay needs the runner's pseudonym key (key= or key_file=)")
-            from .seal import load_key
+            from .integrity.keys import load_key
 
             key = load_key(key_file, purpose="holdout", required=True)
         assert key is not None

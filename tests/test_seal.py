@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import copy
 import hashlib
 import json
@@ -17,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from peira.cli_integrity import register
+from peira.cli import main
 from peira.io import Dataset, read_parquet, write_dataset, write_parquet
 from peira.schema import RESPONSES_SCHEMA
 from peira.seal import (
@@ -49,12 +48,8 @@ CREATED = "2026-01-02T03:04:05Z"
 
 
 def cli(*argv: str) -> int:
-    """Run a subcommand through a parser built with :func:`register` (as the main CLI does)."""
-    p = argparse.ArgumentParser(prog="peira")
-    sub = p.add_subparsers(dest="command", required=True)
-    register(sub)
-    args = p.parse_args(list(argv))
-    return int(args.func(args))
+    """Run a subcommand through the ``peira`` command (parser, guard and exit codes)."""
+    return main(list(argv))
 
 
 # ---------------------------------------------------------------- fixtures
@@ -376,12 +371,12 @@ def test_seal_refuses_existing_output_and_force_replaces(
 def test_failed_seal_leaves_nothing(
     tmp_path: Path, dataset: Dataset, bench: Any, run_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import peira.seal as seal_mod
+    import peira.seal.build as seal_build
 
     def boom(*a: Any, **k: Any) -> bytes:
         raise OSError("disk full")
 
-    monkeypatch.setattr(seal_mod, "pretty_json", boom)
+    monkeypatch.setattr(seal_build, "pretty_json", boom)
     with pytest.raises(OSError, match="disk full"):
         seal(dataset, bench.responses, run_id, tmp_path / "art")
     assert list(tmp_path.iterdir()) == []
@@ -394,15 +389,15 @@ def test_seal_unknown_run_and_nan_metric(
 
     with pytest.raises(PeiraError, match="run_id 'nope' is not in the response log"):
         seal(dataset, bench.responses, "nope", tmp_path / "a")
-    import peira.seal as seal_mod
+    import peira.seal.build as seal_build
 
-    real = seal_mod.derive
+    real = seal_build.derive
 
     def nan_derive(*a: Any, **k: Any) -> Any:
         m, p = real(*a, **k)
         return {**m, "asr": float("nan")}, p
 
-    monkeypatch.setattr(seal_mod, "derive", nan_derive)
+    monkeypatch.setattr(seal_build, "derive", nan_derive)
     run = str(bench.responses["run_id"][0])
     with pytest.raises(CanonicalJSONError, match=r"cannot seal run .*: metrics\.asr: nan"):
         seal(dataset, bench.responses, run, tmp_path / "b")
