@@ -405,9 +405,10 @@ def leaderboard(
         ``beaten_by`` (ranked runs that beat this one), ``ranked``,
         ``gate_reasons``, ``rule``, the interval metadata (``method``: the
         interval this row used; ``few_clusters``, ``n_clusters``: the clusters
-        behind its denominator), ``arms`` and
+        behind its denominator), ``arms``,
         ``note`` (what the run did not observe; see
-        :func:`peira.metrics.frame.observed`). Ranked runs come first, by
+        :func:`peira.metrics.frame.observed`) and ``n_counted`` (the pairs
+        in ``metric``'s denominator). Ranked runs come first, by
         rank then estimate (best first) then run_id.
 
     Notes
@@ -448,7 +449,10 @@ def leaderboard(
         info = info.with_columns(pl.lit(None, dtype=pl.String).alias("note"))
     board = (
         ci.join(info, on="run_id")
-        .join(gates.select("run_id", "ranked", "gate_reasons", "n_eligible", "arms"), on="run_id")
+        .join(
+            gates.select("run_id", "ranked", "gate_reasons", "n_eligible", "arms", "n_counted"),
+            on="run_id",
+        )
         .with_columns(
             pl.col("run_id")
             .replace_strict(
@@ -485,6 +489,7 @@ def leaderboard(
         *_META,
         "arms",
         "note",
+        "n_counted",
     ]
     return board.select(cols).sort(
         [pl.col("ranked").not_(), "rank", "estimate", "run_id"],
