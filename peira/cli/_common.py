@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,7 @@ __all__ = [
     "EXIT_VIOLATIONS",
     "SPLITS",
     "Command",
+    "LazyChoices",
     "add_bootstrap_options",
     "add_command",
     "add_data_options",
@@ -94,6 +95,27 @@ def finite_non_negative(text: str) -> float:
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"must be a finite number >= 0, not {value}")
     return value
+
+
+class LazyChoices:
+    """``choices=`` read from the library when a command is parsed or its help shown,
+    not when the parser is built (so ``peira --help`` imports no numerics). Give the
+    option a ``metavar``: without one, argparse lists the choices as it adds it."""
+
+    def __init__(self, names: Callable[[], Sequence[str]]) -> None:
+        self._names = names
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+
+def _interval_methods() -> tuple[str, ...]:
+    from ..bootstrap.intervals import METHODS
+
+    return tuple(METHODS)
 
 
 # ---------------------------------------------------------------- options
@@ -163,7 +185,14 @@ def add_bootstrap_options(
     if level:
         p.add_argument("--level", type=confidence_level, default=0.95, help="confidence level")
     if method:
-        p.add_argument("--method", choices=("percentile", "bca"), default="percentile")
+        p.add_argument(
+            "--method",
+            choices=LazyChoices(_interval_methods),
+            default="auto",  # peira.bootstrap.intervals.DEFAULT_METHOD (a test keeps them equal)
+            metavar="METHOD",  # argparse would list the choices when the parser is built
+            help="interval method, one of %(choices)s (default auto: BCa where the cluster "
+            "bootstrap carries the row, Korn-Graubard where too few clusters or events do)",
+        )
 
 
 def add_data_options(p: argparse.ArgumentParser, *, split: str, method: bool = False) -> None:

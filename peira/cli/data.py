@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 from . import _common as c
@@ -164,20 +163,11 @@ def cmd_import(args: argparse.Namespace) -> int:
     return c.EXIT_OK
 
 
-class _Formats:
-    """The registered importer names, read when the ``import`` command is parsed or its
-    help shown, not when the parser is built (entry points are slow to list)."""
+def _formats() -> tuple[str, ...]:
+    """The registered importer names (entry points are listed on first use only)."""
+    from ..importers import IMPORTERS
 
-    def _names(self) -> tuple[str, ...]:
-        from ..importers import IMPORTERS
-
-        return IMPORTERS.names()
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._names()
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names())
+    return IMPORTERS.names()
 
 
 class _ImportParser(argparse.ArgumentParser):
@@ -233,7 +223,7 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parser_class=_ImportParser,
     )
-    im.add_argument("format", choices=_Formats(), metavar="FORMAT", help="see below")
+    im.add_argument("format", choices=c.LazyChoices(_formats), metavar="FORMAT", help="see below")
     im.add_argument("input", nargs="+", metavar="INPUT", help="the file(s) to read")
     im.add_argument(
         "--out", required=True, help="dataset directory or Parquet log to write (see below)"

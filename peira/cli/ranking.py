@@ -9,7 +9,10 @@ from . import _common as c
 
 __all__ = ["cmd_compare", "cmd_leaderboard", "register"]
 
-_RULES = {"ci": "non-overlapping intervals (overlap = tie)", "paired": "paired difference interval"}
+_RULES = {
+    "ci": "non-overlapping intervals (overlap = tie)",
+    "paired": "paired test, Holm-adjusted over every pair of runs",
+}
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
@@ -39,6 +42,14 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
             "n_eligible" if metric_den_is_eligible(metric) else pl.col("n_counted").alias("n"),
             pl.col("beaten_by").list.len().alias("beaten_by"),
             *api.with_notes(board, ["gate"]),
+            pl.when(pl.col("lo").is_not_null())
+            .then(pl.col("method"))
+            .otherwise(pl.lit(""))
+            .alias("interval_method"),
+            pl.when(pl.col("lo").is_not_null() & pl.col("few_clusters"))
+            .then(pl.lit("few_clusters"))
+            .otherwise(pl.lit(""))
+            .alias("flags"),
         )
     return c.emit(board, args.format)
 
@@ -56,7 +67,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.format in ("table", "markdown"):
         table = table.select(
             "run_a", "run_b", "estimate_a", "estimate_b", "diff", "diff_lo", "diff_hi",
-            "p_holm", "ci_verdict", "paired_verdict", "winner", "n_common",
+            "p_holm", "family_size", "ci_verdict", "paired_verdict", "winner", "n_common",
             "n_set_aside_a", "n_set_aside_b",
         )  # fmt: skip
     return c.emit(table, args.format)

@@ -21,7 +21,10 @@ def cmd_score(args: argparse.Namespace) -> int:
     dataset, log = c.dataset_and_log(args)
     published = _published(args)
     terminal = args.format in ("table", "markdown")
-    table = api.score(log, dataset, by=args.by, intervals=not terminal, **c.data_kwargs(args))
+    table = api.score(  # a terminal shows ASR's interval; every other format, every interval
+        log, dataset, by=args.by, interval_metrics=["asr"] if terminal else None,
+        **c.data_kwargs(args),
+    )  # fmt: skip
     if terminal:
         c.emit(api.headline(table, args.by), args.format)
         if published is not None:
@@ -73,6 +76,7 @@ def _emit_published(args: argparse.Namespace, published: pl.DataFrame) -> None:
         pl.col("estimate").alias("peira"),
         pl.col("lo").alias("peira_lo"),
         pl.col("hi").alias("peira_hi"),
+        pl.col("method").alias("peira_method"),
         "published",
         pl.col("published_stderr").alias("stderr"),
         pl.col("published_lo").alias("pub_lo"),
@@ -82,7 +86,8 @@ def _emit_published(args: argparse.Namespace, published: pl.DataFrame) -> None:
     unit = "cluster" if args.unit == "cluster" else "case"
     print(
         f"\nbeside the source's own figures: Peira's estimate with its {args.level:.0%} "
-        f"{unit}-bootstrap interval (B={args.resamples}); the source's estimate ± its "
+        f"interval ({unit} bootstrap, B={args.resamples}, or Korn-Graubard where the "
+        "bootstrap cannot carry the cell: peira_method); the source's estimate ± its "
         "standard error (normal interval) where it reports one"
     )
     c.emit(shown, args.format)
@@ -98,7 +103,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     """Add ``score`` and ``metrics`` to the ``peira`` subparsers object ``sub``."""
     s = c.add_command(sub, "score", cmd_score, "per-run metrics (default: the bundled demo data)")
-    c.add_data_options(s, split="all", method=True)
+    c.add_data_options(s, split="public", method=True)
     s.add_argument("--by", action="append", default=[], help="breakdown column (repeatable)")
     s.add_argument(
         "--published",
