@@ -8,7 +8,7 @@ Methods (``method=``; the one each row used is recorded in its ``method``):
   contributing clusters, or fewer than 10 clusters with an event or 10 with
   a non-event). The coverage grid of ``benchmarks/coverage_grid.py`` chose
   this rule (``benchmarks/results/coverage_grid.md``;
-  docs/spec/bootstrap.md#small-cells). Non-ratio statistics and paired
+  docs/spec/uncertainty.md#small-cells). Non-ratio statistics and paired
   differences have no design-effect interval and were not part of the
   grid: ``"auto"`` is the percentile interval there.
 - ``"percentile"`` and ``"bca"``: the bootstrap interval, except in rows

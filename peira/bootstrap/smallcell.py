@@ -1,4 +1,4 @@
-"""Intervals for cells the cluster bootstrap cannot carry (docs/spec/bootstrap.md#small-cells).
+"""Intervals for cells the cluster bootstrap cannot carry (docs/spec/uncertainty.md#small-cells).
 
 A ratio metric of one run (× group) is p̂ = Σ_c num_c / Σ_c den_c over its
 clusters. Where few clusters contribute, or few of them hold an event, the
