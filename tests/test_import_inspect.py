@@ -15,14 +15,11 @@ from typing import Any
 
 import polars as pl
 import pytest
+from inspect_ai.log import read_eval_log, write_eval_log
 
-pytest.importorskip("inspect_ai")  # the peira[inspect] extra; .ci/run installs it
-
-from inspect_ai.log import read_eval_log, write_eval_log  # noqa: E402
-
-from peira.errors import DataFileError, InputFormatError  # noqa: E402
-from peira.importers._evallog import OTHER, EvalImport, EvalLogWarning  # noqa: E402
-from peira.importers.inspect import read_inspect  # noqa: E402
+from peira.errors import DataFileError, InputFormatError
+from peira.importers._evallog import OTHER, EvalImport, EvalLogWarning
+from peira.importers.inspect import read_inspect
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "inspect"
 COMPLETE = ["mc_alpha.eval", "mc_beta.eval", "suite_benign.eval", "suite_attacked.eval",

@@ -202,6 +202,11 @@ def _number(value: Any) -> float | None:
     return None
 
 
+def _choice_answers(resps: Any) -> list[Any] | None:
+    """``resps`` when it holds multiple-choice answers, else None."""
+    return resps if _is_choice_answers(resps) else None
+
+
 def _is_choice_answers(resps: Any) -> bool:
     """``filtered_resps`` of a multiple-choice document: ``[[loglik, is_greedy], …]``."""
     if not isinstance(resps, list) or len(resps) < 2:
@@ -275,7 +280,7 @@ class _Reader:
     def __init__(
         self,
         *,
-        metric: str | None,
+        metric: tuple[str, ...],
         filter_name: str | None,
         threshold: float,
         attacked_tasks: Mapping[str, str],
@@ -348,13 +353,16 @@ class _Reader:
         present = [m for m in listed if m in docs[0].record] if docs else []
         if not present and docs:
             present = [m for m in _DEFAULT_METRICS if m in docs[0].record]
-        if self.metric is not None:
-            if docs and self.metric not in docs[0].record:
-                raise InputFormatError(
-                    f"{path}:{docs[0].line}: task {task!r} has no metric {self.metric!r} "
-                    f"(its metrics: {', '.join(present) or 'none'})"
-                )
-            return self.metric
+        if self.metric:
+            first = docs[0].record if docs else {}
+            for m in self.metric:
+                if m in first:
+                    return m
+            wanted = " or ".join(repr(m) for m in self.metric)
+            raise InputFormatError(
+                f"{path}:{docs[0].line if docs else 1}: task {task!r} has no metric {wanted} "
+                f"(its metrics: {', '.join(present) or 'none'})"
+            )
         for m in _DEFAULT_METRICS:
             if m in present:
                 return m
@@ -390,9 +398,10 @@ class _Reader:
         rec = doc.record
         filtered = rec.get("filtered_resps")
         target = rec.get("target")
-        if _is_choice_answers(filtered):
+        choice = _choice_answers(filtered)
+        if choice is not None:
             conts = _continuations(rec.get("arguments"))
-            n = len(filtered)
+            n = len(choice)
             options = [c.strip() for c in conts] if conts and len(conts) == n else []
             if len(set(options)) != n or "" in options:
                 options = [str(i) for i in range(n)]
@@ -405,7 +414,7 @@ class _Reader:
                 ) from None
             if not 0 <= g < n:
                 raise InputFormatError(f"{at}: field 'target' {g} is not one of {n} choices")
-            ll = [float(r[0]) for r in filtered]
+            ll = [float(r[0]) for r in choice]
             if metric == "acc_norm" and conts and len(conts) == n:
                 ll = [x / max(len(c), 1) for x, c in zip(ll, conts, strict=True)]
             pick = max(range(n), key=lambda i: (ll[i], -i))  # first maximum, as numpy.argmax
@@ -454,7 +463,8 @@ class _Reader:
                 f"{at}: field {metric!r} is {value}; a verdict needs a score in [0, 1]"
             )
         ans = self._answer(doc, metric, at)
-        listed = rec.get("metrics") if isinstance(rec.get("metrics"), list) else []
+        names = rec.get("metrics")
+        listed: list[Any] = names if isinstance(names, list) else []
         row: dict[str, Any] = {
             **ident,
             "case_id": case_id,
@@ -503,9 +513,9 @@ class _Reader:
             )
         self.run_ids[run_id] = where
         chains = _groups(results)
-        for clean, twin in self.attacked.items():
-            if (clean in run.samples) != (twin in run.samples):
-                have, missing = (clean, twin) if clean in run.samples else (twin, clean)
+        for clean, perturbed in self.attacked.items():
+            if (clean in run.samples) != (perturbed in run.samples):
+                have, missing = (clean, perturbed) if clean in run.samples else (perturbed, clean)
                 raise InputFormatError(
                     f"{run.samples[have]}: task {have!r} is paired with {missing!r} "
                     f"(--attacked-task), which this run has no samples of"
@@ -524,7 +534,7 @@ class _Reader:
             metrics_used[task] = metric
             filters_used[task] = str(docs[0].record.get("filter", "none")) if docs else "none"
             chain = chains.get(task, [])
-            twin = self.attacked.get(task)
+            twin: str | None = self.attacked.get(task)
             ident = both_ident if twin else clean_ident
             twin_docs: dict[Any, _Doc] = {}
             if twin is not None:
@@ -652,17 +662,18 @@ class _Reader:
         table = results.get("results")
         if not isinstance(table, Mapping):
             raise InputFormatError(f"{run.results}: field 'results' must be an object")
-        n_samples = (
-            results.get("n-samples") if isinstance(results.get("n-samples"), Mapping) else {}
-        )
+        counts = results.get("n-samples")
+        n_samples: Mapping[str, Any] = counts if isinstance(counts, Mapping) else {}
         src = run.results.name if run.results else run.stamp
 
         def figure(name: str, rid: str, metric_out: str, family: str, of: str) -> None:
             """The results entry ``name`` read with the metric and filter used for task ``of``."""
             entry = table.get(name)
             key = f"{metrics[of]},{filters[of]}"
-            est = _number(entry.get(key)) if isinstance(entry, Mapping) else None
-            if entry is None or est is None:
+            if not isinstance(entry, Mapping):
+                return
+            est = _number(entry.get(key))
+            if est is None:
                 return
             n = None
             ns = n_samples.get(name)
@@ -741,7 +752,7 @@ class _Reader:
 def read_lm_eval(
     inputs: Sequence[PathLike],
     *,
-    metric: str | None = None,
+    metric: str | Sequence[str] | None = None,
     filter_name: str | None = None,
     threshold: float = 1.0,
     attacked_tasks: Mapping[str, str] | None = None,
@@ -756,8 +767,9 @@ def read_lm_eval(
         files of its run (same directory and time stamp) along.
     metric
         The per-document metric that is the verdict (``acc``, ``acc_norm``,
-        ``exact_match`` …); default ``acc``, else ``exact_match``, else the
-        first metric the records list.
+        ``exact_match`` …), or several in order of preference (each task uses
+        the first it has; a task with none of them is an error); default
+        ``acc``, else ``exact_match``, else the first metric the records list.
     filter_name
         The filter whose records to read, for tasks that score each document
         under several (gsm8k's ``strict-match`` / ``flexible-extract``).
@@ -794,8 +806,9 @@ def read_lm_eval(
             raise InputFormatError(
                 f"attacked task pairing {clean!r}={twin!r}: give CLEAN=PERTURBED, two different tasks"
             )
+    wanted = (metric,) if isinstance(metric, str) else tuple(metric or ())
     reader = _Reader(
-        metric=metric,
+        metric=wanted,
         filter_name=filter_name,
         threshold=check_threshold(threshold),
         attacked_tasks=attacked,
