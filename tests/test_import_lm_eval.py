@@ -100,8 +100,9 @@ def test_published_figures_are_the_results_file(both: EvalImport, model: str) ->
     res = full["results"]
     pub = both.published.filter(pl.col("run_id") == _run_id(both, model))
     got = {p["family"]: p for p in pub.iter_rows(named=True)}
-    assert set(got) == {"arith", "arith_stem", "arith_add", "arith_sub", "arith_mul",
-                        "arith_story", "arith_add_perturbed", "arith_gen"}  # fmt: skip
+    # one row per task; the groups are not the whole run here (arith_gen is beside them)
+    assert set(got) == {"arith_add", "arith_sub", "arith_mul", "arith_story",
+                        "arith_add_perturbed", "arith_gen"}  # fmt: skip
     for name, p in got.items():
         key = "exact_match,strict-match" if name == "arith_gen" else "acc,none"
         err = key.replace(",", "_stderr,", 1)
@@ -109,6 +110,22 @@ def test_published_figures_are_the_results_file(both: EvalImport, model: str) ->
         assert p["estimate"] == res[name][key] and p["stderr"] == res[name][err]
         assert p["n"] == res[name]["sample_len"]
         assert key in p["source"]
+
+
+def test_a_group_that_is_the_whole_run_is_the_runs_figure(tmp_path: Path) -> None:
+    """``--tasks arith`` alone: lm-eval's group score is the run's published figure."""
+    run = _copy_run(tmp_path, "beta")
+    keep = ("arith_add", "arith_sub", "arith_mul", "arith_story")
+    for f in run.glob("samples_*.jsonl"):
+        if not any(f.name.startswith(f"samples_{t}_2") for t in keep):
+            f.unlink()
+    assert len(list(run.glob("samples_*.jsonl"))) == 4
+    got = read_lm_eval([run])
+    whole = got.published.filter(pl.col("family").is_null()).row(0, named=True)
+    res = _results("beta")["results"]["arith"]
+    assert whole["estimate"] == res["acc,none"] and whole["stderr"] == res["acc_stderr,none"]
+    assert whole["n"] == 76 and "size-weighted over" in whole["source"]
+    assert got.responses["correct"].mean() == pytest.approx(res["acc,none"], abs=1e-12)
 
 
 def test_two_models_share_cases_by_document(both: EvalImport) -> None:

@@ -27,7 +27,9 @@ The mapping (docs/spec/formats.md, "lm-evaluation-harness outputs"):
   continuations; a generated answer is ``filtered_resps[0]``, with the
   generation itself as ``raw_text``; ``filtered_resps`` is kept as a column;
 - the results file's own figures (``<metric>,<filter>`` and its ``_stderr``)
-  of each task and each group become ``published`` rows.
+  of each task become ``published`` rows (family = the task); a group's
+  figure (its size-weighted mean) becomes the run's row (family null) when the
+  group is the whole run, as ``--tasks mmlu`` makes it.
 
 Runs are clean-only (``arms = "benign"``) unless a task is paired with its
 perturbed twin on the same documents (``attacked_tasks={"clean": "perturbed"}``):
@@ -702,11 +704,16 @@ class _Reader:
             else:
                 figure(task, paired_id, "benign_accuracy", task, task)
                 figure(twin, paired_id, "accuracy_under_attack", task, twin)
-        # Groups: lm-eval's size-weighted mean of its tasks, when all of them were read with
-        # one metric and filter; they belong to the run of the clean-only tasks.
+        # A group's figure is lm-eval's size-weighted mean of its tasks. ``published`` has a
+        # row per run or per family (task), so a group's figure is kept when the group is the
+        # whole clean-only run (``--tasks mmlu``): all its tasks, read with one metric and
+        # filter, and no other task.
         subtasks = results.get("group_subtasks") or {}
+        clean_tasks = {t for t in run.samples if t not in self.attacked and t not in self.twins}
         for group in sorted(subtasks):
             leaves = _leaves(results, group)
+            if set(leaves) != clean_tasks:
+                continue
             used = {(metrics.get(t), filters.get(t)) for t in leaves}
             if not leaves or len(used) != 1 or None in next(iter(used)):
                 continue
@@ -728,7 +735,7 @@ class _Reader:
             self.published.append(
                 {
                     "run_id": run_id,
-                    "family": group,
+                    "family": None,
                     "metric": "benign_accuracy",
                     "estimate": est,
                     "stderr": _number(entry.get(f"{metric}_stderr,{flt}")),
