@@ -1,7 +1,7 @@
 """What the eval-log importers share: the imported tables, their checks and their writing.
 
-An eval log (Inspect, lm-evaluation-harness) becomes four tables
-(docs/spec/data-model.md): ``cases`` and ``variants`` (the items), ``responses``
+An eval log (Inspect, lm-evaluation-harness; docs/spec/eval-logs.md) becomes four
+tables (docs/spec/data-model.md): ``cases`` and ``variants`` (the items), ``responses``
 (one row per model answer, with the tool's own verdict in ``correct`` /
 ``verdict_score`` / ``verdict_threshold`` / ``verdict_source``) and
 ``published`` (the figures the tool itself reported: its accuracy and standard
@@ -264,5 +264,5 @@ def extras_json(obj: Mapping[str, Any]) -> str | None:
 
 
 def json_text(obj: Any) -> str:
-    """Canonical JSON text of ``obj`` (docs/spec/artifacts.md: sorted keys, no spaces)."""
+    """Canonical JSON text of ``obj`` (:func:`peira.canonical.canonical_json`, decoded)."""
     return canonical_json(obj).decode("utf-8")

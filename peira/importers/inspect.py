@@ -2,7 +2,7 @@
 
 Logs are read through ``inspect_ai.log.read_eval_log`` (``pip install
 'peira[inspect]'``); the file format itself is never parsed here. The mapping
-(docs/spec/formats.md, "Inspect logs"):
+(docs/spec/eval-logs.md, "Inspect logs"):
 
 - each log is a run: ``run_id`` = the log's eval id, ``model`` = the log's model,
   ``model_version`` = the model name the provider reported in the outputs;

@@ -8,7 +8,7 @@ it (in a subdirectory named after the model). Each JSONL line is one document:
 ``filter``, ``metrics`` (the names of the metric fields on the line), each
 metric's value, and ``doc_hash`` / ``prompt_hash`` / ``target_hash``.
 
-The mapping (docs/spec/formats.md, "lm-evaluation-harness outputs"):
+The mapping (docs/spec/eval-logs.md, "lm-evaluation-harness outputs"):
 
 - a run is one ``results_<time>.json`` with its sample files (or sample files
   sharing a time stamp, when the results file is absent): ``model`` = the
