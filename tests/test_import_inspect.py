@@ -338,3 +338,44 @@ def test_partial_credit_warns_and_uses_the_threshold(tmp_path: Path) -> None:
     assert le.filter(pl.col("verdict_score") == 0.5)["correct"].all() is True
     with pytest.raises(InputFormatError, match="threshold"):
         read_inspect([p], threshold=0.0)
+
+
+# ---------------------------------------------------------------- writing
+
+
+def test_write_validates_and_writes_the_four_tables(tmp_path: Path, two_models: EvalImport) -> None:
+    out = two_models.write(tmp_path / "out")
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["cases.parquet", "published.parquet", "responses.parquet", "variants.parquet"]
+    back = pl.read_parquet(out / "responses.parquet")
+    assert back.height == 80 and back["correct"].mean() == pytest.approx(0.6)
+    assert pl.read_parquet(out / "published.parquet").equals(two_models.published)
+    again = two_models.write(tmp_path / "out")  # a previous import is replaced
+    assert sorted(p.name for p in again.iterdir()) == names
+
+
+def test_write_refuses_a_directory_it_did_not_make(tmp_path: Path, two_models: EvalImport) -> None:
+    d = tmp_path / "mine"
+    d.mkdir()
+    (d / "notes.txt").write_text("keep me")
+    with pytest.raises(
+        InputFormatError, match=r"mine: holds files an import did not write \(notes.txt\)"
+    ):
+        two_models.write(d)
+    assert sorted(p.name for p in d.iterdir()) == ["notes.txt"]
+
+
+def test_write_writes_nothing_when_a_table_is_invalid(
+    tmp_path: Path, two_models: EvalImport
+) -> None:
+    from peira.errors import ValidationError
+
+    bad = EvalImport(
+        two_models.cases,
+        two_models.variants,
+        two_models.responses.with_columns(pl.lit(-1, dtype=pl.Int32).alias("sample")),
+        two_models.published,
+    )
+    with pytest.raises(ValidationError, match="sample"):
+        bad.write(tmp_path / "out")
+    assert not (tmp_path / "out").exists()

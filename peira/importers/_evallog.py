@@ -26,7 +26,13 @@ import polars as pl
 from ..canonical import canonical_json
 from ..errors import InputFormatError, PeiraWarning
 from ..io import atomic_dir, write_parquet
-from ..schema import CASES_SCHEMA, RESPONSES_SCHEMA, VARIANTS_SCHEMA
+from ..schema import (
+    CASES_SCHEMA,
+    PUBLISHED_SCHEMA,
+    RESPONSE_EXTENSIONS,
+    RESPONSES_SCHEMA,
+    VARIANTS_SCHEMA,
+)
 
 __all__ = [
     "OTHER",
@@ -45,28 +51,25 @@ PathLike = str | os.PathLike[str]
 #: The option that stands for "any answer other than the accepted ones".
 OTHER = "<other>"
 
-#: Response columns of the extended data model the eval importers fill
-#: (docs/spec/data-model.md), beside those of the base schema.
+#: Response columns the eval importers fill: the base schema, then the extension
+#: columns of docs/spec/data-model.md they use (no ``prompt``, no ``no_attack``).
 RESPONSE_COLUMNS: dict[str, pl.DataType] = {
     **RESPONSES_SCHEMA,
-    "arms": pl.String(),
-    "correct": pl.Boolean(),
-    "verdict_score": pl.Float64(),
-    "verdict_threshold": pl.Float64(),
-    "verdict_source": pl.String(),
-    "extras": pl.String(),
+    **{
+        k: RESPONSE_EXTENSIONS[k]
+        for k in (
+            "arms",
+            "correct",
+            "verdict_score",
+            "verdict_threshold",
+            "verdict_source",
+            "extras",
+        )
+    },
 }
 
 #: Figures a source publishes about a run (``published.parquet``).
-PUBLISHED_COLUMNS: dict[str, pl.DataType] = {
-    "run_id": pl.String(),
-    "family": pl.String(),
-    "metric": pl.String(),
-    "estimate": pl.Float64(),
-    "stderr": pl.Float64(),
-    "n": pl.Int64(),
-    "source": pl.String(),
-}
+PUBLISHED_COLUMNS: dict[str, pl.DataType] = dict(PUBLISHED_SCHEMA)
 
 #: The files an import directory holds; a directory holding anything else is not replaced.
 OUTPUT_FILES = ("cases.parquet", "variants.parquet", "responses.parquet", "published.parquet")
