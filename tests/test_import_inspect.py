@@ -84,9 +84,9 @@ def test_sample_mapping_against_the_log(two_models: EvalImport) -> None:
     log = read_eval_log(str(FIX / "mc_alpha.eval"))
     rows = {
         r["case_id"]: r
-        for r in two_models.responses.filter(pl.col("run_id") == log.eval.eval_id).iter_rows(
-            named=True
-        )
+        for r in two_models.responses.filter(
+            pl.col("run_id") == f"mockllm/alpha:arith_mc@{log.eval.eval_id[:8]}"
+        ).iter_rows(named=True)
     }
     cases = {c["case_id"]: c for c in two_models.cases.iter_rows(named=True)}
     for s in log.samples or []:

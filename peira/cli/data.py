@@ -41,12 +41,103 @@ def cmd_synth(args: argparse.Namespace) -> int:
     return c.EXIT_OK
 
 
+#: Formats read from several files into one directory (docs/spec/eval-logs.md).
+EVAL_LOG_FORMATS = ("inspect", "lm-eval")
+#: The options of each eval-log format (argparse ``dest`` → flag).
+_EVAL_OPTIONS = {
+    "inspect": {
+        "scorer": "--scorer",
+        "pair_by": "--pair-by",
+        "arm_field": "--arm-field",
+        "benign": "--benign",
+        "attacked": "--attacked",
+        "cluster_by": "--cluster-by",
+        "threshold": "--threshold",
+    },
+    "lm-eval": {
+        "metric": "--metric",
+        "filter_name": "--filter",
+        "attacked_task": "--attacked-task",
+        "threshold": "--threshold",
+    },
+}
+
+
+def _usage(args: argparse.Namespace, message: str) -> int:
+    print(f"peira {args.command_name}: error: {message}", file=sys.stderr)
+    return c.EXIT_USAGE
+
+
+def _eval_log_options_misused(args: argparse.Namespace) -> str | None:
+    """A message when an eval-log option is given to a format that does not take it."""
+    takes = _EVAL_OPTIONS.get(args.kind, {})
+    for fmt, options in _EVAL_OPTIONS.items():
+        for dest, flag in options.items():
+            if dest not in takes and getattr(args, dest) not in (None, []):
+                return f"{flag} is an option of 'peira import {fmt}', not of {args.kind!r}"
+    if args.kind in EVAL_LOG_FORMATS and args.run_id is not None:
+        return f"--run-id does not apply to {args.kind!r} (runs are named after the logs)"
+    return None
+
+
+def _import_eval_logs(args: argparse.Namespace) -> int:
+    """``peira import inspect|lm-eval``: eval logs → one dataset directory."""
+    if len(args.benign) != len(args.attacked):
+        return _usage(args, "--benign and --attacked go in pairs (one attacked log per benign)")
+    if not args.input and not args.benign:
+        return _usage(args, f"no input: give the {args.kind} logs to import")
+    threshold = 1.0 if args.threshold is None else args.threshold
+    if args.kind == "inspect":
+        from ..importers.inspect import read_inspect
+
+        imported = read_inspect(
+            args.input,
+            scorer=args.scorer,
+            pair_by=args.pair_by,
+            arm_field=args.arm_field,
+            pairs=list(zip(args.benign, args.attacked, strict=True)),
+            threshold=threshold,
+            cluster_by=args.cluster_by,
+        )
+    else:
+        from ..importers.lm_eval import read_lm_eval
+
+        twins = {}
+        for spec in args.attacked_task:
+            clean, sep, perturbed = spec.partition("=")
+            if not sep or not clean or not perturbed:
+                return _usage(args, f"--attacked-task takes CLEAN=PERTURBED, not {spec!r}")
+            twins[clean] = perturbed
+        metric = [m.strip() for m in args.metric.split(",") if m.strip()] if args.metric else None
+        imported = read_lm_eval(
+            args.input,
+            metric=metric,
+            filter_name=args.filter_name,
+            threshold=threshold,
+            attacked_tasks=twins,
+        )
+    out = imported.write(args.out)
+    print(f"{out}: {imported.summary()}")
+    runs = imported.responses.group_by("run_id", "model", "arms").len().sort("run_id").iter_rows()
+    for run_id, model, arms, n in runs:
+        print(f"  {run_id}  {model}  arms={arms}  {n} answers")
+    return c.EXIT_OK
+
+
 def cmd_import(args: argparse.Namespace) -> int:
-    """Read a reference-format file; write a dataset or a response log."""
+    """Read files in another format; write a dataset, a response log or both."""
     import polars as pl
 
     from ..io import write_dataset, write_parquet
 
+    misused = _eval_log_options_misused(args)
+    if misused is not None:
+        return _usage(args, misused)
+    if args.kind in EVAL_LOG_FORMATS:
+        return _import_eval_logs(args)
+    if len(args.input) != 1:
+        return _usage(args, f"{args.kind!r} reads one INPUT file, got {len(args.input)}")
+    args.input = args.input[0]
     if args.kind == "cases":
         from ..importers.cases import read_cases_jsonl
 
@@ -91,6 +182,16 @@ def cmd_export(args: argparse.Namespace) -> int:
     return c.EXIT_OK
 
 
+def _threshold(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, not {text!r}") from None
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], not {value}")
+    return value
+
+
 def register(sub: Any) -> None:
     """Add ``validate``, ``import``, ``export`` and ``synth`` to the subparsers ``sub``."""
     v = c.add_command(sub, "validate", cmd_validate, "report every violation of the data model")
@@ -101,11 +202,64 @@ def register(sub: Any) -> None:
     )
     v.add_argument("--failures-out", help="write all violations to this Parquet file")
 
-    im = c.add_command(sub, "import", cmd_import, "import reference-format files")
-    im.add_argument("kind", choices=("cases", "artifact", "transcript"))
-    im.add_argument("input")
-    im.add_argument("--out", required=True)
-    im.add_argument("--run-id", help="run_id for imported responses")
+    im = c.add_command(
+        sub,
+        "import",
+        cmd_import,
+        "import files in another format (reference files, Inspect logs, lm-eval outputs)",
+        epilog=(
+            "eval logs (docs/spec/eval-logs.md):\n"
+            "  peira import inspect LOG... --out DIR      Inspect .eval/.json logs\n"
+            "  peira import lm-eval DIR|FILE... --out DIR lm-eval --log_samples outputs\n"
+            "Without pairing options every run is clean-only (no attacked arm)."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    im.add_argument("kind", choices=("cases", "artifact", "transcript", *EVAL_LOG_FORMATS))
+    im.add_argument("input", nargs="*", metavar="INPUT", help="file(s) to read")
+    im.add_argument("--out", required=True, help="output: dataset directory or Parquet log")
+    im.add_argument("--run-id", help="run_id for imported responses (artifact, transcript)")
+    ev = im.add_argument_group("eval logs (inspect, lm-eval)")
+    ev.add_argument("--scorer", help="inspect: the scorer whose value is the verdict")
+    ev.add_argument(
+        "--pair-by",
+        metavar="FIELD",
+        help="inspect: metadata field shared by the benign and attacked samples of a case",
+    )
+    ev.add_argument(
+        "--arm-field", metavar="FIELD", help="inspect: metadata field saying benign or attacked"
+    )
+    ev.add_argument(
+        "--benign", action="append", default=[], metavar="LOG", help="inspect: a benign log"
+    )
+    ev.add_argument(
+        "--attacked",
+        action="append",
+        default=[],
+        metavar="LOG",
+        help="inspect: the attacked log of the same model (pairs with the --benign before it)",
+    )
+    ev.add_argument(
+        "--cluster-by", metavar="FIELD", help="inspect: metadata field grouping samples (clusters)"
+    )
+    ev.add_argument(
+        "--metric", help="lm-eval: the verdict metric(s), in order of preference (acc,exact_match)"
+    )
+    ev.add_argument(
+        "--filter", dest="filter_name", metavar="NAME", help="lm-eval: the filter to read"
+    )
+    ev.add_argument(
+        "--attacked-task",
+        action="append",
+        default=[],
+        metavar="CLEAN=PERTURBED",
+        help="lm-eval: a perturbed twin task on the same documents is the attacked arm",
+    )
+    ev.add_argument(
+        "--threshold",
+        type=_threshold,
+        help="a verdict score from this on counts as correct (default 1)",
+    )
 
     ex = c.add_command(sub, "export", cmd_export, "export to reference formats")
     ex.add_argument("kind", choices=("cases",))

@@ -24,7 +24,7 @@ from typing import Any
 import polars as pl
 
 from ..canonical import canonical_json
-from ..errors import InputFormatError, PeiraWarning
+from ..errors import EvalLogError, PeiraWarning
 from ..io import atomic_dir, write_parquet
 from ..schema import (
     CASES_SCHEMA,
@@ -122,9 +122,9 @@ def verdict_columns(value: float | None, threshold: float, source: str) -> dict[
 def check_threshold(threshold: float) -> float:
     """A verdict threshold: a finite number in (0, 1]."""
     if isinstance(threshold, bool) or not isinstance(threshold, int | float):
-        raise InputFormatError(f"threshold must be a number in (0, 1], got {threshold!r}")
+        raise EvalLogError(f"threshold must be a number in (0, 1], got {threshold!r}")
     if not (math.isfinite(threshold) and 0.0 < threshold <= 1.0):
-        raise InputFormatError(f"threshold must be a number in (0, 1], got {threshold!r}")
+        raise EvalLogError(f"threshold must be a number in (0, 1], got {threshold!r}")
     return float(threshold)
 
 
@@ -150,7 +150,7 @@ class CaseBook:
             return
         for key in ("options", "expected_decision", "family"):
             if have[key] != row[key]:
-                raise InputFormatError(
+                raise EvalLogError(
                     f"{where}: case {cid!r}: field {key!r} is {row[key]!r}, but "
                     f"{self.origin[cid]} gave {have[key]!r} for the same item"
                 )
@@ -232,11 +232,11 @@ class EvalImport:
 def check_out_dir(d: Path) -> None:
     """Refuse an output directory that holds files an import did not write."""
     if d.exists() and not d.is_dir():
-        raise InputFormatError(f"{d}: exists and is not a directory; not overwriting it")
+        raise EvalLogError(f"{d}: exists and is not a directory; not overwriting it")
     if d.is_dir():
         foreign = sorted(p.name for p in d.iterdir() if p.name not in OUTPUT_FILES)
         if foreign:
-            raise InputFormatError(
+            raise EvalLogError(
                 f"{d}: holds files an import did not write ({', '.join(foreign[:5])}); "
                 "not overwriting it (choose a new or empty --out directory)"
             )

@@ -4,7 +4,8 @@ Logs are read through ``inspect_ai.log.read_eval_log`` (``pip install
 'peira[inspect]'``); the file format itself is never parsed here. The mapping
 (docs/spec/eval-logs.md, "Inspect logs"):
 
-- each log is a run: ``run_id`` = the log's eval id, ``model`` = the log's model,
+- each log is a run: ``run_id`` = ``<model>:<task>@<eval id>`` (the first eight
+  characters of the eval id), ``model`` = the log's model,
   ``model_version`` = the model name the provider reported in the outputs;
 - each sample is a case (``<task>/<sample id>``, family = the task), each
   epoch a repeated sample (``sample`` = epoch − 1);
@@ -42,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import DataFileError, InputFormatError
+from ..errors import DataFileError, EvalLogError
 from ._evallog import (
     CaseBook,
     EvalImport,
@@ -70,7 +71,7 @@ def _inspect_log() -> Any:
     try:
         import inspect_ai.log as ilog
     except ImportError as exc:  # pragma: no cover - exercised only without the extra
-        raise InputFormatError(
+        raise EvalLogError(
             "reading Inspect logs needs inspect_ai: pip install 'peira[inspect]'"
         ) from exc
     return ilog
@@ -83,15 +84,15 @@ def _read_log(path: PathLike) -> EvalLog:
     if p.is_dir():
         raise DataFileError(f"{p}: is a directory, expected an Inspect log (.eval or .json)")
     if p.suffix not in (".eval", ".json"):
-        raise InputFormatError(f"{p}: not an Inspect log (expected a .eval or .json file)")
+        raise EvalLogError(f"{p}: not an Inspect log (expected a .eval or .json file)")
     ilog = _inspect_log()
     try:
         log = ilog.read_eval_log(str(p))
     except Exception as exc:  # Inspect raises zip, JSON and pydantic errors alike
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputFormatError(f"{p}: not a readable Inspect log: {first}") from exc
+        raise EvalLogError(f"{p}: not a readable Inspect log: {first}") from exc
     if log.samples is None:
-        raise InputFormatError(f"{p}: the log holds no samples (written with log_samples=False?)")
+        raise EvalLogError(f"{p}: the log holds no samples (written with log_samples=False?)")
     return log
 
 
@@ -129,14 +130,14 @@ def _scorer_name(log: EvalLog, path: Path, scorer: str | None) -> str:
                 names.append(k)
     if scorer is not None:
         if scorer not in names:
-            raise InputFormatError(
+            raise EvalLogError(
                 f"{path}: no scorer {scorer!r} in this log (scorers: {', '.join(names) or 'none'})"
             )
         return scorer
     if not names:
-        raise InputFormatError(f"{path}: the log has no scores (was it run with a scorer?)")
+        raise EvalLogError(f"{path}: the log has no scores (was it run with a scorer?)")
     if len(names) > 1:
-        raise InputFormatError(
+        raise EvalLogError(
             f"{path}: the log has {len(names)} scorers ({', '.join(names)}); "
             "choose the verdict with --scorer NAME"
         )
@@ -158,11 +159,11 @@ def _item(sample: EvalSample, where: str) -> _Item:
     if sample.choices:
         n = len(sample.choices)
         if n > len(_LETTERS):
-            raise InputFormatError(f"{where}: field 'choices': {n} choices, at most 26 supported")
+            raise EvalLogError(f"{where}: field 'choices': {n} choices, at most 26 supported")
         letters = list(_LETTERS[:n])
         bad = [t for t in targets if t not in letters]
         if bad or not targets:
-            raise InputFormatError(
+            raise EvalLogError(
                 f"{where}: field 'target': {sample.target!r} is not a choice letter "
                 f"({', '.join(letters)})"
             )
@@ -182,10 +183,10 @@ class _Options:
 def _meta(sample: EvalSample, field: str, where: str) -> str:
     md = sample.metadata or {}
     if field not in md:
-        raise InputFormatError(f"{where}: metadata has no field {field!r}")
+        raise EvalLogError(f"{where}: metadata has no field {field!r}")
     value = md[field]
     if not isinstance(value, str | int) or isinstance(value, bool) or value == "":
-        raise InputFormatError(
+        raise EvalLogError(
             f"{where}: metadata field {field!r} must be a non-empty string or integer, "
             f"got {value!r}"
         )
@@ -229,13 +230,13 @@ def _response(
     if score is not None:
         raw = score.value
         if isinstance(raw, Mapping | list | tuple):
-            raise InputFormatError(
+            raise EvalLogError(
                 f"{where}: scorer {scorer!r}: value {raw!r} is not a single value; "
                 "a verdict needs one value (C/I/P/N, a boolean or a number)"
             )
         value = to_float(raw)
         if not (0.0 <= value <= 1.0):
-            raise InputFormatError(
+            raise EvalLogError(
                 f"{where}: scorer {scorer!r}: value {raw!r} maps to {value}, outside [0, 1]"
             )
     if sample.error is not None:
@@ -340,13 +341,16 @@ class _Reader:
         self.notes.append(text)
         warnings.warn(text, EvalLogWarning, stacklevel=4)
 
-    def _run_id(self, run_id: str, path: Path) -> str:
-        if run_id in self.runs:
-            raise InputFormatError(
-                f"{path}: eval id {run_id!r} was already imported from {self.runs[run_id]}"
+    def _run_id(self, path: Path, *logs: EvalLog) -> str:
+        """``<model>:<task>@<eval id, 8 characters>`` (``+`` the attacked log's, for a pair)."""
+        ids = "+".join(log.eval.eval_id for log in logs)
+        if ids in self.runs:
+            raise EvalLogError(
+                f"{path}: eval id {ids!r} was already imported from {self.runs[ids]}"
             )
-        self.runs[run_id] = str(path)
-        return run_id
+        self.runs[ids] = str(path)
+        first = logs[0].eval
+        return f"{first.model}:{first.task}@" + "+".join(log.eval.eval_id[:8] for log in logs)
 
     def _case(
         self, log: EvalLog, sample: EvalSample, case_id: str, where: str, *, meta: dict[str, Any]
@@ -402,7 +406,7 @@ class _Reader:
     def clean(self, path: Path) -> None:
         log = _read_log(path)
         scorer = _scorer_name(log, path, self.opt.scorer)
-        run_id = self._run_id(log.eval.eval_id, path)
+        run_id = self._run_id(path, log)
         ident = self._identity(log, run_id, "benign")
         for s in log.samples or []:
             where = _where(path, s)
@@ -418,7 +422,7 @@ class _Reader:
     def by_metadata(self, path: Path, pair_by: str, arm_field: str) -> None:
         log = _read_log(path)
         scorer = _scorer_name(log, path, self.opt.scorer)
-        run_id = self._run_id(log.eval.eval_id, path)
+        run_id = self._run_id(path, log)
         ident = self._identity(log, run_id, "both")
         seen: dict[tuple[str, str, int], str] = {}
         arms_of: dict[tuple[str, int], set[str]] = {}
@@ -427,13 +431,13 @@ class _Reader:
             pair = _meta(s, pair_by, where)
             arm = _meta(s, arm_field, where)
             if arm not in ("benign", "attacked"):
-                raise InputFormatError(
+                raise EvalLogError(
                     f"{where}: metadata field {arm_field!r} must be 'benign' or 'attacked', "
                     f"got {arm!r}"
                 )
             key = (pair, arm, s.epoch)
             if key in seen:
-                raise InputFormatError(
+                raise EvalLogError(
                     f"{where}: a second {arm} sample of pair {pair!r} (the first is sample "
                     f"{seen[key]!r})"
                 )
@@ -451,7 +455,7 @@ class _Reader:
         for (pair, epoch), arms in sorted(arms_of.items()):
             if arms != {"benign", "attacked"}:
                 (have,) = arms
-                raise InputFormatError(
+                raise EvalLogError(
                     f"{path}: pair {pair!r} (epoch {epoch}) has a {have} sample and no "
                     f"{'attacked' if have == 'benign' else 'benign'} one "
                     f"(pairs by metadata {pair_by!r}, arms by {arm_field!r})"
@@ -461,13 +465,13 @@ class _Reader:
     def by_logs(self, benign_path: Path, attacked_path: Path) -> None:
         benign, attacked = _read_log(benign_path), _read_log(attacked_path)
         if benign.eval.model != attacked.eval.model:
-            raise InputFormatError(
+            raise EvalLogError(
                 f"{attacked_path}: model {attacked.eval.model!r} differs from "
                 f"{benign.eval.model!r} of the benign log {benign_path}; a run is one model"
             )
         scorer_b = _scorer_name(benign, benign_path, self.opt.scorer)
         scorer_a = _scorer_name(attacked, attacked_path, self.opt.scorer)
-        run_id = self._run_id(f"{benign.eval.eval_id}+{attacked.eval.eval_id}", benign_path)
+        run_id = self._run_id(benign_path, benign, attacked)
         ident = self._identity(benign, run_id, "both")
         task = benign.eval.task
         attacked_by_key = {(str(s.id), s.epoch): s for s in attacked.samples or []}
@@ -475,7 +479,7 @@ class _Reader:
         lonely = sorted(set(attacked_by_key) - benign_keys)
         if lonely:
             sid, epoch = lonely[0]
-            raise InputFormatError(
+            raise EvalLogError(
                 f"{attacked_path}: sample {sid!r} (epoch {epoch}) has no benign counterpart in "
                 f"{benign_path} ({len(lonely)} such sample(s))"
             )
@@ -483,13 +487,13 @@ class _Reader:
             where = _where(benign_path, s)
             a = attacked_by_key.get((str(s.id), s.epoch))
             if a is None:
-                raise InputFormatError(
+                raise EvalLogError(
                     f"{where}: no attacked counterpart in {attacked_path} "
                     f"({len(benign_keys - set(attacked_by_key))} such sample(s))"
                 )
             a_where = _where(attacked_path, a)
             if _targets(a.target) != _targets(s.target):
-                raise InputFormatError(
+                raise EvalLogError(
                     f"{a_where}: field 'target' is {a.target!r}, the benign sample's is "
                     f"{s.target!r}; the two arms of a pair share the expected answer"
                 )
@@ -497,7 +501,7 @@ class _Reader:
             meta = {"sample_id": s.id, "metadata": s.metadata, "attacked_task": attacked.eval.task}
             self._case(benign, s, case_id, where, meta=meta)
             if _item(a, a_where).options != _item(s, where).options:
-                raise InputFormatError(
+                raise EvalLogError(
                     f"{a_where}: field 'choices' has {len(a.choices or [])} choices, the benign "
                     f"sample {len(s.choices or [])}; the two arms of a pair share the options"
                 )
@@ -596,8 +600,8 @@ def read_inspect(
     ------
     DataFileError
         A log does not exist.
-    InputFormatError
-        A log cannot be read, or a sample breaks the mapping (unknown scorer,
+    EvalLogError
+        (an :class:`~peira.errors.InputFormatError`) A log cannot be read, or a sample breaks the mapping (unknown scorer,
         a target that is no choice letter, an incomplete pair, …); the
         message names the file, the sample and the field.
 
@@ -607,11 +611,9 @@ def read_inspect(
         A log that did not finish, or a scorer giving partial credit.
     """
     if (pair_by is None) != (arm_field is None):
-        raise InputFormatError(
-            "pair_by and arm_field go together (--pair-by FIELD --arm-field FIELD)"
-        )
+        raise EvalLogError("pair_by and arm_field go together (--pair-by FIELD --arm-field FIELD)")
     if not logs and not pairs:
-        raise InputFormatError("no Inspect log given")
+        raise EvalLogError("no Inspect log given")
     reader = _Reader(_Options(scorer, check_threshold(threshold), cluster_by))
     for path in logs:
         if pair_by is not None and arm_field is not None:
