@@ -13,7 +13,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DataFileError",
-    "EvalLogError",
     "InputFormatError",
     "MissingArmsError",
     "PeiraError",
@@ -47,17 +46,6 @@ class ValidationError(PeiraError, ValueError):
 
 class InputFormatError(PeiraError, ValueError):
     """A file in a reference format cannot be read (names file and line)."""
-
-
-class EvalLogError(InputFormatError):
-    """An eval log (Inspect, lm-evaluation-harness) cannot be imported.
-
-    The message names the file, the record (sample, or line and ``doc_id``) and
-    the field (docs/spec/eval-logs.md). The ``peira`` command exits 2 on it
-    (unreadable input), having written nothing.
-    """
-
-    exit_code = 2
 
 
 class DataFileError(PeiraError, OSError):

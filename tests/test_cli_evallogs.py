@@ -59,7 +59,8 @@ def test_import_lm_eval_directories(tmp_path: Path, capsys: pytest.CaptureFixtur
     argv = ["import", "lm-eval", str(FIX / "lm_eval" / "alpha"), str(FIX / "lm_eval" / "beta")]
     assert main([*argv, "--filter", "strict-match", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "2 run(s), 98 cases" in printed and "scripted:name=alpha@" in printed
+    assert "98 cases, 98 variants, 196 responses of 2 run(s)" in printed
+    assert "scripted:name=alpha@" in printed
     assert main(["score", "--dataset", str(out), "--by", "family", "--format", "json"]) == 0
     rows = _json_lines(capsys.readouterr().out)
     add = [r for r in rows if r["family"] == "arith_add"]
@@ -92,6 +93,11 @@ def test_import_lm_eval_directories(tmp_path: Path, capsys: pytest.CaptureFixtur
         ),
         (["inspect", "--benign", str(ALPHA)], "--benign and --attacked go in pairs"),
         (["cases", str(ALPHA), str(BETA)], "'cases' reads one INPUT file, got 2"),
+        (["inspect", str(ALPHA), "--run-id", "x"], "--run-id does not apply to 'inspect'"),
+        (
+            ["lm-eval", str(FIX / "lm_eval" / "alpha"), "--threshold", "0"],
+            "threshold must be a number in (0, 1]",
+        ),
     ],
 )
 def test_bad_input_exits_2_and_writes_nothing(
@@ -132,8 +138,10 @@ def test_never_replaces_a_directory_it_did_not_write(
     out = tmp_path / "mine"
     out.mkdir()
     (out / "paper.tex").write_text("mine")
-    assert main(["import", "inspect", str(ALPHA), "--out", str(out)]) == 2
-    assert "holds files an import did not write (paper.tex)" in capsys.readouterr().err
+    for force in ([], ["--force"]):
+        assert main(["import", "inspect", str(ALPHA), "--out", str(out), *force]) == 2
+        err = capsys.readouterr().err
+        assert "mine: exists and is not empty" in err or "not a dataset directory" in err
     assert [p.name for p in out.iterdir()] == ["paper.tex"]
 
 

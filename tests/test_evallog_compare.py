@@ -121,7 +121,7 @@ def test_paired_difference_is_not_narrower_on_independent_answers() -> None:
 
 def test_two_inspect_models_compare_paired() -> None:
     """The fixture's two mock models on the same 40 questions, from their logs to the verdict."""
-    imp = read_inspect([INSPECT / "mc_alpha.eval", INSPECT / "mc_beta.eval"]).validated()
+    imp = read_inspect([INSPECT / "mc_alpha.eval", INSPECT / "mc_beta.eval"])
     pairs = build_pairs(imp.responses, imp.cases)
     plan = plan_for_cases(imp.cases, n_resamples=B)
     model = dict(imp.responses.select("run_id", "model").unique().rows())
@@ -148,7 +148,7 @@ def test_two_inspect_models_compare_paired() -> None:
 
 
 def test_clean_only_run_has_null_asr_everywhere_with_the_reason() -> None:
-    imp = read_inspect([INSPECT / "mc_alpha.eval"]).validated()
+    imp = read_inspect([INSPECT / "mc_alpha.eval"])
     pairs = build_pairs(imp.responses, imp.cases)
     for by in ([], ["family"]):
         t = metric_table(pairs, by, cases=imp.cases)

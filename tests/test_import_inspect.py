@@ -18,7 +18,8 @@ import pytest
 from inspect_ai.log import read_eval_log, write_eval_log
 
 from peira.errors import DataFileError, InputFormatError
-from peira.importers._evallog import OTHER, EvalImport, EvalLogWarning
+from peira.importers._bundle import Imported
+from peira.importers._evallog import OTHER, EvalLogWarning
 from peira.importers.inspect import read_inspect
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "inspect"
@@ -37,7 +38,7 @@ def _header(name: str, scorer: str | None = None) -> tuple[float, float, int]:
 
 
 @pytest.fixture(scope="module")
-def two_models() -> EvalImport:
+def two_models() -> Imported:
     return read_inspect([FIX / "mc_alpha.eval", FIX / "mc_beta.eval"])
 
 
@@ -71,7 +72,7 @@ def test_accuracy_equals_the_log_header(name: str, scorer: str | None) -> None:
     assert pub["run_id"] == r["run_id"][0]
 
 
-def test_two_models_share_the_cases(two_models: EvalImport) -> None:
+def test_two_models_share_the_cases(two_models: Imported) -> None:
     r = two_models.responses
     assert two_models.cases.height == 40 and r.height == 80
     per_case = r.group_by("case_id").agg(pl.col("model").sort())
@@ -79,7 +80,7 @@ def test_two_models_share_the_cases(two_models: EvalImport) -> None:
     assert two_models.variants["arm"].unique().to_list() == ["benign"]
 
 
-def test_sample_mapping_against_the_log(two_models: EvalImport) -> None:
+def test_sample_mapping_against_the_log(two_models: Imported) -> None:
     """Every response row is its sample: id, answer, verdict, tokens, as Inspect reads them."""
     log = read_eval_log(str(FIX / "mc_alpha.eval"))
     rows = {
@@ -343,39 +344,22 @@ def test_partial_credit_warns_and_uses_the_threshold(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- writing
 
 
-def test_write_validates_and_writes_the_four_tables(tmp_path: Path, two_models: EvalImport) -> None:
+def test_write_writes_the_four_tables(tmp_path: Path, two_models: Imported) -> None:
     out = two_models.write(tmp_path / "out")
     names = sorted(p.name for p in out.iterdir())
     assert names == ["cases.parquet", "published.parquet", "responses.parquet", "variants.parquet"]
     back = pl.read_parquet(out / "responses.parquet")
     assert back.height == 80 and back["correct"].mean() == pytest.approx(0.6)
     assert pl.read_parquet(out / "published.parquet").equals(two_models.published)
-    again = two_models.write(tmp_path / "out")  # a previous import is replaced
+    again = two_models.write(tmp_path / "out", overwrite=True)  # a dataset peira wrote
     assert sorted(p.name for p in again.iterdir()) == names
 
 
-def test_write_refuses_a_directory_it_did_not_make(tmp_path: Path, two_models: EvalImport) -> None:
+def test_write_refuses_a_directory_it_did_not_make(tmp_path: Path, two_models: Imported) -> None:
     d = tmp_path / "mine"
     d.mkdir()
     (d / "notes.txt").write_text("keep me")
-    with pytest.raises(
-        InputFormatError, match=r"mine: holds files an import did not write \(notes.txt\)"
-    ):
-        two_models.write(d)
+    for overwrite in (False, True):
+        with pytest.raises(DataFileError, match=r"mine: (exists and is not empty|not a dataset)"):
+            two_models.write(d, overwrite=overwrite)
     assert sorted(p.name for p in d.iterdir()) == ["notes.txt"]
-
-
-def test_write_writes_nothing_when_a_table_is_invalid(
-    tmp_path: Path, two_models: EvalImport
-) -> None:
-    from peira.errors import ValidationError
-
-    bad = EvalImport(
-        two_models.cases,
-        two_models.variants,
-        two_models.responses.with_columns(pl.lit(-1, dtype=pl.Int32).alias("sample")),
-        two_models.published,
-    )
-    with pytest.raises(ValidationError, match="sample"):
-        bad.write(tmp_path / "out")
-    assert not (tmp_path / "out").exists()

@@ -18,7 +18,8 @@ import polars as pl
 import pytest
 
 from peira.errors import DataFileError, InputFormatError
-from peira.importers._evallog import OTHER, EvalImport, EvalLogWarning
+from peira.importers._bundle import Imported
+from peira.importers._evallog import OTHER, EvalLogWarning
 from peira.importers.lm_eval import read_lm_eval
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "lm_eval"
@@ -40,17 +41,17 @@ def _records(model: str, task: str) -> list[dict[str, Any]]:
     return [json.loads(x) for x in f.read_text(encoding="utf-8").splitlines() if x.strip()]
 
 
-def _run_id(got: EvalImport, model: str) -> str:
+def _run_id(got: Imported, model: str) -> str:
     (rid,) = [r for r in got.responses["run_id"].unique() if f"name={model}@" in r and "+" not in r]
     return str(rid)
 
 
 @pytest.fixture(scope="module")
-def both() -> EvalImport:
+def both() -> Imported:
     return read_lm_eval([FIX / "alpha", FIX / "beta"], filter_name="strict-match")
 
 
-def _accuracy(got: EvalImport, run_id: str, tasks: list[str]) -> float:
+def _accuracy(got: Imported, run_id: str, tasks: list[str]) -> float:
     r = got.responses.filter(
         (pl.col("run_id") == run_id) & pl.col("case_id").str.split("/").list.first().is_in(tasks)
     )
@@ -61,7 +62,7 @@ def _accuracy(got: EvalImport, run_id: str, tasks: list[str]) -> float:
 
 
 @pytest.mark.parametrize("model", MODELS)
-def test_task_accuracy_equals_the_results_file(both: EvalImport, model: str) -> None:
+def test_task_accuracy_equals_the_results_file(both: Imported, model: str) -> None:
     res = _results(model)["results"]
     rid = _run_id(both, model)
     for task in ("arith_add", "arith_sub", "arith_mul", "arith_story", "arith_add_perturbed"):
@@ -72,7 +73,7 @@ def test_task_accuracy_equals_the_results_file(both: EvalImport, model: str) -> 
 
 
 @pytest.mark.parametrize("model", MODELS)
-def test_group_score_is_the_size_weighted_mean(both: EvalImport, model: str) -> None:
+def test_group_score_is_the_size_weighted_mean(both: Imported, model: str) -> None:
     full = _results(model)
     res, groups = full["results"], full["group_subtasks"]
     assert groups == {"arith": ["arith_stem", "arith_story"],
@@ -95,7 +96,7 @@ def test_group_score_is_the_size_weighted_mean(both: EvalImport, model: str) -> 
 
 
 @pytest.mark.parametrize("model", MODELS)
-def test_published_figures_are_the_results_file(both: EvalImport, model: str) -> None:
+def test_published_figures_are_the_results_file(both: Imported, model: str) -> None:
     full = _results(model)
     res = full["results"]
     pub = both.published.filter(pl.col("run_id") == _run_id(both, model))
@@ -128,7 +129,7 @@ def test_a_group_that_is_the_whole_run_is_the_runs_figure(tmp_path: Path) -> Non
     assert got.responses["correct"].mean() == pytest.approx(res["acc,none"], abs=1e-12)
 
 
-def test_two_models_share_cases_by_document(both: EvalImport) -> None:
+def test_two_models_share_cases_by_document(both: Imported) -> None:
     r = both.responses
     sizes = {"arith_add": 12, "arith_sub": 20, "arith_mul": 28, "arith_story": 16,
              "arith_add_perturbed": 12, "arith_gen": 10}  # fmt: skip
@@ -144,7 +145,7 @@ def test_two_models_share_cases_by_document(both: EvalImport) -> None:
     assert r["arms"].unique().to_list() == ["benign"]
 
 
-def test_choice_answer_is_the_top_loglikelihood(both: EvalImport) -> None:
+def test_choice_answer_is_the_top_loglikelihood(both: Imported) -> None:
     """The decision (argmax log-likelihood) is right exactly when lm-eval's acc is 1."""
     cases = both.cases.select("case_id", "expected_decision", "options")
     mc = both.responses.join(cases, on="case_id").filter(

@@ -51,9 +51,6 @@ def _exit_code(exc: Exception) -> int | None:
     )
     from ..holdout import UnblindError
 
-    code = getattr(type(exc), "exit_code", None)  # an error that states its own exit code
-    if isinstance(exc, PeiraError) and isinstance(code, int):
-        return code
     if isinstance(exc, ValidationError | MissingArmsError | InputFormatError | UnblindError):
         return EXIT_VIOLATIONS
     if isinstance(exc, DataFileError | PeiraError):

@@ -41,9 +41,110 @@ def cmd_synth(args: argparse.Namespace) -> int:
     return c.EXIT_OK
 
 
+#: Importers of released results (docs/spec/data-model.md): each reads one or more
+#: files into a dataset directory with its responses and the source's published figures.
+RELEASED = {
+    "textattack": "TextAttack --log-to-csv files (.csv, .csv.gz), one run each",
+    "jailbreakbench": "JailbreakBench attack artifacts (.json, .json.gz), one run each",
+    "table": "any CSV, TSV, JSONL or Parquet table of results with --map FIELD=COLUMN",
+}
+
+
+def _one_line(exc: Exception) -> str:
+    """A validation error as one line: its first violation, with file, row and field."""
+    from ..errors import ValidationError
+
+    if isinstance(exc, ValidationError) and exc.failures.height:
+        f = exc.failures.row(0, named=True)
+        where = ", ".join(str(x) for x in (f"row {f['row']}" if f["row"] is not None else None,
+                                           f["key"]) if x)  # fmt: skip
+        more = f" (and {exc.failures.height - 1} more)" if exc.failures.height > 1 else ""
+        return (
+            f"{f['source']}: {where}: field {f['column']!r} = {f['value']} breaks "
+            f"{f['check']}{more}"
+        )
+    return str(exc).splitlines()[0]
+
+
+def _mapping(items: list[str]) -> dict[str, str]:
+    """``--map FIELD=COLUMN`` (repeatable) or ``--map FILE.json`` → a mapping."""
+    import json
+    from pathlib import Path
+
+    from ..errors import PeiraError
+
+    out: dict[str, str] = {}
+    for item in items:
+        if "=" not in item and Path(item).is_file():
+            data = json.loads(Path(item).read_text(encoding="utf-8"))
+            if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+                raise PeiraError(f"--map {item}: a mapping file is a JSON object of strings")
+            out.update(data)
+            continue
+        field, sep, column = item.partition("=")
+        if not sep or not field or not column:
+            raise PeiraError(f"--map {item!r}: expected FIELD=COLUMN (or a JSON mapping file)")
+        out[field.strip()] = column.strip()
+    if not out:
+        raise PeiraError("import table needs --map FIELD=COLUMN (at least the gold label)")
+    return out
+
+
+def _split(text: str | None) -> list[str] | None:
+    return None if text is None else [x.strip() for x in text.split(",") if x.strip()]
+
+
+def _import_released(args: argparse.Namespace) -> int:
+    """Import released results into a dataset directory, whole or not at all (exit 2 on
+    bad input, nothing written)."""
+    from ..errors import DataFileError, InputFormatError, PeiraError, ValidationError
+
+    files = list(args.input)
+    try:
+        if args.kind == "textattack":
+            from ..importers.textattack import read_textattack
+
+            imported = read_textattack(
+                files,
+                run_ids=args.run or None,
+                labels=_split(args.labels),
+                family=args.family or "textattack",
+            )
+        elif args.kind == "jailbreakbench":
+            from ..importers.jailbreakbench import read_jailbreakbench
+
+            imported = read_jailbreakbench(files, judge=args.judge, run_ids=args.run or None)
+        else:
+            from ..importers.table import read_table
+
+            if len(files) != 1:
+                raise PeiraError("import table reads one file at a time")
+            if args.run and len(args.run) != 1:
+                raise PeiraError("import table takes one --run (or map run_id to a column)")
+            imported = read_table(
+                files[0],
+                _mapping(args.map),
+                format=args.table_format,
+                layout=args.layout,
+                run=args.run[0] if args.run else None,
+                options=_split(args.options),
+                arms=args.arms,
+                threshold=args.threshold,
+                verdict_source=args.verdict_source,
+                family=args.family or "main",
+            )
+    except (InputFormatError, ValidationError) as exc:
+        raise DataFileError(_one_line(exc)) from exc  # unreadable input: exit 2
+    out = imported.write(args.out, overwrite=args.force)
+    print(f"{out}: {imported.summary()}")
+    for note in imported.notes:
+        print(f"peira: note: {note}", file=sys.stderr)
+    return c.EXIT_OK
+
+
 #: Formats read from several files into one directory (docs/spec/eval-logs.md).
 EVAL_LOG_FORMATS = ("inspect", "lm-eval")
-#: The options of each eval-log format (argparse ``dest`` → flag).
+#: The options only one eval-log format takes (argparse ``dest`` → flag).
 _EVAL_OPTIONS = {
     "inspect": {
         "scorer": "--scorer",
@@ -52,14 +153,25 @@ _EVAL_OPTIONS = {
         "benign": "--benign",
         "attacked": "--attacked",
         "cluster_by": "--cluster-by",
-        "threshold": "--threshold",
     },
     "lm-eval": {
         "metric": "--metric",
         "filter_name": "--filter",
         "attacked_task": "--attacked-task",
-        "threshold": "--threshold",
     },
+}
+#: Options of the other formats an eval-log import does not take.
+_NOT_EVAL = {
+    "run_id": "--run-id",
+    "run": "--run",
+    "family": "--family",
+    "labels": "--labels",
+    "map": "--map",
+    "layout": "--layout",
+    "table_format": "--table-format",
+    "options": "--options",
+    "arms": "--arms",
+    "verdict_source": "--verdict-source",
 }
 
 
@@ -69,54 +181,62 @@ def _usage(args: argparse.Namespace, message: str) -> int:
 
 
 def _eval_log_options_misused(args: argparse.Namespace) -> str | None:
-    """A message when an eval-log option is given to a format that does not take it."""
+    """A message when an option is given to a format that does not take it."""
     takes = _EVAL_OPTIONS.get(args.kind, {})
     for fmt, options in _EVAL_OPTIONS.items():
         for dest, flag in options.items():
             if dest not in takes and getattr(args, dest) not in (None, []):
                 return f"{flag} is an option of 'peira import {fmt}', not of {args.kind!r}"
-    if args.kind in EVAL_LOG_FORMATS and args.run_id is not None:
-        return f"--run-id does not apply to {args.kind!r} (runs are named after the logs)"
+    if args.kind in EVAL_LOG_FORMATS:
+        for dest, flag in _NOT_EVAL.items():
+            if getattr(args, dest) not in (None, []):
+                return f"{flag} does not apply to {args.kind!r} (docs/spec/eval-logs.md)"
     return None
 
 
 def _import_eval_logs(args: argparse.Namespace) -> int:
-    """``peira import inspect|lm-eval``: eval logs → one dataset directory."""
+    """``peira import inspect|lm-eval``: eval logs → one dataset directory (exit 2 on bad
+    input, naming file, record and field; nothing written)."""
+    from ..errors import DataFileError, InputFormatError, ValidationError
+
     if len(args.benign) != len(args.attacked):
         return _usage(args, "--benign and --attacked go in pairs (one attacked log per benign)")
     if not args.input and not args.benign:
         return _usage(args, f"no input: give the {args.kind} logs to import")
     threshold = 1.0 if args.threshold is None else args.threshold
-    if args.kind == "inspect":
-        from ..importers.inspect import read_inspect
+    try:
+        if args.kind == "inspect":
+            from ..importers.inspect import read_inspect
 
-        imported = read_inspect(
-            args.input,
-            scorer=args.scorer,
-            pair_by=args.pair_by,
-            arm_field=args.arm_field,
-            pairs=list(zip(args.benign, args.attacked, strict=True)),
-            threshold=threshold,
-            cluster_by=args.cluster_by,
-        )
-    else:
-        from ..importers.lm_eval import read_lm_eval
+            imported = read_inspect(
+                args.input,
+                scorer=args.scorer,
+                pair_by=args.pair_by,
+                arm_field=args.arm_field,
+                pairs=list(zip(args.benign, args.attacked, strict=True)),
+                threshold=threshold,
+                cluster_by=args.cluster_by,
+            )
+        else:
+            from ..importers.lm_eval import read_lm_eval
 
-        twins = {}
-        for spec in args.attacked_task:
-            clean, sep, perturbed = spec.partition("=")
-            if not sep or not clean or not perturbed:
-                return _usage(args, f"--attacked-task takes CLEAN=PERTURBED, not {spec!r}")
-            twins[clean] = perturbed
-        metric = [m.strip() for m in args.metric.split(",") if m.strip()] if args.metric else None
-        imported = read_lm_eval(
-            args.input,
-            metric=metric,
-            filter_name=args.filter_name,
-            threshold=threshold,
-            attacked_tasks=twins,
-        )
-    out = imported.write(args.out)
+            twins = {}
+            for spec in args.attacked_task:
+                clean, sep, perturbed = spec.partition("=")
+                if not sep or not clean or not perturbed:
+                    return _usage(args, f"--attacked-task takes CLEAN=PERTURBED, not {spec!r}")
+                twins[clean] = perturbed
+            metric = _split(args.metric)
+            imported = read_lm_eval(
+                args.input,
+                metric=metric,
+                filter_name=args.filter_name,
+                threshold=threshold,
+                attacked_tasks=twins,
+            )
+    except (InputFormatError, ValidationError) as exc:
+        raise DataFileError(_one_line(exc)) from exc  # unreadable input: exit 2
+    out = imported.write(args.out, overwrite=args.force)
     print(f"{out}: {imported.summary()}")
     runs = imported.responses.group_by("run_id", "model", "arms").len().sort("run_id").iter_rows()
     for run_id, model, arms, n in runs:
@@ -135,6 +255,10 @@ def cmd_import(args: argparse.Namespace) -> int:
         return _usage(args, misused)
     if args.kind in EVAL_LOG_FORMATS:
         return _import_eval_logs(args)
+    if not args.input:
+        return _usage(args, f"import {args.kind} needs the file(s) to read")
+    if args.kind in RELEASED:
+        return _import_released(args)
     if len(args.input) != 1:
         return _usage(args, f"{args.kind!r} reads one INPUT file, got {len(args.input)}")
     args.input = args.input[0]
@@ -182,16 +306,6 @@ def cmd_export(args: argparse.Namespace) -> int:
     return c.EXIT_OK
 
 
-def _threshold(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, not {text!r}") from None
-    if not 0.0 < value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1], not {value}")
-    return value
-
-
 def register(sub: Any) -> None:
     """Add ``validate``, ``import``, ``export`` and ``synth`` to the subparsers ``sub``."""
     v = c.add_command(sub, "validate", cmd_validate, "report every violation of the data model")
@@ -202,11 +316,12 @@ def register(sub: Any) -> None:
     )
     v.add_argument("--failures-out", help="write all violations to this Parquet file")
 
+    formats = "; ".join(f"{k}: {v}" for k, v in RELEASED.items())
     im = c.add_command(
         sub,
         "import",
         cmd_import,
-        "import files in another format (reference files, Inspect logs, lm-eval outputs)",
+        "import files in another format: reference files, released results, eval logs",
         epilog=(
             "eval logs (docs/spec/eval-logs.md):\n"
             "  peira import inspect LOG... --out DIR      Inspect .eval/.json logs\n"
@@ -215,10 +330,44 @@ def register(sub: Any) -> None:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    im.add_argument("kind", choices=("cases", "artifact", "transcript", *EVAL_LOG_FORMATS))
-    im.add_argument("input", nargs="*", metavar="INPUT", help="file(s) to read")
-    im.add_argument("--out", required=True, help="output: dataset directory or Parquet log")
+    kinds = ("cases", "artifact", "transcript", *RELEASED, *EVAL_LOG_FORMATS)
+    im.add_argument("kind", choices=kinds, help=formats)
+    im.add_argument("input", nargs="*", help="the file(s) to import")
+    im.add_argument("--out", required=True)
     im.add_argument("--run-id", help="run_id for imported responses (artifact, transcript)")
+    im.add_argument("--run", action="append", default=[], help="run id, one per file")
+    im.add_argument("--force", action="store_true", help="replace a dataset directory peira wrote")
+    im.add_argument("--family", default=None, help="family of every case (textattack, table)")
+    im.add_argument("--labels", help="textattack: the options, comma-separated, in order")
+    im.add_argument("--judge", default="jailbroken", help="jailbreakbench: the verdict field")
+    im.add_argument(
+        "--map",
+        action="append",
+        default=[],
+        metavar="FIELD=COLUMN",
+        help="table: a Peira field and its column (repeatable), or a JSON file",
+    )
+    im.add_argument(
+        "--layout", choices=("wide", "long"), help="table: one row per pair or per call"
+    )
+    im.add_argument(
+        "--table-format",
+        choices=("csv", "tsv", "jsonl", "parquet"),
+        help="table: the file format (default: from the suffix)",
+    )
+    im.add_argument("--options", help="table: the options of every case, comma-separated")
+    im.add_argument(
+        "--arms",
+        choices=("both", "benign", "attacked"),
+        help="table: what the runs observed (default: inferred)",
+    )
+    im.add_argument(
+        "--threshold",
+        type=float,
+        help="table, inspect, lm-eval: a verdict score from this on counts as correct "
+        "(eval logs: default 1)",
+    )
+    im.add_argument("--verdict-source", help="table: who gave the verdicts")  # fmt: skip
     ev = im.add_argument_group("eval logs (inspect, lm-eval)")
     ev.add_argument("--scorer", help="inspect: the scorer whose value is the verdict")
     ev.add_argument(
@@ -254,11 +403,6 @@ def register(sub: Any) -> None:
         default=[],
         metavar="CLEAN=PERTURBED",
         help="lm-eval: a perturbed twin task on the same documents is the attacked arm",
-    )
-    ev.add_argument(
-        "--threshold",
-        type=_threshold,
-        help="a verdict score from this on counts as correct (default 1)",
     )
 
     ex = c.add_command(sub, "export", cmd_export, "export to reference formats")

@@ -1,11 +1,12 @@
 """What the eval-log importers share: the imported tables, their checks and their writing.
 
-An eval log (Inspect, lm-evaluation-harness; docs/spec/eval-logs.md) becomes four
-tables (docs/spec/data-model.md): ``cases`` and ``variants`` (the items), ``responses``
-(one row per model answer, with the tool's own verdict in ``correct`` /
-``verdict_score`` / ``verdict_threshold`` / ``verdict_source``) and
-``published`` (the figures the tool itself reported: its accuracy and standard
-error, shown beside Peira's interval).
+An eval log (Inspect, lm-evaluation-harness; docs/spec/eval-logs.md) becomes the
+tables of an :class:`~peira.importers._bundle.Imported` (docs/spec/data-model.md):
+``cases`` and ``variants`` (the items), ``responses`` (one row per model answer,
+with the tool's own verdict in ``correct`` / ``verdict_score`` /
+``verdict_threshold`` / ``verdict_source``) and ``published`` (the figures the
+tool itself reported: its accuracy and standard error, shown beside Peira's
+interval).
 
 Free-text items have no closed option list. Their options are the accepted
 answers plus :data:`OTHER`, which stands for any other answer; the tool's
@@ -18,14 +19,12 @@ import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from ..canonical import canonical_json
-from ..errors import EvalLogError, PeiraWarning
-from ..io import atomic_dir, write_parquet
+from ..errors import InputFormatError, PeiraWarning
 from ..schema import (
     CASES_SCHEMA,
     PUBLISHED_SCHEMA,
@@ -33,14 +32,15 @@ from ..schema import (
     RESPONSES_SCHEMA,
     VARIANTS_SCHEMA,
 )
+from ._bundle import Imported
 
 __all__ = [
     "OTHER",
     "PUBLISHED_COLUMNS",
     "RESPONSE_COLUMNS",
     "CaseBook",
-    "EvalImport",
     "EvalLogWarning",
+    "bundle",
     "json_text",
     "option_list",
     "verdict_columns",
@@ -70,9 +70,6 @@ RESPONSE_COLUMNS: dict[str, pl.DataType] = {
 
 #: Figures a source publishes about a run (``published.parquet``).
 PUBLISHED_COLUMNS: dict[str, pl.DataType] = dict(PUBLISHED_SCHEMA)
-
-#: The files an import directory holds; a directory holding anything else is not replaced.
-OUTPUT_FILES = ("cases.parquet", "variants.parquet", "responses.parquet", "published.parquet")
 
 
 class EvalLogWarning(PeiraWarning):
@@ -122,9 +119,9 @@ def verdict_columns(value: float | None, threshold: float, source: str) -> dict[
 def check_threshold(threshold: float) -> float:
     """A verdict threshold: a finite number in (0, 1]."""
     if isinstance(threshold, bool) or not isinstance(threshold, int | float):
-        raise EvalLogError(f"threshold must be a number in (0, 1], got {threshold!r}")
+        raise InputFormatError(f"threshold must be a number in (0, 1], got {threshold!r}")
     if not (math.isfinite(threshold) and 0.0 < threshold <= 1.0):
-        raise EvalLogError(f"threshold must be a number in (0, 1], got {threshold!r}")
+        raise InputFormatError(f"threshold must be a number in (0, 1], got {threshold!r}")
     return float(threshold)
 
 
@@ -150,7 +147,7 @@ class CaseBook:
             return
         for key in ("options", "expected_decision", "family"):
             if have[key] != row[key]:
-                raise EvalLogError(
+                raise InputFormatError(
                     f"{where}: case {cid!r}: field {key!r} is {row[key]!r}, but "
                     f"{self.origin[cid]} gave {have[key]!r} for the same item"
                 )
@@ -162,84 +159,6 @@ class CaseBook:
         cases = pl.DataFrame(list(self.cases.values()), schema=CASES_SCHEMA)
         variants = pl.DataFrame(list(self.variants.values()), schema=VARIANTS_SCHEMA)
         return cases.sort("case_id"), variants.sort("case_id", "arm")
-
-
-@dataclass(frozen=True)
-class EvalImport:
-    """The tables imported from eval logs (docs/spec/data-model.md).
-
-    Attributes
-    ----------
-    cases, variants
-        The items: one case per item (per pair, when arms are paired), one
-        variant per arm seen.
-    responses
-        One row per answer, with the tool's verdict (``correct`` …) and the
-        run's observed arms (``arms``).
-    published
-        The tool's own figures per run (and family): estimate, standard error,
-        count, and where they come from. Runs that did not finish have none.
-    notes
-        The caveats also emitted as warnings.
-    """
-
-    cases: pl.DataFrame
-    variants: pl.DataFrame
-    responses: pl.DataFrame
-    published: pl.DataFrame
-    notes: tuple[str, ...] = ()
-
-    def validated(self, out: PathLike = "import") -> EvalImport:
-        """The same tables, each validated against the data model."""
-        from ..schema import validate_cases, validate_responses, validate_variants
-
-        d = Path(out)
-        cases = validate_cases(self.cases, source=str(d / "cases.parquet"))
-        variants = validate_variants(self.variants, cases=cases, source=str(d / "variants.parquet"))
-        responses = validate_responses(
-            self.responses, cases=cases, source=str(d / "responses.parquet")
-        )
-        return EvalImport(cases, variants, responses, self.published, self.notes)
-
-    def write(self, out: PathLike) -> Path:
-        """Validate, then write the four tables into the directory ``out`` at once.
-
-        ``out`` must not exist, be empty, or hold only the files an import
-        writes (a previous import); anything else is refused, and nothing is
-        written. The directory appears whole or not at all.
-        """
-        d = Path(out)
-        check_out_dir(d)
-        tables = self.validated(d)
-        with atomic_dir(d) as tmp:
-            for name, frame in zip(
-                OUTPUT_FILES,
-                (tables.cases, tables.variants, tables.responses, tables.published),
-                strict=True,
-            ):
-                write_parquet(frame, tmp / name)
-        return d
-
-    def summary(self) -> str:
-        """One line: runs, cases, answers."""
-        runs = self.responses["run_id"].n_unique()
-        return (
-            f"{runs} run(s), {self.cases.height} cases, {self.variants.height} variants, "
-            f"{self.responses.height} responses, {self.published.height} published figure(s)"
-        )
-
-
-def check_out_dir(d: Path) -> None:
-    """Refuse an output directory that holds files an import did not write."""
-    if d.exists() and not d.is_dir():
-        raise EvalLogError(f"{d}: exists and is not a directory; not overwriting it")
-    if d.is_dir():
-        foreign = sorted(p.name for p in d.iterdir() if p.name not in OUTPUT_FILES)
-        if foreign:
-            raise EvalLogError(
-                f"{d}: holds files an import did not write ({', '.join(foreign[:5])}); "
-                "not overwriting it (choose a new or empty --out directory)"
-            )
 
 
 def response_frame(rows: Iterable[Mapping[str, Any]]) -> pl.DataFrame:
@@ -269,3 +188,21 @@ def extras_json(obj: Mapping[str, Any]) -> str | None:
 def json_text(obj: Any) -> str:
     """Canonical JSON text of ``obj`` (:func:`peira.canonical.canonical_json`, decoded)."""
     return canonical_json(obj).decode("utf-8")
+
+
+def bundle(
+    book: CaseBook,
+    rows: Iterable[Mapping[str, Any]],
+    published: Iterable[Mapping[str, Any]],
+    notes: Sequence[str],
+    source: str,
+) -> Imported:
+    """The imported tables, validated against the data model (errors name ``source``)."""
+    cases, variants = book.frames()
+    return Imported(
+        cases=cases,
+        variants=variants,
+        responses=response_frame(rows),
+        published=published_frame(published),
+        notes=tuple(notes),
+    ).validated(source)

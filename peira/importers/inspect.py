@@ -43,17 +43,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import DataFileError, EvalLogError
+from ..errors import DataFileError, InputFormatError
+from ._bundle import Imported
 from ._evallog import (
     CaseBook,
-    EvalImport,
     EvalLogWarning,
+    bundle,
     check_threshold,
     extras_json,
     json_text,
     option_list,
-    published_frame,
-    response_frame,
     verdict_columns,
 )
 
@@ -71,7 +70,7 @@ def _inspect_log() -> Any:
     try:
         import inspect_ai.log as ilog
     except ImportError as exc:  # pragma: no cover - exercised only without the extra
-        raise EvalLogError(
+        raise InputFormatError(
             "reading Inspect logs needs inspect_ai: pip install 'peira[inspect]'"
         ) from exc
     return ilog
@@ -84,15 +83,15 @@ def _read_log(path: PathLike) -> EvalLog:
     if p.is_dir():
         raise DataFileError(f"{p}: is a directory, expected an Inspect log (.eval or .json)")
     if p.suffix not in (".eval", ".json"):
-        raise EvalLogError(f"{p}: not an Inspect log (expected a .eval or .json file)")
+        raise InputFormatError(f"{p}: not an Inspect log (expected a .eval or .json file)")
     ilog = _inspect_log()
     try:
         log = ilog.read_eval_log(str(p))
     except Exception as exc:  # Inspect raises zip, JSON and pydantic errors alike
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise EvalLogError(f"{p}: not a readable Inspect log: {first}") from exc
+        raise InputFormatError(f"{p}: not a readable Inspect log: {first}") from exc
     if log.samples is None:
-        raise EvalLogError(f"{p}: the log holds no samples (written with log_samples=False?)")
+        raise InputFormatError(f"{p}: the log holds no samples (written with log_samples=False?)")
     return log
 
 
@@ -130,14 +129,14 @@ def _scorer_name(log: EvalLog, path: Path, scorer: str | None) -> str:
                 names.append(k)
     if scorer is not None:
         if scorer not in names:
-            raise EvalLogError(
+            raise InputFormatError(
                 f"{path}: no scorer {scorer!r} in this log (scorers: {', '.join(names) or 'none'})"
             )
         return scorer
     if not names:
-        raise EvalLogError(f"{path}: the log has no scores (was it run with a scorer?)")
+        raise InputFormatError(f"{path}: the log has no scores (was it run with a scorer?)")
     if len(names) > 1:
-        raise EvalLogError(
+        raise InputFormatError(
             f"{path}: the log has {len(names)} scorers ({', '.join(names)}); "
             "choose the verdict with --scorer NAME"
         )
@@ -159,11 +158,11 @@ def _item(sample: EvalSample, where: str) -> _Item:
     if sample.choices:
         n = len(sample.choices)
         if n > len(_LETTERS):
-            raise EvalLogError(f"{where}: field 'choices': {n} choices, at most 26 supported")
+            raise InputFormatError(f"{where}: field 'choices': {n} choices, at most 26 supported")
         letters = list(_LETTERS[:n])
         bad = [t for t in targets if t not in letters]
         if bad or not targets:
-            raise EvalLogError(
+            raise InputFormatError(
                 f"{where}: field 'target': {sample.target!r} is not a choice letter "
                 f"({', '.join(letters)})"
             )
@@ -183,10 +182,10 @@ class _Options:
 def _meta(sample: EvalSample, field: str, where: str) -> str:
     md = sample.metadata or {}
     if field not in md:
-        raise EvalLogError(f"{where}: metadata has no field {field!r}")
+        raise InputFormatError(f"{where}: metadata has no field {field!r}")
     value = md[field]
     if not isinstance(value, str | int) or isinstance(value, bool) or value == "":
-        raise EvalLogError(
+        raise InputFormatError(
             f"{where}: metadata field {field!r} must be a non-empty string or integer, "
             f"got {value!r}"
         )
@@ -230,13 +229,13 @@ def _response(
     if score is not None:
         raw = score.value
         if isinstance(raw, Mapping | list | tuple):
-            raise EvalLogError(
+            raise InputFormatError(
                 f"{where}: scorer {scorer!r}: value {raw!r} is not a single value; "
                 "a verdict needs one value (C/I/P/N, a boolean or a number)"
             )
         value = to_float(raw)
         if not (0.0 <= value <= 1.0):
-            raise EvalLogError(
+            raise InputFormatError(
                 f"{where}: scorer {scorer!r}: value {raw!r} maps to {value}, outside [0, 1]"
             )
     if sample.error is not None:
@@ -345,7 +344,7 @@ class _Reader:
         """``<model>:<task>@<eval id, 8 characters>`` (``+`` the attacked log's, for a pair)."""
         ids = "+".join(log.eval.eval_id for log in logs)
         if ids in self.runs:
-            raise EvalLogError(
+            raise InputFormatError(
                 f"{path}: eval id {ids!r} was already imported from {self.runs[ids]}"
             )
         self.runs[ids] = str(path)
@@ -431,13 +430,13 @@ class _Reader:
             pair = _meta(s, pair_by, where)
             arm = _meta(s, arm_field, where)
             if arm not in ("benign", "attacked"):
-                raise EvalLogError(
+                raise InputFormatError(
                     f"{where}: metadata field {arm_field!r} must be 'benign' or 'attacked', "
                     f"got {arm!r}"
                 )
             key = (pair, arm, s.epoch)
             if key in seen:
-                raise EvalLogError(
+                raise InputFormatError(
                     f"{where}: a second {arm} sample of pair {pair!r} (the first is sample "
                     f"{seen[key]!r})"
                 )
@@ -455,7 +454,7 @@ class _Reader:
         for (pair, epoch), arms in sorted(arms_of.items()):
             if arms != {"benign", "attacked"}:
                 (have,) = arms
-                raise EvalLogError(
+                raise InputFormatError(
                     f"{path}: pair {pair!r} (epoch {epoch}) has a {have} sample and no "
                     f"{'attacked' if have == 'benign' else 'benign'} one "
                     f"(pairs by metadata {pair_by!r}, arms by {arm_field!r})"
@@ -465,7 +464,7 @@ class _Reader:
     def by_logs(self, benign_path: Path, attacked_path: Path) -> None:
         benign, attacked = _read_log(benign_path), _read_log(attacked_path)
         if benign.eval.model != attacked.eval.model:
-            raise EvalLogError(
+            raise InputFormatError(
                 f"{attacked_path}: model {attacked.eval.model!r} differs from "
                 f"{benign.eval.model!r} of the benign log {benign_path}; a run is one model"
             )
@@ -479,7 +478,7 @@ class _Reader:
         lonely = sorted(set(attacked_by_key) - benign_keys)
         if lonely:
             sid, epoch = lonely[0]
-            raise EvalLogError(
+            raise InputFormatError(
                 f"{attacked_path}: sample {sid!r} (epoch {epoch}) has no benign counterpart in "
                 f"{benign_path} ({len(lonely)} such sample(s))"
             )
@@ -487,13 +486,13 @@ class _Reader:
             where = _where(benign_path, s)
             a = attacked_by_key.get((str(s.id), s.epoch))
             if a is None:
-                raise EvalLogError(
+                raise InputFormatError(
                     f"{where}: no attacked counterpart in {attacked_path} "
                     f"({len(benign_keys - set(attacked_by_key))} such sample(s))"
                 )
             a_where = _where(attacked_path, a)
             if _targets(a.target) != _targets(s.target):
-                raise EvalLogError(
+                raise InputFormatError(
                     f"{a_where}: field 'target' is {a.target!r}, the benign sample's is "
                     f"{s.target!r}; the two arms of a pair share the expected answer"
                 )
@@ -501,7 +500,7 @@ class _Reader:
             meta = {"sample_id": s.id, "metadata": s.metadata, "attacked_task": attacked.eval.task}
             self._case(benign, s, case_id, where, meta=meta)
             if _item(a, a_where).options != _item(s, where).options:
-                raise EvalLogError(
+                raise InputFormatError(
                     f"{a_where}: field 'choices' has {len(a.choices or [])} choices, the benign "
                     f"sample {len(s.choices or [])}; the two arms of a pair share the options"
                 )
@@ -548,15 +547,8 @@ class _Reader:
                 "can differ from the log's mean score"
             )
 
-    def result(self) -> EvalImport:
-        cases, variants = self.book.frames()
-        return EvalImport(
-            cases=cases,
-            variants=variants,
-            responses=response_frame(self.rows),
-            published=published_frame(self.published),
-            notes=tuple(self.notes),
-        )
+    def result(self, source: str) -> Imported:
+        return bundle(self.book, self.rows, self.published, self.notes, source)
 
 
 def read_inspect(
@@ -568,7 +560,7 @@ def read_inspect(
     pairs: Sequence[tuple[PathLike, PathLike]] = (),
     threshold: float = 1.0,
     cluster_by: str | None = None,
-) -> EvalImport:
+) -> Imported:
     """Read Inspect eval logs into Peira's tables (see the module docstring for the mapping).
 
     Parameters
@@ -592,16 +584,16 @@ def read_inspect(
 
     Returns
     -------
-    EvalImport
-        ``cases``, ``variants``, ``responses``, ``published`` (not yet
-        validated; :meth:`EvalImport.write` validates before writing).
+    Imported
+        ``cases``, ``variants``, ``responses``, ``published`` and the notes,
+        validated against the data model; :meth:`Imported.write` writes them.
 
     Raises
     ------
     DataFileError
         A log does not exist.
-    EvalLogError
-        (an :class:`~peira.errors.InputFormatError`) A log cannot be read, or a sample breaks the mapping (unknown scorer,
+    InputFormatError
+        A log cannot be read, or a sample breaks the mapping (unknown scorer,
         a target that is no choice letter, an incomplete pair, …); the
         message names the file, the sample and the field.
 
@@ -611,9 +603,11 @@ def read_inspect(
         A log that did not finish, or a scorer giving partial credit.
     """
     if (pair_by is None) != (arm_field is None):
-        raise EvalLogError("pair_by and arm_field go together (--pair-by FIELD --arm-field FIELD)")
+        raise InputFormatError(
+            "pair_by and arm_field go together (--pair-by FIELD --arm-field FIELD)"
+        )
     if not logs and not pairs:
-        raise EvalLogError("no Inspect log given")
+        raise InputFormatError("no Inspect log given")
     reader = _Reader(_Options(scorer, check_threshold(threshold), cluster_by))
     for path in logs:
         if pair_by is not None and arm_field is not None:
@@ -622,4 +616,5 @@ def read_inspect(
             reader.clean(Path(path))
     for benign, attacked in pairs:
         reader.by_logs(Path(benign), Path(attacked))
-    return reader.result()
+    first = next(iter([*logs, *(b for b, _ in pairs)]))
+    return reader.result(f"{first} (Inspect import)")

@@ -48,18 +48,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import DataFileError, EvalLogError, InputFormatError
+from ..errors import DataFileError, InputFormatError
+from ._bundle import Imported
 from ._evallog import (
     OTHER,
     CaseBook,
-    EvalImport,
     EvalLogWarning,
+    bundle,
     check_threshold,
     extras_json,
     json_text,
     option_list,
-    published_frame,
-    response_frame,
     verdict_columns,
 )
 from .cases import iter_jsonl, json_kind, load_json_file
@@ -93,7 +92,7 @@ def _discover(inputs: Sequence[PathLike]) -> list[_Run]:
         m_s, m_r = _SAMPLES.match(p.name), _RESULTS.match(p.name)
         if m_s is None and m_r is None:
             if explicit:
-                raise EvalLogError(
+                raise InputFormatError(
                     f"{p}: not an lm-eval output (expected results_<time>.json or "
                     "samples_<task>_<time>.jsonl)"
                 )
@@ -130,7 +129,7 @@ def _discover(inputs: Sequence[PathLike]) -> list[_Run]:
     found = [r for r in runs.values() if r.samples]
     if not found:
         where = ", ".join(str(Path(x)) for x in inputs)
-        raise EvalLogError(
+        raise InputFormatError(
             f"{where}: no lm-eval sample files (samples_<task>_<time>.jsonl; run lm_eval "
             "with --log_samples)"
         )
@@ -307,25 +306,17 @@ class _Reader:
     # ------------------------------------------------------------ reading
 
     def _docs(self, path: Path) -> Iterator[_Doc]:
-        try:
-            yield from self._checked_docs(path)
-        except EvalLogError:
-            raise
-        except InputFormatError as exc:  # invalid UTF-8 or JSON, found by iter_jsonl
-            raise EvalLogError(str(exc)) from exc
-
-    def _checked_docs(self, path: Path) -> Iterator[_Doc]:
         for lineno, rec in iter_jsonl(path):
             at = f"{path}:{lineno}"
             doc_id = rec.get("doc_id")
             if isinstance(doc_id, bool) or not isinstance(doc_id, int) or doc_id < 0:
-                raise EvalLogError(
+                raise InputFormatError(
                     f"{at}: field 'doc_id' must be an integer >= 0, got {json_kind(doc_id)} "
                     f"{doc_id!r}"
                 )
             h = rec.get("doc_hash")
             if h is not None and not (isinstance(h, str) and h):
-                raise EvalLogError(f"{at} (doc_id {doc_id}): field 'doc_hash' must be a string")
+                raise InputFormatError(f"{at} (doc_id {doc_id}): field 'doc_hash' must be a string")
             yield _Doc(lineno, doc_id, h, rec)
 
     def _filtered(self, path: Path, task: str) -> list[_Doc]:
@@ -339,7 +330,7 @@ class _Reader:
                 what = "choose one with --filter NAME" if self.filter is None else (
                     f"no filter {self.filter!r}"
                 )  # fmt: skip
-                raise EvalLogError(
+                raise InputFormatError(
                     f"{path}: task {task!r} scores each document under {len(filters)} filters "
                     f"({', '.join(filters)}); {what}"
                 )
@@ -347,7 +338,7 @@ class _Reader:
         seen: dict[int, int] = {}
         for d in docs:
             if d.doc_id in seen:
-                raise EvalLogError(
+                raise InputFormatError(
                     f"{path}:{d.line}: a second record for doc_id {d.doc_id} (the first is on "
                     f"line {seen[d.doc_id]})"
                 )
@@ -369,7 +360,7 @@ class _Reader:
                 if m in first:
                     return m
             wanted = " or ".join(repr(m) for m in self.metric)
-            raise EvalLogError(
+            raise InputFormatError(
                 f"{path}:{docs[0].line if docs else 1}: task {task!r} has no metric {wanted} "
                 f"(its metrics: {', '.join(present) or 'none'})"
             )
@@ -378,7 +369,7 @@ class _Reader:
                 return m
         if present:
             return present[0]
-        raise EvalLogError(
+        raise InputFormatError(
             f"{path}:{docs[0].line if docs else 1}: no metric field on the records of task "
             f"{task!r} (name one with --metric)"
         )
@@ -419,11 +410,11 @@ class _Reader:
             try:
                 g = int(gold)  # type: ignore[arg-type]
             except (TypeError, ValueError):
-                raise EvalLogError(
+                raise InputFormatError(
                     f"{at}: field 'target' must be the index of the right choice, got {target!r}"
                 ) from None
             if not 0 <= g < n:
-                raise EvalLogError(f"{at}: field 'target' {g} is not one of {n} choices")
+                raise InputFormatError(f"{at}: field 'target' {g} is not one of {n} choices")
             ll = [float(r[0]) for r in choice]
             if metric == "acc_norm" and conts and len(conts) == n:
                 ll = [x / max(len(c), 1) for x, c in zip(ll, conts, strict=True)]
@@ -464,12 +455,12 @@ class _Reader:
         rec = doc.record
         value = _number(rec.get(metric))
         if value is None:
-            raise EvalLogError(
+            raise InputFormatError(
                 f"{at}: field {metric!r} must be a number or a boolean, got "
                 f"{json_kind(rec.get(metric))} {rec.get(metric)!r}"
             )
         if not 0.0 <= value <= 1.0:
-            raise EvalLogError(
+            raise InputFormatError(
                 f"{at}: field {metric!r} is {value}; a verdict needs a score in [0, 1]"
             )
         ans = self._answer(doc, metric, at)
@@ -505,14 +496,9 @@ class _Reader:
     def read_run(self, run: _Run) -> None:
         results: Mapping[str, Any] | None = None
         if run.results is not None:
-            try:
-                loaded = load_json_file(run.results)
-            except EvalLogError:
-                raise
-            except InputFormatError as exc:
-                raise EvalLogError(str(exc)) from exc
+            loaded = load_json_file(run.results)
             if not isinstance(loaded, Mapping):
-                raise EvalLogError(f"{run.results}: expected a JSON object")
+                raise InputFormatError(f"{run.results}: expected a JSON object")
             results = loaded
         else:
             self._note(
@@ -523,7 +509,7 @@ class _Reader:
         run_id = f"{model}@{run.stamp}"
         where = str(run.results or next(iter(run.samples.values())))
         if run_id in self.run_ids:
-            raise EvalLogError(
+            raise InputFormatError(
                 f"{where}: run {run_id!r} was already read from {self.run_ids[run_id]}"
             )
         self.run_ids[run_id] = where
@@ -531,7 +517,7 @@ class _Reader:
         for clean, perturbed in self.attacked.items():
             if (clean in run.samples) != (perturbed in run.samples):
                 have, missing = (clean, perturbed) if clean in run.samples else (perturbed, clean)
-                raise EvalLogError(
+                raise InputFormatError(
                     f"{run.samples[have]}: task {have!r} is paired with {missing!r} "
                     f"(--attacked-task), which this run has no samples of"
                 )
@@ -562,7 +548,7 @@ class _Reader:
                 keys = {self._pair_key(d) for d in docs}
                 extra = [d for k, d in twin_docs.items() if k not in keys]
                 if extra:
-                    raise EvalLogError(
+                    raise InputFormatError(
                         f"{tpath}:{extra[0].line}: doc_id {extra[0].doc_id} of the perturbed task "
                         f"{twin!r} has no document in {task!r} (twins pair on the same documents)"
                     )
@@ -577,7 +563,7 @@ class _Reader:
                 if twin is not None:
                     t = twin_docs.get(self._pair_key(d))
                     if t is None:
-                        raise EvalLogError(
+                        raise InputFormatError(
                             f"{path}:{d.line}: doc_id {d.doc_id} has no document in the perturbed "
                             f"task {twin!r} (twins pair on the same documents)"
                         )
@@ -586,7 +572,7 @@ class _Reader:
                         arm="attacked", task=twin,
                     )  # fmt: skip
                     if tans["expected"] != ans["expected"] or tans["options"] != ans["options"]:
-                        raise EvalLogError(
+                        raise InputFormatError(
                             f"{run.samples[twin]}:{t.line} (doc_id {t.doc_id}): field 'target' "
                             f"gives {tans['expected']!r} among {tans['options']}, the clean task "
                             f"{ans['expected']!r} among {ans['options']}; twins share the answer"
@@ -676,7 +662,7 @@ class _Reader:
     ) -> None:
         table = results.get("results")
         if not isinstance(table, Mapping):
-            raise EvalLogError(f"{run.results}: field 'results' must be an object")
+            raise InputFormatError(f"{run.results}: field 'results' must be an object")
         counts = results.get("n-samples")
         n_samples: Mapping[str, Any] = counts if isinstance(counts, Mapping) else {}
         src = run.results.name if run.results else run.stamp
@@ -758,15 +744,8 @@ class _Reader:
                 }
             )
 
-    def result(self) -> EvalImport:
-        cases, variants = self.book.frames()
-        return EvalImport(
-            cases=cases,
-            variants=variants,
-            responses=response_frame(self.rows),
-            published=published_frame(self.published),
-            notes=tuple(self.notes),
-        )
+    def result(self, source: str) -> Imported:
+        return bundle(self.book, self.rows, self.published, self.notes, source)
 
 
 def read_lm_eval(
@@ -776,7 +755,7 @@ def read_lm_eval(
     filter_name: str | None = None,
     threshold: float = 1.0,
     attacked_tasks: Mapping[str, str] | None = None,
-) -> EvalImport:
+) -> Imported:
     """Read lm-evaluation-harness outputs into Peira's tables (mapping: module docstring).
 
     Parameters
@@ -801,15 +780,16 @@ def read_lm_eval(
 
     Returns
     -------
-    EvalImport
-        Not yet validated; :meth:`EvalImport.write` validates before writing.
+    Imported
+        ``cases``, ``variants``, ``responses``, ``published`` and the notes,
+        validated against the data model; :meth:`Imported.write` writes them.
 
     Raises
     ------
     DataFileError
         An input does not exist.
-    EvalLogError
-        (an :class:`~peira.errors.InputFormatError`) No sample files, invalid JSON, a record breaking the format (missing
+    InputFormatError
+        No sample files, invalid JSON, a record breaking the format (missing
         ``doc_id``, a metric that is no number in [0, 1], several filters and
         none chosen, an unmatched twin document …); the message names the file,
         the line and the field.
@@ -823,7 +803,7 @@ def read_lm_eval(
     attacked = dict(attacked_tasks or {})
     for clean, twin in attacked.items():
         if not clean or not twin or clean == twin:
-            raise EvalLogError(
+            raise InputFormatError(
                 f"attacked task pairing {clean!r}={twin!r}: give CLEAN=PERTURBED, two different tasks"
             )
     wanted = (metric,) if isinstance(metric, str) else tuple(metric or ())
@@ -835,4 +815,4 @@ def read_lm_eval(
     )
     for run in _discover(inputs):
         reader.read_run(run)
-    return reader.result()
+    return reader.result(f"{Path(inputs[0])} (lm-eval import)")
