@@ -44,6 +44,31 @@ def test_import_inspect_then_score_clean_only(
     assert acc == [0.5, 0.7]  # the two logs' headers
 
 
+def test_score_shows_the_logs_own_accuracy_and_stderr(
+    inspect_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Inspect's header figures travel to ``score``, beside Peira's cluster interval."""
+    from inspect_ai.log import read_eval_log
+
+    header = {}
+    for log_path in (ALPHA, BETA):
+        log = read_eval_log(str(log_path), header_only=True)
+        m = log.results.scores[0].metrics  # type: ignore[union-attr]
+        header[log.eval.model] = (m["accuracy"].value, m["stderr"].value)
+    argv = ["score", "--dataset", str(inspect_dir), "--format", "json", "--resamples", "500"]
+    assert main(argv) == 0
+    for r in _json_lines(capsys.readouterr().out):
+        acc, stderr = header[r["run_id"].split(":")[0]]
+        assert r["benign_accuracy_published"] == acc == r["benign_accuracy"]
+        assert r["benign_accuracy_published_stderr"] == stderr
+        assert r["benign_accuracy_lo"] < acc < r["benign_accuracy_hi"]
+    assert main(["score", "--dataset", str(inspect_dir), "--resamples", "500"]) == 0
+    table = capsys.readouterr().out
+    assert (
+        "beside the source's own figures" in table and f"{header['mockllm/alpha'][1]:.4f}" in table
+    )
+
+
 def test_compare_two_models_paired(inspect_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["compare", "--dataset", str(inspect_dir), "--metric", "benign_accuracy"]
     assert main([*argv, "--rule", "paired", "--format", "json"]) == 0
@@ -65,6 +90,16 @@ def test_import_lm_eval_directories(tmp_path: Path, capsys: pytest.CaptureFixtur
     rows = _json_lines(capsys.readouterr().out)
     add = [r for r in rows if r["family"] == "arith_add"]
     assert sorted(r["benign_accuracy"] for r in add) == pytest.approx([2 / 3, 0.75])
+    for model in ("alpha", "beta"):  # lm-eval's acc,none and acc_stderr,none per task
+        (res_file,) = (FIX / "lm_eval" / model).rglob("results_*.json")
+        res = json.loads(res_file.read_text())["results"]
+        for r in rows:
+            if f"name={model}@" in r["run_id"] and r["family"] != "arith_gen":
+                assert r["benign_accuracy_published"] == res[r["family"]]["acc,none"]
+                assert r["benign_accuracy_published_stderr"] == res[r["family"]]["acc_stderr,none"]
+                assert r["benign_accuracy"] == pytest.approx(
+                    res[r["family"]]["acc,none"], abs=1e-12
+                )
     # a perturbed twin as the attacked arm: robustness is defined for that run only
     twin = tmp_path / "twin"
     assert main([*argv, "--filter", "strict-match", "--attacked-task",
