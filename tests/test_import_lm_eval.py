@@ -16,10 +16,13 @@ from typing import Any
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from peira.canonical import canonical_json
 from peira.errors import DataFileError, InputFormatError
 from peira.importers._bundle import Imported
-from peira.importers._evallog import OTHER, EvalLogWarning
+from peira.importers._evallog import OTHER, EvalLogWarning, json_text
 from peira.importers.lm_eval import read_lm_eval
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "lm_eval"
@@ -375,3 +378,18 @@ def test_a_changed_document_is_kept_apart(tmp_path: Path) -> None:
     plain = next(c for c in by_run.values() if "#" not in c)
     assert plain == "arith_story/0" and apart.startswith("arith_story/0#")
     assert got.cases.height == 98 + 1
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSON)
+def test_json_text_is_the_canonical_json(value: Any) -> None:
+    """The fast path writes exactly the bytes of peira.canonical for any JSON value."""
+    assert json_text(value) == canonical_json(value).decode("utf-8")

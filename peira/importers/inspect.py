@@ -35,6 +35,7 @@ contributes the samples it holds, with a warning, and no published figure.
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 from collections import Counter
@@ -200,9 +201,7 @@ def _response(
     where: str,
 ) -> dict[str, Any]:
     """The response row of one sample: decision, verdict, usage, extras."""
-    from inspect_ai.scorer import value_to_float
-
-    to_float = value_to_float()
+    to_float = _to_float()
     output = sample.output
     completion = output.completion if output is not None else ""
     scores = sample.scores or {}
@@ -262,6 +261,14 @@ def _response(
         }
     )
     return row
+
+
+@functools.cache
+def _to_float() -> Any:
+    """Inspect's own mapping of score values (C/I/P/N, bools, numbers) to [0, 1]."""
+    from inspect_ai.scorer import value_to_float
+
+    return value_to_float()
 
 
 def _stop_reason(output: Any) -> str | None:
@@ -530,9 +537,7 @@ class _Reader:
             for s in log.samples or []
             if s.scores and scorer in s.scores and s.scores[scorer].value not in ("C", "I", "N")
         }
-        from inspect_ai.scorer import value_to_float
-
-        to_float = value_to_float()
+        to_float = _to_float()
         credit = sorted(
             {
                 to_float(v)
