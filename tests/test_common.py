@@ -186,6 +186,8 @@ BAD_INPUT: dict[str, tuple[str, bytes, list[str], list[str], int]] = {
                        [], 2),
     "table": ("bad.csv", b"id,label\nx,1\n", ["bad.csv", "benign_decision='pred' names a column"],
               _TABLE_MAP, 2),
+    "inspect": ("bad.eval", b"PK not really a zip", ["bad.eval: not a readable Inspect log"], [], 2),
+    "lm-eval": ("notes.json", b"{}", ["notes.json: not an lm-eval output"], [], 2),
 }  # fmt: skip
 
 

@@ -129,20 +129,124 @@ def _import_released(args: argparse.Namespace, read: Any) -> int:
     return c.EXIT_OK
 
 
+#: Formats read from several files into one directory (docs/spec/eval-logs.md).
+EVAL_LOG_FORMATS = ("inspect", "lm-eval")
+#: The options only one eval-log format takes (argparse ``dest`` → flag).
+_EVAL_OPTIONS = {
+    "inspect": {
+        "scorer": "--scorer",
+        "pair_by": "--pair-by",
+        "arm_field": "--arm-field",
+        "benign": "--benign",
+        "attacked": "--attacked",
+        "cluster_by": "--cluster-by",
+    },
+    "lm-eval": {
+        "metric": "--metric",
+        "filter_name": "--filter",
+        "attacked_task": "--attacked-task",
+    },
+}
+#: Options of the other formats an eval-log import does not take.
+_NOT_EVAL = {
+    "run_id": "--run-id",
+    "run": "--run",
+    "family": "--family",
+    "labels": "--labels",
+    "map": "--map",
+    "layout": "--layout",
+    "table_format": "--table-format",
+    "options": "--options",
+    "arms": "--arms",
+    "verdict_source": "--verdict-source",
+}
+
+
+def _usage(args: argparse.Namespace, message: str) -> int:
+    print(f"peira {args.command_name}: error: {message}", file=sys.stderr)
+    return c.EXIT_USAGE
+
+
+def _eval_log_options_misused(args: argparse.Namespace) -> str | None:
+    """A message when an option is given to a format that does not take it."""
+    takes = _EVAL_OPTIONS.get(args.format, {})
+    for fmt, options in _EVAL_OPTIONS.items():
+        for dest, flag in options.items():
+            if dest not in takes and getattr(args, dest) not in (None, []):
+                return f"{flag} is an option of 'peira import {fmt}', not of {args.format!r}"
+    if args.format in EVAL_LOG_FORMATS:
+        for dest, flag in _NOT_EVAL.items():
+            if getattr(args, dest) not in (None, []):
+                return f"{flag} does not apply to {args.format!r} (docs/spec/eval-logs.md)"
+    return None
+
+
+def _import_eval_logs(args: argparse.Namespace, read: Any) -> int:
+    """``peira import inspect|lm-eval``: eval logs → one dataset directory (exit 2 on bad
+    input, naming file, record and field; nothing written)."""
+    from ..errors import DataFileError, InputFormatError, ValidationError
+
+    if len(args.benign) != len(args.attacked):
+        return _usage(args, "--benign and --attacked go in pairs (one attacked log per benign)")
+    if not args.input and not args.benign:
+        return _usage(args, f"no input: give the {args.format} logs to import")
+    threshold = 1.0 if args.threshold is None else args.threshold
+    try:
+        if args.format == "inspect":
+            imported = read(
+                args.input,
+                scorer=args.scorer,
+                pair_by=args.pair_by,
+                arm_field=args.arm_field,
+                pairs=list(zip(args.benign, args.attacked, strict=True)),
+                threshold=threshold,
+                cluster_by=args.cluster_by,
+            )
+        else:
+            twins = {}
+            for spec in args.attacked_task:
+                clean, sep, perturbed = spec.partition("=")
+                if not sep or not clean or not perturbed:
+                    return _usage(args, f"--attacked-task takes CLEAN=PERTURBED, not {spec!r}")
+                twins[clean] = perturbed
+            metric = _split(args.metric)
+            imported = read(
+                args.input,
+                metric=metric,
+                filter_name=args.filter_name,
+                threshold=threshold,
+                attacked_tasks=twins,
+            )
+    except (InputFormatError, ValidationError) as exc:
+        raise DataFileError(_one_line(exc)) from exc  # unreadable input: exit 2
+    out = imported.write(args.out, overwrite=args.force)
+    print(f"{out}: {imported.summary()}")
+    runs = imported.responses.group_by("run_id", "model", "arms").len().sort("run_id").iter_rows()
+    for run_id, model, arms, n in runs:
+        print(f"  {run_id}  {model}  arms={arms}  {n} answers")
+    return c.EXIT_OK
+
+
 def cmd_import(args: argparse.Namespace) -> int:
     """Read files in a registered format; write a dataset, a response log, or a dataset
-    directory with its responses (released results)."""
+    directory with its responses (released results, eval logs)."""
     import polars as pl
 
-    from ..errors import PeiraError
-    from ..importers import importer_for
+    from ..importers import IMPORTERS
     from ..io import write_dataset, write_parquet
 
-    imp = importer_for(args.input[0], args.format)
+    misused = _eval_log_options_misused(args)
+    if misused is not None:
+        return _usage(args, misused)
+    imp = IMPORTERS[args.format]
+    if args.format in EVAL_LOG_FORMATS:
+        return _import_eval_logs(args, imp.reader())
+    if not args.input:
+        return _usage(args, f"import {args.format} needs the file(s) to read")
     if imp.produces == "benchmark":
         return _import_released(args, imp.reader())
     if len(args.input) != 1:
-        raise PeiraError(f"import {imp.name} reads one file")
+        return _usage(args, f"{args.format!r} reads one INPUT file, got {len(args.input)}")
     path = args.input[0]
     result = imp.read(path, run_id=args.run_id)
     if imp.produces == "dataset":
@@ -182,7 +286,12 @@ class _ImportParser(argparse.ArgumentParser):
             f"  {imp.name:<{width}}  {imp.description} ({', '.join(imp.suffixes)})"
             for imp in IMPORTERS.values()
         ]
-        return "formats:\n" + "\n".join(rows)
+        return (
+            "formats:\n" + "\n".join(rows) + "\n\neval logs (docs/spec/eval-logs.md):\n"
+            "  peira import inspect LOG... --out DIR      Inspect .eval/.json logs\n"
+            "  peira import lm-eval DIR|FILE... --out DIR lm-eval --log_samples outputs\n"
+            "Without pairing options every run is clean-only (no attacked arm)."
+        )
 
     @epilog.setter
     def epilog(self, value: str | None) -> None:
@@ -224,7 +333,7 @@ def register(sub: Any) -> None:
         parser_class=_ImportParser,
     )
     im.add_argument("format", choices=c.LazyChoices(_formats), metavar="FORMAT", help="see below")
-    im.add_argument("input", nargs="+", metavar="INPUT", help="the file(s) to read")
+    im.add_argument("input", nargs="*", metavar="INPUT", help="the file(s) to read")
     im.add_argument(
         "--out", required=True, help="dataset directory or Parquet log to write (see below)"
     )
@@ -255,8 +364,49 @@ def register(sub: Any) -> None:
         choices=("both", "benign", "attacked"),
         help="table: what the runs observed (default: inferred)",
     )
-    im.add_argument("--threshold", type=float, help="table: threshold of verdict_score")
+    im.add_argument(
+        "--threshold",
+        type=float,
+        help="table, inspect, lm-eval: a verdict score from this on counts as correct "
+        "(eval logs: default 1)",
+    )
     im.add_argument("--verdict-source", help="table: who gave the verdicts")  # fmt: skip
+    ev = im.add_argument_group("eval logs (inspect, lm-eval)")
+    ev.add_argument("--scorer", help="inspect: the scorer whose value is the verdict")
+    ev.add_argument(
+        "--pair-by",
+        metavar="FIELD",
+        help="inspect: metadata field shared by the benign and attacked samples of a case",
+    )
+    ev.add_argument(
+        "--arm-field", metavar="FIELD", help="inspect: metadata field saying benign or attacked"
+    )
+    ev.add_argument(
+        "--benign", action="append", default=[], metavar="LOG", help="inspect: a benign log"
+    )
+    ev.add_argument(
+        "--attacked",
+        action="append",
+        default=[],
+        metavar="LOG",
+        help="inspect: the attacked log of the same model (pairs with the --benign before it)",
+    )
+    ev.add_argument(
+        "--cluster-by", metavar="FIELD", help="inspect: metadata field grouping samples (clusters)"
+    )
+    ev.add_argument(
+        "--metric", help="lm-eval: the verdict metric(s), in order of preference (acc,exact_match)"
+    )
+    ev.add_argument(
+        "--filter", dest="filter_name", metavar="NAME", help="lm-eval: the filter to read"
+    )
+    ev.add_argument(
+        "--attacked-task",
+        action="append",
+        default=[],
+        metavar="CLEAN=PERTURBED",
+        help="lm-eval: a perturbed twin task on the same documents is the attacked arm",
+    )
 
     ex = c.add_command(sub, "export", cmd_export, "export to reference formats")
     ex.add_argument("kind", choices=("cases",))

@@ -118,6 +118,16 @@ IMPORTERS: Registry[Importer] = Registry(
             ("mapping", "format", "layout", "run", "options", "arms", "threshold",
              "verdict_source", "family"),
         ),
+        Importer(
+            "inspect", "benchmark", (".eval",), ".inspect:read_inspect",
+            "Inspect eval logs (.eval, .json), one run each → a dataset directory with responses",
+            ("scorer", "pair_by", "arm_field", "pairs", "threshold", "cluster_by"),
+        ),
+        Importer(
+            "lm-eval", "benchmark", (), ".lm_eval:read_lm_eval",
+            "lm-eval --log_samples outputs (directories or files) → a dataset directory",
+            ("metric", "filter_name", "threshold", "attacked_tasks"),
+        ),
     ),
     entry_points="peira.importers",
 )  # fmt: skip
