@@ -5,7 +5,7 @@ so a question both models find hard is drawn for both at once; its interval is
 narrower than that of unpaired resampling when the answers are correlated. The
 oracle is a plain-numpy recomputation from the plan's count matrix ``W``:
 θ_b = W_b·x / W_b·1 per run, d_b = θ_A,b − θ_B,b, percentile order statistics
-⌊α/2·B'⌋ and ⌊(1 − α/2)·B'⌋ of the sorted d (docs/spec/bootstrap.md), and
+⌊α/2·B'⌋ and ⌊(1 − α/2)·B'⌋ of the sorted d (docs/spec/uncertainty.md), and
 the normal-approximation widths a reader can check by hand.
 """
 
