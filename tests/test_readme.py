@@ -48,7 +48,11 @@ def blocks(text: str) -> list[tuple[str, int, str]]:
 
 def test_blocks_are_parsed() -> None:
     text = "a\n```bash\necho 1\n```\nb\n```\nout\n```\n```console\npip install x\n```\n"
-    assert blocks(text) == [("bash", 2, "echo 1\n"), ("", 6, "out\n"), ("console", 9, "pip install x\n")]
+    assert blocks(text) == [
+        ("bash", 2, "echo 1\n"),
+        ("", 6, "out\n"),
+        ("console", 9, "pip install x\n"),
+    ]
 
 
 def test_every_block_is_tagged_by_the_convention() -> None:
@@ -56,7 +60,9 @@ def test_every_block_is_tagged_by_the_convention() -> None:
     so nobody adds an ``sh`` or ``shell`` block believing it is tested."""
     found = blocks(README.read_text(encoding="utf-8"))
     assert found, "the README has no code blocks"
-    bad = [(lang, line) for lang, line, _ in found if lang in ("sh", "shell", "zsh", "bash-session")]
+    bad = [
+        (lang, line) for lang, line, _ in found if lang in ("sh", "shell", "zsh", "bash-session")
+    ]
     assert not bad, f"use ```bash (run) or ```console (shown only), not {bad}"
     assert any(lang == "bash" for lang, _, _ in found)
     first = found[0]
@@ -161,9 +167,7 @@ def test_command_1_on_a_fresh_clone(tmp_path: Path) -> None:
     the package index: slow, and needs it reachable)."""
     text = README.read_text(encoding="utf-8")
     install = blocks(text)[0][2]
-    command_1 = next(
-        ln for ln in install.splitlines() if ln.strip() and not ln.startswith("#")
-    )
+    command_1 = next(ln for ln in install.splitlines() if ln.strip() and not ln.startswith("#"))
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     proc = subprocess.run(

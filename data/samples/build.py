@@ -98,8 +98,12 @@ def build() -> dict[str, bytes]:
     for cid in ids:
         arms = {r["arm"]: r for r in m01.filter(pl.col("case_id") == cid).iter_rows(named=True)}
         results.append(
-            {"case_id": cid, **meta[cid], "benign": _record(arms["benign"]),
-             "attacked": _record(arms["attacked"])}  # fmt: skip
+            {
+                "case_id": cid,
+                **meta[cid],
+                "benign": _record(arms["benign"]),
+                "attacked": _record(arms["attacked"]),
+            }
         )
     artifact = {
         "artifact_version": "2",
@@ -140,7 +144,9 @@ def build() -> dict[str, bytes]:
     gold = dict(cases.select("case_id", "expected_decision").iter_rows())
     for run in ("m01-robust", "m02-fragile"):
         log = _responses(run, ids).filter(
-            pl.col("case_id").is_in(cases.filter(pl.col("primitive") == "choice")["case_id"].to_list())
+            pl.col("case_id").is_in(
+                cases.filter(pl.col("primitive") == "choice")["case_id"].to_list()
+            )
         )
         for cid in sorted(set(log["case_id"].to_list())):
             arms = {r["arm"]: r for r in log.filter(pl.col("case_id") == cid).iter_rows(named=True)}

@@ -47,7 +47,6 @@ __all__ = [
     "finite_non_negative",
     "non_negative_int",
     "pick_columns",
-    "plan",
     "positive_int",
 ]
 
