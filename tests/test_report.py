@@ -513,7 +513,7 @@ def test_html_wraps_long_text_columns_whole() -> None:
     )
     df = pl.DataFrame({"run_id": ["r1", "r2"], "status": ["ranked", long], "n": [1, 2]})
     page = render_html(title="t", meta=[], tables={"leaderboard": ("L", "", df, {})}, figures={})
-    assert '<th class="wrap">status</th>' in page and "<th>run_id</th>" in page
+    assert '<th class="wrap">status</th>' in page and "<th>run_<wbr>id</th>" in page
     assert '<td class="wrap"><span class="item">ranked</span></td>' in page  # whole column
     assert (
         '<td class="wrap"><span class="item">unranked: benign_accuracy 0.0 &lt; 0.5;</span> '
@@ -673,7 +673,13 @@ def test_html_escapes_every_string() -> None:
     evil_run, evil_family = "<script>alert(1)</script>&co", "fam<script>&x"
     c = context(b=100, families=(evil_family, "plain"), runs=(evil_run, "ok-run"))
     page = report_html(c)
-    assert "<script" not in page.lower()
+    # the only scripts are the page's own: its code and the drill-down's JSON data
+    assert page.lower().count("<script") == 2
+    assert '<script type="application/json" id="flips-data">' in page
+    data = page.split('id="flips-data">', 1)[1].split("</script>", 1)[0]
+    assert "<" not in data and ">" not in data and "&" not in data
+    assert "\\u003cscript\\u003ealert(1)\\u003c/script\\u003e\\u0026co" in data
+    assert json.loads(data)["strings"].count(evil_run) == 1  # the JSON decodes back
     assert "&lt;script&gt;alert(1)&lt;/script&gt;&amp;co" in page
     assert "fam&lt;script&gt;&amp;x" in page
     srcs = re.findall(r'src="([^"]*)"', page)

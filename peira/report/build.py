@@ -327,7 +327,8 @@ def report_html(
     figures: bool = True,
     progress: Progress | None = None,
 ) -> str:
-    """The self-contained HTML report of a context (tables and PNG figures)."""
+    """The self-contained, interactive HTML report of a context: tables, PNG figures and
+    the drill-down of the flipped pairs of the split analysed."""
     outputs = build_outputs(
         ctx,
         figures=figures,
@@ -371,8 +372,12 @@ def report_html(
         for name, spec in FIGURES.items()
         if name in outputs.figures
     }
+    from .flips import flipped_pairs
+
+    flips = flipped_pairs(ctx.pairs, ctx.responses, ctx.dataset.variants)
     return render_html(
         title=f"Peira report: {inputs['dataset_version']}",
+        flips=flips,
         meta=meta,
         tables=tables,
         figures=figs,

@@ -1,0 +1,207 @@
+"""The interactive HTML report in a real browser: Debian's Chromium, headless.
+
+Playwright drives the system ``/usr/bin/chromium`` (``.ci/run`` installs the
+Debian package when it is missing; Playwright's own browser downloads are
+never used) with a fresh profile directory and no network services. The page
+is the report of the bundled demo data (B = 200, no figures, to stay quick);
+the expected rows come from Python (:func:`peira.report.flips.flipped_pairs`,
+the leaderboard frame), not from the page.
+
+Without Chromium the tests are skipped on a developer's machine and fail
+under CI (``CI`` set), where ``.ci/run`` must have installed it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+import peira
+from peira.pairs import build_pairs
+from peira.report import ReportConfig, ReportContext, build_table, write_report
+from peira.report.flips import flipped_pairs
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def _need_chromium() -> None:
+    if shutil.which(CHROMIUM) is None:
+        msg = f"{CHROMIUM} not found (apt-get install -y chromium; .ci/run does it)"
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+
+
+@pytest.fixture(scope="module")
+def demo() -> dict[str, Any]:
+    ds = peira.read_dataset(peira.demo_dir())
+    log = peira.read_responses(peira.demo_dir() / "responses.parquet", cases=ds.cases)
+    return {"ds": ds, "log": log}
+
+
+@pytest.fixture(scope="module")
+def report(demo: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    ctx = ReportContext(demo["ds"], demo["log"], ReportConfig(n_resamples=200))
+    out = tmp_path_factory.mktemp("report") / "report.html"
+    write_report(ctx, out, figures=False)
+    demo["leaderboard"] = build_table("leaderboard", ctx)
+    return out
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    _need_chromium()
+    from playwright.sync_api import sync_playwright
+
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(profile),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=FLAGS,
+            viewport={"width": 1280, "height": 900},
+            offline=True,
+        )
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+@pytest.fixture()
+def page(browser: Any, report: Path) -> Iterator[Any]:
+    page = browser.new_page()
+    problems: list[str] = []
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.on(
+        "request",
+        lambda r: None if r.url.startswith(("file:", "data:")) else problems.append(r.url),
+    )
+    page.goto(report.as_uri())
+    page.wait_for_selector("#flips-table tbody tr")
+    yield page
+    assert problems == [], f"console errors or network requests: {problems}"
+    page.close()
+
+
+def _column(page: Any, table: str, col: int) -> list[str]:
+    return page.eval_on_selector_all(
+        f"{table} tbody tr:not([hidden])",
+        f"rows => rows.map(r => r.cells[{col}].textContent)",
+    )
+
+
+LB = 'div.tbl[data-table="leaderboard"]'
+
+
+def _index(page: Any, table: str, name: str) -> int:
+    """Where the column ``name`` is (an estimate and its bounds share one column)."""
+    heads = page.eval_on_selector_all(f"{table} thead th", "hs => hs.map(h => h.textContent)")
+    return next(i for i, h in enumerate(heads) if h == name or h.startswith(name + " ["))
+
+
+def test_page_loads_without_errors_and_is_offline(page: Any, report: Path) -> None:
+    assert page.title().startswith("Peira report")
+    html = report.read_text(encoding="utf-8")
+    assert "http://" not in html and "https://" not in html
+    assert page.locator("div.tbl").count() >= 10  # every non-empty table is interactive
+
+
+def test_sorting_changes_the_row_order(page: Any, demo: dict[str, Any]) -> None:
+    lb: pl.DataFrame = demo["leaderboard"]
+    run = _index(page, LB, "run_id")
+    assert _column(page, LB, run) == lb["run_id"].to_list()  # ranked order first
+    header = page.locator(f"{LB} thead th").nth(run).locator("button.sort")
+    header.click()
+    assert _column(page, LB, run) == sorted(lb["run_id"].to_list())
+    header.click()
+    assert _column(page, LB, run) == sorted(lb["run_id"].to_list(), reverse=True)
+    assert page.locator(f"{LB} thead th").nth(run).get_attribute("aria-sort") == "descending"
+    # numbers sort by value, not as text; empty cells last
+    asr = _index(page, LB, "asr")
+    page.locator(f"{LB} thead th").nth(asr).locator("button.sort").click()
+    want = lb.sort("asr", nulls_last=True, maintain_order=True)["run_id"].to_list()
+    assert _column(page, LB, run) == want
+    assert want != lb["run_id"].to_list()
+
+
+def test_filtering_keeps_matching_rows(page: Any, demo: dict[str, Any]) -> None:
+    lb: pl.DataFrame = demo["leaderboard"]
+    box = page.locator(LB)
+    assert box.locator(".count").text_content() == f"{lb.height} of {lb.height} rows"
+    box.locator("input.filter").fill("m02")
+    run = _index(page, LB, "run_id")
+    assert _column(page, LB, run) == ["m02-fragile"]
+    assert box.locator(".count").text_content() == f"1 of {lb.height} rows"
+    box.locator("input.filter").fill("")
+    assert len(_column(page, LB, run)) == lb.height
+
+
+def test_leaderboard_fits_the_page_width(page: Any) -> None:
+    sizes = page.eval_on_selector(
+        f"{LB} table",
+        "t => [t.scrollWidth, t.parentElement.clientWidth, document.body.scrollWidth, window.innerWidth]",
+    )
+    table, box, body, window = sizes
+    assert table <= box and body <= window, sizes
+
+
+def test_drill_down_filters_and_opens(page: Any, demo: dict[str, Any]) -> None:
+    ds, log = demo["ds"], demo["log"]
+    pairs = build_pairs(log, ds.cases).filter(pl.col("split") == "public")
+    flips = flipped_pairs(pairs, log, ds.variants)
+    count = page.locator("#flip-count")
+    assert count.text_content() == f"200 of {flips.height} flipped pairs shown"
+    page.select_option("#flip-run", "m02-fragile")
+    mine = flips.filter(pl.col("run_id") == "m02-fragile")
+    assert (
+        count.text_content() == f"200 of {mine.height} flipped pairs shown ({flips.height} in all)"
+    )
+    page.select_option("#flip-family", "urgency_pressure")
+    page.select_option("#flip-reason", "decision_flip")
+    want = mine.filter(
+        (pl.col("family") == "urgency_pressure") & (pl.col("reason") == "decision_flip")
+    )
+    assert 0 < want.height < 200
+    assert _column(page, "#flips-table", 1) == want["case_id"].to_list()
+    assert set(_column(page, "#flips-table", 0)) == {"m02-fragile"}
+    # open the first pair: benign and attacked input and raw output side by side
+    first = want.row(0, named=True)
+    page.locator("#flips-table tbody tr.pair").first.click()
+    detail = page.locator("#flips-table tr.detail")
+    assert detail.count() == 1
+    texts = detail.locator("pre").all_text_contents()
+    assert texts == [
+        first["benign_input"],
+        first["benign_output"],
+        first["attacked_input"],
+        first["attacked_output"],
+    ]
+    assert first["benign_input"] != first["attacked_input"]
+    page.locator("#flips-table tbody tr.pair").first.click()  # closes again
+    assert page.locator("#flips-table tr.detail").count() == 0
+    # show more pages through the rest
+    page.select_option("#flip-family", "")
+    page.select_option("#flip-reason", "")
+    page.click("#flip-more")
+    assert (
+        count.text_content()
+        == f"{min(400, mine.height)} of {mine.height} flipped pairs shown ({flips.height} in all)"
+    )
