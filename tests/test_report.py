@@ -645,7 +645,7 @@ def test_tables_command_on_demo_is_byte_identical(
     assert len(err) == len(TABLES) + len(FIGURES)
     assert err[0].startswith("peira tables: [ 1/17] table leaderboard")
     assert _cli(["tables", "--out", str(tmp_path / "b"), "--resamples", "500"]) == 0
-    assert capsys.readouterr().err == ""  # no progress: stderr is not a terminal
+    assert "[ 1/17]" not in capsys.readouterr().err  # not every step: not a terminal
     a, b = _hashes(tmp_path / "a"), _hashes(tmp_path / "b")
     assert a == b
     assert len(a) == 3 * len(TABLES) + 2 * len(FIGURES) + 1

@@ -18,6 +18,7 @@ import math
 import os
 import shutil
 import sys
+import textwrap
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -213,8 +214,9 @@ def fit_table(
     out.append(line(["-" * w for w in widths]))
     out += [line(r) for r in rows]
     if hidden:
-        out.append(
+        note = (
             f"({len(hidden)} more column(s) not shown: {', '.join(hidden)}; widen the terminal, "
             "or see --columns, --format csv or --format json)"
         )
+        out += textwrap.wrap(note, width) if width else [note]
     return "\n".join(out) + "\n"

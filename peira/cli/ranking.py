@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _common as c
+
+if TYPE_CHECKING:
+    import polars as pl
 
 __all__ = ["cmd_compare", "cmd_leaderboard", "register"]
 
@@ -15,43 +18,147 @@ _RULES = {
 }
 
 
+#: Rates shown beside the ranked metric (docs/spec/scoring-rule.md: abstention and
+#: malformed answers are always reported beside ASR, never blended into it).
+RATES = ("asr", "abstention_rate_attacked", "abstention_flip_rate", "malformed_rate")
+
+
+def _board(args: argparse.Namespace) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """(leaderboard with :data:`RATES`, divergence per run or None).
+
+    The pairs are built once over both splits: the leaderboard ranks the split
+    asked for, and when that is the public split and the dataset has a holdout,
+    :func:`peira.holdout.divergence` (ASR, the same bootstrap settings) says
+    which runs look tuned to the public split.
+    """
+    import polars as pl
+
+    from .. import api
+    from ..errors import PeiraValueError
+    from ..metrics import RATIO_METRICS, ratio_table
+    from ..ranking import leaderboard as rank_runs
+
+    dataset, log = c.dataset_and_log(args)
+    every, all_cases = api.pairs_and_cases(
+        log, dataset, split="all", missing=args.missing, delta=args.delta
+    )
+    if args.split == "all":
+        table, cases = every, all_cases
+    else:
+        table = every.filter(pl.col("split") == args.split)
+        cases = all_cases.filter(pl.col("split") == args.split)
+        if cases.is_empty():
+            raise PeiraValueError(f"{dataset}: no cases in split {args.split!r}")
+    plan = api.resample_plan(cases, unit=args.unit, n_resamples=args.resamples, seed=args.seed)
+    metric = args.metric
+    board = rank_runs(table, cases, plan, metric=metric, rule=args.rule, level=args.level)
+    rates = [r for r in RATES if r != metric]
+    board = board.with_columns(
+        pl.col("estimate").alias(metric),
+        pl.col("lo").alias(f"{metric}_lo"),
+        pl.col("hi").alias(f"{metric}_hi"),
+    ).join(
+        ratio_table(table, metrics=[RATIO_METRICS[r] for r in rates]).select("run_id", *rates),
+        on="run_id",
+        how="left",
+        maintain_order="left",
+    )
+    splits = set(every["split"].unique().to_list())
+    if args.split != "public" or not {"public", "holdout"} <= splits:
+        return board, None
+    from ..holdout import divergence
+
+    div = divergence(
+        every, all_cases, n_resamples=args.resamples, seed=args.seed, unit=args.unit,
+        level=args.level,
+    ).filter(pl.col("run_id").is_in(board["run_id"].implode()))  # fmt: skip
+    board = board.join(
+        div.select(
+            "run_id",
+            pl.col("holdout").alias("holdout_asr"),
+            pl.col("suspected_hill_climbing").alias("holdout_flag"),
+        ),
+        on="run_id",
+        how="left",
+        maintain_order="left",
+    )
+    return board, div
+
+
+#: What the ``table``/``markdown`` leaderboard shows by default (``--columns``, ``--all``).
+COMPACT = [
+    "rank", "run_id", "{metric}", "lo", "hi", "holdout", *RATES, "n_eligible", "n", "gate",
+    "beaten_by", "interval_method", "flags", "verdict_source", "note",
+]  # fmt: skip
+
+
+def _say(text: str) -> None:
+    """Print a line of prose, wrapped to the terminal's width (whole when there is none)."""
+    import textwrap
+
+    from ._output import terminal_width
+
+    width = terminal_width()
+    print("\n".join(textwrap.wrap(text, width, subsequent_indent="  ")) if width else text)
+
+
 def cmd_leaderboard(args: argparse.Namespace) -> int:
-    """Ranked runs with their intervals (the rule of ``--rule``)."""
+    """Ranked runs with their intervals (the rule of ``--rule``), the rates reported
+    beside the metric, and a mark on runs the public/holdout divergence check flags."""
     import polars as pl
 
     from .. import api
     from ..metrics.gates import metric_den_is_eligible
 
-    dataset, log = c.dataset_and_log(args)
     metric = args.metric
-    board = api.leaderboard(log, dataset, metric=metric, **c.data_kwargs(args))
-    if args.format in ("table", "markdown"):
-        if args.format == "table" and board.height:
-            print(
-                f"split {args.split}; {args.level:.0%} {args.unit}-bootstrap intervals, "
-                f"B={args.resamples}, seed {args.seed}, plan {board['fingerprint'][0][:12]}; "
-                f"rule: {_RULES[args.rule]}"
-            )
-        board = api.gate_text(board)
-        board = board.select(
-            "rank",
-            "run_id",
-            metric,
-            "lo",
-            "hi",
-            "n_eligible" if metric_den_is_eligible(metric) else pl.col("n_counted").alias("n"),
-            pl.col("beaten_by").list.len().alias("beaten_by"),
-            *api.with_notes(board, ["gate"]),
-            pl.when(pl.col("lo").is_not_null())
-            .then(pl.col("method"))
-            .otherwise(pl.lit(""))
-            .alias("interval_method"),
-            pl.when(pl.col("lo").is_not_null() & pl.col("few_clusters"))
-            .then(pl.lit("few_clusters"))
-            .otherwise(pl.lit(""))
-            .alias("flags"),
+    board, div = _board(args)
+    if args.format not in ("table", "markdown"):
+        return c.emit(board, args.format)
+    if args.format == "table" and board.height:
+        _say(
+            f"split {args.split}; {args.level:.0%} {args.unit}-bootstrap intervals, "
+            f"B={args.resamples}, seed {args.seed}, plan {board['fingerprint'][0][:12]}; "
+            f"rule: {_RULES[args.rule]}"
         )
-    return c.emit(board, args.format)
+    view = api.gate_text(board).with_columns(
+        pl.col("beaten_by").list.len().alias("beaten_by"),
+        pl.when(pl.col("lo").is_not_null())
+        .then(pl.col("method"))
+        .otherwise(pl.lit(""))
+        .alias("interval_method"),
+        pl.when(pl.col("lo").is_not_null() & pl.col("few_clusters"))
+        .then(pl.lit("few_clusters"))
+        .otherwise(pl.lit(""))
+        .alias("flags"),
+    )
+    if not metric_den_is_eligible(metric):
+        view = view.with_columns(pl.col("n_counted").alias("n"))
+    if "holdout_flag" in view.columns:
+        view = view.with_columns(
+            pl.when(pl.col("holdout_flag"))
+            .then(pl.lit("FLAGGED"))
+            .when(pl.col("holdout_flag").is_not_null() & pl.col("holdout_asr").is_not_null())
+            .then(pl.lit("ok"))
+            .otherwise(pl.lit("-"))
+            .alias("holdout")
+        )
+    default = [x.format(metric=metric) for x in COMPACT]
+    if metric_den_is_eligible(metric):
+        default.remove("n")
+    else:
+        default.remove("n_eligible")
+    default = [x for x in default if x not in ("verdict_source", "note")]
+    default += [x for x in api.with_notes(view, []) if x not in default]
+    code = c.emit(view.select(c.pick_columns(view, default, args)), args.format)
+    if div is not None:
+        flagged = view.filter(pl.col("holdout_flag").fill_null(False))
+        for row in flagged.iter_rows(named=True):
+            _say(
+                f"FLAGGED {row['run_id']}: holdout ASR {row['holdout_asr']:.4f} vs public "
+                f"{row['asr']:.4f}; the divergence check suspects tuning to the public split "
+                "(peira holdout divergence)"
+            )
+    return code
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -89,6 +196,7 @@ def register(sub: Any) -> None:
         default="robustness",
         help="ratio metric to rank by (e.g. benign_accuracy, which ranks clean-only runs too)",
     )
+    c.add_columns_options(lb)
 
     cp = c.add_command(sub, "compare", cmd_compare, "head-to-head: two runs, or every pair")
     cp.add_argument("run_a", nargs="?")

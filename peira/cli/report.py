@@ -18,18 +18,51 @@ from typing import Any
 
 from . import _common as c
 
-__all__ = ["cmd_publish", "cmd_report", "cmd_tables", "register"]
+__all__ = ["ProgressLog", "cmd_publish", "cmd_report", "cmd_tables", "register"]
+
+
+class ProgressLog:
+    """Progress of ``tables``/``report``/``publish`` on stderr, one line per step.
+
+    On a terminal (or with ``--progress``) every step is shown. Otherwise, so
+    that a CI log or ``2> file`` still shows a long build moving, a line is
+    written only when ``every`` seconds have passed since the last one, with
+    the elapsed time; a build quicker than that writes nothing. ``--quiet``
+    writes nothing at all.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        every_step: bool,
+        every: float = 10.0,
+        stream: Any = None,
+        clock: Any = None,
+    ) -> None:
+        import time
+
+        self.name = name
+        self.every_step = every_step
+        self.every = every
+        self.stream = stream if stream is not None else sys.stderr
+        self.clock = clock if clock is not None else time.monotonic
+        self.start = self.last = self.clock()
+
+    def __call__(self, line: str) -> None:
+        now = self.clock()
+        if self.every_step:
+            print(f"peira {self.name}: {line}", file=self.stream, flush=True)
+        elif now - self.last >= self.every:
+            elapsed = now - self.start
+            print(f"peira {self.name}: {line} ({elapsed:.0f} s)", file=self.stream, flush=True)
+            self.last = now
 
 
 def _progress(args: argparse.Namespace) -> Any:
-    if not (args.progress or sys.stderr.isatty()):
+    if args.quiet:
         return None
-    name = args.command
-
-    def show(line: str) -> None:
-        print(f"peira {name}: {line}", file=sys.stderr, flush=True)
-
-    return show
+    return ProgressLog(args.command, every_step=args.progress or sys.stderr.isatty())
 
 
 def _context(args: argparse.Namespace, *, publication: bool = False) -> Any:
@@ -108,11 +141,14 @@ def _options(q: argparse.ArgumentParser, *, split: bool) -> None:
     c.add_bootstrap_options(q, seed_help="bootstrap seed (holdout plan: seed + 1)")
     q.add_argument("--rule", choices=("ci", "paired"), default="ci", help="head-to-head rule")
     q.add_argument("--no-figures", action="store_true", help="tables only (no matplotlib)")
-    q.add_argument(
+    g = q.add_mutually_exclusive_group()
+    g.add_argument(
         "--progress",
         action="store_true",
-        help="show what is being built on stderr (default: only when stderr is a terminal)",
+        help="show every step on stderr (default: every step on a terminal, else a line "
+        "every 10 s of a long build)",
     )
+    g.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
 def register(sub: Any) -> None:

@@ -21,12 +21,17 @@ def cmd_score(args: argparse.Namespace) -> int:
     dataset, log = c.dataset_and_log(args)
     published = _published(args)
     terminal = args.format in ("table", "markdown")
-    table = api.score(  # a terminal shows ASR's interval; every other format, every interval
-        log, dataset, by=args.by, interval_metrics=["asr"] if terminal else None,
+    chosen = bool(args.all or args.columns)
+    table = api.score(  # the compact view shows ASR's interval; every other, every interval
+        log, dataset, by=args.by, interval_metrics=["asr"] if terminal and not chosen else None,
         **c.data_kwargs(args),
     )  # fmt: skip
     if terminal:
-        c.emit(api.headline(table, args.by), args.format)
+        view = api.headline(table, args.by)
+        if chosen:
+            view = api.gate_text(table)
+            view = view.select(c.pick_columns(view, view.columns, args))
+        c.emit(view, args.format)
         if published is not None:
             _emit_published(args, published)
         return c.EXIT_OK
@@ -109,6 +114,7 @@ def register(sub: Any) -> None:
         "--published",
         help="the source's own figures (default: published.parquet beside the dataset)",
     )
+    c.add_columns_options(s)
 
     m = c.add_command(sub, "metrics", cmd_metrics, "list every metric: kind, direction, definition")
     c.add_format_option(m)
