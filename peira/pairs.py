@@ -361,9 +361,9 @@ def build_pairs(
     Parameters
     ----------
     responses
-        A response log (SPEC §2.3), validated.
+        A response log (docs/spec/data-model.md, ``responses``), validated.
     cases
-        The cases table (SPEC §2.1).
+        The cases table (docs/spec/data-model.md, ``cases``).
     delta
         Threshold δ of ``shift_without_flip`` (default 0.10).
     missing

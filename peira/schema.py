@@ -1,4 +1,4 @@
-"""The data model (SPEC §2): column types and pandera models with every value rule.
+"""The data model (docs/spec/data-model.md): column types and pandera models with every value rule.
 
 Three tables are stored: ``cases`` (gold labels, never shown to a model),
 ``variants`` (what a model may see) and ``responses`` (the raw response log).
@@ -198,7 +198,7 @@ def _in_options(col: str) -> pl.Expr:
 
 
 class Cases(pa.DataFrameModel):
-    """Gold labels and metadata of each case (SPEC §2.1)."""
+    """Gold labels and metadata of each case (docs/spec/data-model.md, ``cases``)."""
 
     case_id: str = pa.Field(unique=True, str_length={"min_value": 1})
     scenario_id: str = pa.Field(str_length={"min_value": 1})
