@@ -606,3 +606,20 @@ def test_paired_difference_is_narrower_than_unpaired_on_correlated_runs() -> Non
     lo, hi = np.percentile(ta - tb, [2.5, 97.5])
     assert paired["diff"] == pytest.approx(sum(right_a) / n - sum(right_b) / n)
     assert (paired["diff_hi"] - paired["diff_lo"]) < 0.6 * (hi - lo)
+
+
+def test_a_log_with_default_extension_columns_pairs_like_one_without() -> None:
+    """The rule reads absent extension columns as their defaults (one definition, two
+    input shapes): adding them with default values changes no pair-table value."""
+    from tests.builders import random_log
+
+    cases, log = random_log(5, n_cases=40, n_runs=2)
+    plain = build_pairs(log, cases)
+    ext = log.with_columns(
+        pl.lit("both").alias("arms"),
+        pl.lit(False).alias("no_attack"),
+        pl.lit(None, dtype=pl.Boolean).alias("correct"),
+        pl.lit(None, dtype=pl.String).alias("verdict_source"),
+    )
+    assert build_pairs(ext, cases).equals(plain)
+    assert plain.columns == build_pairs(ext, cases).columns
