@@ -150,9 +150,7 @@ def _ece_width_stat(ci: I64, p: F64, y: F64, n_bins: int, c: int) -> Stat:
 def _evaluate(stat: Stat, plan: ResamplePlan, jackknife: bool) -> tuple[float, F64, F64 | None]:
     c = plan.n_clusters
     est = float(stat(np.ones((1, c)))[0])
-    theta = np.concatenate(
-        [stat(plan.W[a : a + _ROWS].astype(np.float64)) for a in range(0, plan.n_resamples, _ROWS)]
-    )
+    theta = np.concatenate([stat(w.astype(np.float64)) for _, _, w in plan.iter_counts(_ROWS)])
     jack = None
     if jackknife:
         parts = []
