@@ -29,8 +29,9 @@ grows with the number of distinct confidence values:
   position e; ECE = Σ_b |gap_b| / n', over blocks of rows × resamples.
 
 The point estimate is the full-data value computed by the metric itself
-(:func:`peira.metrics.confidence.nonratio_metrics`,
+(the expressions of :func:`peira.metrics.confidence.nonratio_metrics`,
 :func:`peira.metrics.calibration.calibration`), never the binned one.
+
 A replicate is undefined (dropped and counted) when its population is empty
 (or, for AUROC, has one class). Values below ``min_n`` observations in the
 full data are withheld: estimate and interval null, ``sufficient`` false.
@@ -56,9 +57,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import polars as pl
+from scipy import sparse
 
 from ..metrics.calibration import Binning, calibration, forecasts
-from ..metrics.confidence import gate_confidence, nonratio_metrics
+from ..metrics.confidence import confidence_gate_auroc, gate_confidence
+from ..metrics.shift import mean_abs_score_shift, mean_confidence_erosion, mean_shift_toward_target
 from .intervals import (
     F64,
     I64,
@@ -90,7 +93,23 @@ NONRATIO_INTERVAL_METRICS: tuple[str, ...] = (
 AUROC_BINS = 16_384
 """At most this many confidence bins per AUROC; below it, one bin per distinct value (exact)."""
 _ROW_BYTES = 1 << 25  # memory of one block of resample weights (rows × C float64)
-_CHUNK_ELEMS = 1 << 21  # rows × observations handled per scatter or cumulative sum
+_CHUNK_ELEMS = 1 << 21  # rows × observations (or bins) per cumulative sum
+_AUROC_ROWS = 32  # resamples per AUROC step (rows × 2K arrays stay in cache)
+
+
+class _Weights:
+    """A block of resample weights (rows × C) and, on first use, its float64 transpose."""
+
+    def __init__(self, w: npt.NDArray[Any]) -> None:
+        self.w = w
+        self._t: F64 | None = None
+
+    @property
+    def t(self) -> F64:
+        """C × rows, float64, C-contiguous (the right operand of a sparse product)."""
+        if self._t is None:
+            self._t = np.ascontiguousarray(self.w.T, dtype=np.float64)
+        return self._t
 
 
 @dataclass
@@ -98,7 +117,7 @@ class _Stat:
     """One statistic: per-cluster sums for the shared GEMM, and what turns them into θ."""
 
     columns: F64 | None  # C × k per-cluster sums (the linear part), or None
-    finish: Callable[[F64 | None, npt.NDArray[Any]], tuple[F64, F64]]
+    finish: Callable[[F64 | None, _Weights], tuple[F64, F64]]
     """(rows × k linear products, rows × C weights) → (θ per row, error bound per row)."""
 
 
@@ -109,7 +128,7 @@ def _exact(theta: F64) -> tuple[F64, F64]:
 def _mean_stat(ci: I64, x: F64, c: int) -> _Stat:
     cols = np.stack([np.bincount(ci, x, c), np.bincount(ci, None, c).astype(np.float64)], axis=1)
 
-    def finish(lin: F64 | None, w: npt.NDArray[Any]) -> tuple[F64, F64]:
+    def finish(lin: F64 | None, w: _Weights) -> tuple[F64, F64]:
         assert lin is not None
         out = np.full(lin.shape[0], np.nan)
         np.divide(lin[:, 0], lin[:, 1], out=out, where=lin[:, 1] > 0)
@@ -123,7 +142,7 @@ def _ece_width_stat(ci: I64, p: F64, y: F64, n_bins: int, c: int) -> _Stat:
     gap = np.bincount(ci * n_bins + b, y - p, c * n_bins).reshape(c, n_bins)
     cnt = np.bincount(ci, None, c).astype(np.float64)
 
-    def finish(lin: F64 | None, w: npt.NDArray[Any]) -> tuple[F64, F64]:
+    def finish(lin: F64 | None, w: _Weights) -> tuple[F64, F64]:
         assert lin is not None
         den = lin[:, n_bins]
         out = np.full(lin.shape[0], np.nan)
@@ -131,23 +150,6 @@ def _ece_width_stat(ci: I64, p: F64, y: F64, n_bins: int, c: int) -> _Stat:
         return _exact(out)
 
     return _Stat(np.concatenate([gap, cnt[:, None]], axis=1), finish)
-
-
-def _scatter(w: npt.NDArray[Any], cl: I64, tgt: I64, vals: F64, width: int) -> F64:
-    """rows × width: Σ over entries e with tgt[e] = t of w[row, cl[e]] · vals[e].
-
-    Row by row in entry order (np.bincount), so a row's sums do not depend on
-    how many rows are handled at once.
-    """
-    rows = w.shape[0]
-    out = np.empty((rows, width))
-    step = max(1, _CHUNK_ELEMS // max(1, cl.size))
-    for a in range(0, rows, step):
-        e = min(rows, a + step)
-        wt = w[a:e, cl] * vals  # (e − a) × entries
-        idx = tgt[None, :] + (np.arange(e - a, dtype=np.int64) * width)[:, None]
-        out[a:e] = np.bincount(idx.ravel(), wt.ravel(), (e - a) * width).reshape(e - a, width)
-    return out
 
 
 def _auroc_bins(conf: F64) -> tuple[I64, int, npt.NDArray[np.bool_]]:
@@ -170,7 +172,7 @@ def _auroc_bins(conf: F64) -> tuple[I64, int, npt.NDArray[np.bool_]]:
     return vbin[inv], bins.size, multi
 
 
-def _auroc_stat(ci: I64, conf: F64, flipped: npt.NDArray[np.bool_]) -> _Stat:
+def _auroc_stat(ci: I64, conf: F64, flipped: npt.NDArray[np.bool_], c: int) -> _Stat:
     """Weighted Mann–Whitney over confidence bins (exact when each bin holds one value).
 
     Per resample, P_k and N_k are the weights of flipped and unflipped pairs in
@@ -183,9 +185,8 @@ def _auroc_stat(ci: I64, conf: F64, flipped: npt.NDArray[np.bool_]) -> _Stat:
     """
     k_of, k, multi = _auroc_bins(conf)
     tgt = np.where(flipped, k_of, k + k_of)
-    key = ci * (2 * k) + tgt
-    uniq, cnt = np.unique(key, return_counts=True)
-    cl, tg, vals = uniq // (2 * k), uniq % (2 * k), cnt.astype(np.float64)
+    # (2K × C): flipped then unflipped pairs per bin and cluster; duplicates add up
+    counts = sparse.csr_array((np.ones(ci.size), (tgt, ci)), shape=(2 * k, c))
     r = np.full(k, 0.5)
     if multi.any():
         neg = np.sort(conf[~flipped])
@@ -202,19 +203,30 @@ def _auroc_stat(ci: I64, conf: F64, flipped: npt.NDArray[np.bool_]) -> _Stat:
     err = np.where(multi, np.maximum(r, 1.0 - r), 0.0)
     any_multi = bool(multi.any())
 
-    def finish(lin: F64 | None, w: npt.NDArray[Any]) -> tuple[F64, F64]:
-        y = _scatter(w, cl, tg, vals, 2 * k)
+    def part(wt: F64) -> tuple[F64, F64]:
+        # sums in the order of each bin's clusters, whatever the block; then rows × 2K,
+        # so that the cumulative sums run along contiguous memory
+        y = np.ascontiguousarray((counts @ wt).T)
         p, n = y[:, :k], y[:, k:]
         n_tot = n.sum(axis=1)
         above = n_tot[:, None] - np.cumsum(n, axis=1) + r * n
         u = (p * above).sum(axis=1)
         den = p.sum(axis=1) * n_tot
-        out = np.full(w.shape[0], np.nan)
+        out = np.full(y.shape[0], np.nan)
         np.divide(u, den, out=out, where=den > 0)
-        bound = np.zeros(w.shape[0])
+        bound = np.zeros(y.shape[0])
         if any_multi:
             np.divide((err * p * n).sum(axis=1), den, out=bound, where=den > 0)
         return out, bound
+
+    def finish(lin: F64 | None, w: _Weights) -> tuple[F64, F64]:
+        # a few resamples at a time: the 2K-wide arrays stay in cache
+        wt = w.t
+        step = max(1, min(_AUROC_ROWS, _CHUNK_ELEMS // (2 * k)))
+        parts = [
+            part(np.ascontiguousarray(wt[:, a : a + step])) for a in range(0, wt.shape[1], step)
+        ]
+        return np.concatenate([x[0] for x in parts]), np.concatenate([x[1] for x in parts])
 
     return _Stat(None, finish)
 
@@ -243,9 +255,10 @@ def _ece_mass_stat(ci: I64, p: F64, y: F64, n_bins: int) -> _Stat:
         np.divide(np.abs(np.diff(g, axis=1)).sum(axis=1), total, out=out, where=total > 0)
         return out
 
-    def finish(lin: F64 | None, w: npt.NDArray[Any]) -> tuple[F64, F64]:
+    def finish(lin: F64 | None, w: _Weights) -> tuple[F64, F64]:
         step = max(1, _CHUNK_ELEMS // max(1, n))
-        return _exact(np.concatenate([part(w[a : a + step]) for a in range(0, w.shape[0], step)]))
+        rows = w.w.shape[0]
+        return _exact(np.concatenate([part(w.w[a : a + step]) for a in range(0, rows, step)]))
 
     return _Stat(None, finish)
 
@@ -278,8 +291,9 @@ def _evaluate(
             buf = np.zeros((rows, c))
             buf[:n_rows] = w
             lin = (buf @ lin_all)[:n_rows]
+        wb = _Weights(w)
         return [
-            st.finish(None if sp is None or lin is None else lin[:, sp], w)
+            st.finish(None if sp is None or lin is None else lin[:, sp], wb)
             for st, sp in zip(stats, spans, strict=True)
         ]
 
@@ -354,7 +368,7 @@ def _stat_for(
     if metric.startswith("mean_"):
         return _mean_stat(ci, g["x"].to_numpy().astype(np.float64), c)
     if metric == "confidence_gate_auroc":
-        return _auroc_stat(ci, g["c"].to_numpy().astype(np.float64), g["y"].to_numpy())
+        return _auroc_stat(ci, g["c"].to_numpy().astype(np.float64), g["y"].to_numpy(), c)
     p = g["forecast"].to_numpy().astype(np.float64)
     y = g["label"].to_numpy().astype(np.float64)
     if metric.startswith("brier_"):
@@ -371,7 +385,14 @@ def _library_values(
     out: dict[tuple[Any, ...], float | None] = {}
     gate = [m for m in names if not m.startswith(("ece_", "brier_"))]
     if gate:
-        nr = nonratio_metrics(lf, keys[1:], min_n=0)
+        exprs = {
+            "mean_shift_toward_target": mean_shift_toward_target,
+            "mean_abs_score_shift": mean_abs_score_shift,
+            "mean_confidence_erosion": mean_confidence_erosion,
+            "confidence_gate_auroc": confidence_gate_auroc,
+        }
+        aggs = [e for m in gate for e in exprs[m](min_n=0)]
+        nr = lf.group_by(keys).agg(aggs).collect()
         for row in nr.iter_rows(named=True):
             kv = tuple(row[k] for k in keys)
             for m in gate:
