@@ -78,20 +78,7 @@ def response_row(
     req: Request, out: Any, elapsed_ms: float
 ) -> dict[str, Any]:  # the response columns of one call
     """Check an adapter's output against the request; build the row's response columns."""
-    row: dict[str, Any] = {
-        "decision": None,
-        "abstained": False,
-        "refusal_reason": None,
-        "score": None,
-        "confidence": None,
-        "malformed": True,
-        "error": None,
-        "raw_text": None,
-        "latency_ms": elapsed_ms,
-        "tokens_in": None,
-        "tokens_out": None,
-        "cost_usd": None,
-    }
+    row = failed_row(None, elapsed_ms)  # malformed until the output checks out
     if not isinstance(out, Decision):
         row["error"] = f"invalid output: expected a Decision, got {type(out).__name__}"
         return row
@@ -152,7 +139,8 @@ def response_row(
     return row
 
 
-def failed_row(error: str, elapsed_ms: float) -> dict[str, Any]:
+def failed_row(error: str | None, elapsed_ms: float) -> dict[str, Any]:
+    """The response columns of a call that gave no answer: malformed, with ``error``."""
     return {
         "decision": None,
         "abstained": False,
