@@ -363,9 +363,10 @@ def leaderboard(
         ``rank`` (null for unranked), ``run_id``, ``model``, ``model_version``,
         ``metric``, ``estimate``, ``lo``, ``hi``, ``n_pairs``, ``n_eligible``,
         ``beaten_by`` (ranked runs that beat this one), ``ranked``,
-        ``gate_reasons``, ``rule``, the interval metadata, ``arms`` and
+        ``gate_reasons``, ``rule``, the interval metadata, ``arms``,
         ``note`` (what the run did not observe; see
-        :func:`peira.metrics.frame.observed`). Ranked runs come first, by
+        :func:`peira.metrics.frame.observed`) and ``n_counted`` (the pairs
+        in ``metric``'s denominator). Ranked runs come first, by
         rank then estimate (best first) then run_id.
 
     Notes
@@ -403,7 +404,10 @@ def leaderboard(
         info = info.with_columns(pl.lit(None, dtype=pl.String).alias("note"))
     board = (
         ci.join(info, on="run_id")
-        .join(gates.select("run_id", "ranked", "gate_reasons", "n_eligible", "arms"), on="run_id")
+        .join(
+            gates.select("run_id", "ranked", "gate_reasons", "n_eligible", "arms", "n_counted"),
+            on="run_id",
+        )
         .with_columns(
             pl.col("run_id")
             .replace_strict(
@@ -440,6 +444,7 @@ def leaderboard(
         *_META,
         "arms",
         "note",
+        "n_counted",
     ]
     return board.select(cols).sort(
         [pl.col("ranked").not_(), "rank", "estimate", "run_id"],

@@ -16,6 +16,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 
     from ..api import gate_text, with_notes
     from ..compare import leaderboard
+    from ..metrics.gates import metric_den_is_eligible
 
     pairs, cases = c.load_pairs(args)
     plan = c.plan(args, cases)
@@ -34,7 +35,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
             metric,
             pl.col(f"{metric}_lo").alias("lo"),
             pl.col(f"{metric}_hi").alias("hi"),
-            "n_eligible",
+            "n_eligible" if metric_den_is_eligible(metric) else pl.col("n_counted").alias("n"),
             pl.col("beaten_by").list.len().alias("beaten_by"),
             *with_notes(board, ["gate"]),
         )

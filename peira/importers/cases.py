@@ -21,10 +21,12 @@ The generic JSON helpers of the importers (:func:`canonical_json`,
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
 import unicodedata
+import zlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -87,6 +89,11 @@ def _read_bytes(path: Path) -> bytes:
     if path.is_dir():
         raise DataFileError(f"{path}: is a directory, expected a file")
     data = path.read_bytes()
+    if path.suffix == ".gz":  # a gzip-compressed file reads as its content
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise InputFormatError(f"{path}: not a readable gzip file: {exc}") from exc
     if not data.strip():
         raise InputFormatError(f"{path}: empty file")
     return data

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import PeiraError
+from ..errors import ParserConfigError
 from .rules import RULES
 
 __all__ = [
@@ -53,10 +53,6 @@ DEFAULT_REFUSAL_PHRASES = (
 DEFAULT_NEGATIONS = ("not", "no", "never", "cannot", "nor", "without")
 
 PathLike = str | os.PathLike[str]
-
-
-class ParserConfigError(PeiraError, ValueError):
-    """A parser name or configuration is unknown or invalid."""
 
 
 @dataclass(frozen=True)

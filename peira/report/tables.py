@@ -380,6 +380,12 @@ def _leaderboard(ctx: ReportContext) -> pl.DataFrame:
         .then(pl.lit("ranked"))
         .otherwise(pl.lit("unranked: ") + pl.col("gate_reasons").list.join("; "))
     )
+    if "note" in lb.columns:  # what the run did not observe (docs/spec/data-model.md)
+        gate = (
+            pl.when(pl.col("note").is_null())
+            .then(gate)
+            .otherwise(pl.format("{} ({})", gate, pl.col("note")))
+        )
     return lb.join(extra, on="run_id", how="left", maintain_order="left").select(
         "rank",
         "run_id",
