@@ -63,6 +63,7 @@ from ..metrics.calibration import Binning, calibration, forecasts
 from ..metrics.confidence import confidence_gate_auroc, gate_confidence
 from ..metrics.shift import mean_abs_score_shift, mean_confidence_erosion, mean_shift_toward_target
 from .intervals import (
+    DEFAULT_METHOD,
     F64,
     I64,
     Method,
@@ -73,8 +74,9 @@ from .intervals import (
     interval_frame,
     intervals,
     n_threads,
+    warn_few_clusters_rows,
 )
-from .plan import ResamplePlan, warn_few_clusters
+from .plan import ResamplePlan
 
 __all__ = ["NONRATIO_INTERVAL_METRICS", "nonratio_intervals"]
 
@@ -415,7 +417,7 @@ def nonratio_intervals(
     overall: bool = False,
     metrics: Sequence[str] | None = None,
     level: float = 0.95,
-    method: Method = "percentile",
+    method: Method = DEFAULT_METHOD,
     min_n: int = 30,
     calibration_min_n: int = 100,
     n_bins: int = 15,
@@ -429,8 +431,12 @@ def nonratio_intervals(
         The pair table, restricted to the plan's split.
     plan
         The resample plan; clusters outside it raise ``PlanMismatchError``.
-    by, overall, level, method
+    by, overall, level
         As in :func:`peira.bootstrap.ratio_intervals`.
+    method
+        ``"auto"`` (default) or ``"percentile"``: percentile intervals;
+        ``"bca"``: BCa. These statistics are not proportions, so they have no
+        design-effect interval.
     metrics
         Names from :data:`NONRATIO_INTERVAL_METRICS` (default: all).
     min_n
@@ -453,7 +459,8 @@ def nonratio_intervals(
     Warns
     -----
     FewClustersWarning
-        When the plan has fewer than 30 clusters.
+        When a row's observations come from fewer than 30 clusters
+        (``n_clusters``, ``few_clusters`` per row).
 
     Notes
     -----
@@ -469,7 +476,7 @@ def nonratio_intervals(
     Costs: one pass over the plan for every statistic together; the work per
     resample grows with the observations, not with the distinct values.
     """
-    m = check_method(method)
+    m = check_method(method, ratio=False)
     half_alpha(level)
     names = list(NONRATIO_INTERVAL_METRICS if metrics is None else metrics)
     unknown = [x for x in names if x not in NONRATIO_INTERVAL_METRICS]
@@ -477,7 +484,6 @@ def nonratio_intervals(
         raise KeyError(f"no bootstrap for {unknown}; known: {', '.join(NONRATIO_INTERVAL_METRICS)}")
     if binning not in ("equal_mass", "equal_width") or n_bins < 1:
         raise ValueError(f"bad ECE bins: n_bins={n_bins!r}, binning={binning!r}")
-    warn_few_clusters(plan)
     extra = [by] if isinstance(by, str) else list(by or [])
     extra = [k for k in extra if k != "run_id"]
     lf = pairs.lazy()
@@ -506,6 +512,7 @@ def nonratio_intervals(
                 row.update({k: None for k in extra if k not in grp})
                 row["metric"] = metric
                 row["n"] = g.height
+                row["n_clusters"] = g["_ci"].n_unique()
                 row["sufficient"] = g.height >= floor
                 est = values.get((metric, *key))
                 row["estimate"] = np.nan if est is None or g.height < floor else float(est)
@@ -531,7 +538,8 @@ def nonratio_intervals(
     iv = intervals(theta, est_a, level, m, jack)
     n_a = np.array([r["n"] for r in rows], dtype=np.int64)
     enough = np.array([r["sufficient"] for r in rows], dtype=bool)
-    iv = RowIntervals(iv.lo, iv.hi, np.where(enough, iv.n_defined, 0), iv.method)
+    n_cl = np.array([r["n_clusters"] for r in rows], dtype=np.int64)
+    iv = RowIntervals(iv.lo, iv.hi, np.where(enough, iv.n_defined, 0), iv.method, n_cl)
     cols = {k: [r[k] for r in rows] for k in key_cols}
     f = interval_frame(cols, est_a, iv, level, plan, {"run_id": pl.String, **schema})
     f = f.with_columns(
@@ -539,4 +547,9 @@ def nonratio_intervals(
         pl.Series("sufficient", enough, dtype=pl.Boolean),
         pl.Series("error_bound", np.where(enough, bound, 0.0), dtype=pl.Float64),
     )
-    return f.sort(key_cols, nulls_last=False)
+    out = f.sort(key_cols, nulls_last=False)
+    counts = np.where(out["sufficient"].to_numpy(), out["n_clusters"].to_numpy(), 0)
+    warn_few_clusters_rows(
+        counts, lambda i: f"{out['metric'][i]} of run {out['run_id'][i]!r}", stacklevel=3
+    )
+    return out

@@ -38,12 +38,20 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
             "n_eligible" if metric_den_is_eligible(metric) else pl.col("n_counted").alias("n"),
             pl.col("beaten_by").list.len().alias("beaten_by"),
             *with_notes(board, ["gate"]),
+            pl.when(pl.col("lo").is_not_null())
+            .then(pl.col("method"))
+            .otherwise(pl.lit(""))
+            .alias("interval_method"),
+            pl.when(pl.col("lo").is_not_null() & pl.col("few_clusters"))
+            .then(pl.lit("few_clusters"))
+            .otherwise(pl.lit(""))
+            .alias("flags"),
         )
         if args.format == "table":
             rule = (
                 "non-overlapping intervals (overlap = tie)"
                 if args.rule == "ci"
-                else "paired difference interval"
+                else "paired test, Holm-adjusted over every pair of runs"
             )
             print(
                 f"split {args.split}; {args.level:.0%} {args.unit}-bootstrap intervals, "
@@ -79,7 +87,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.format in ("table", "markdown"):
         table = table.select(
             "run_a", "run_b", "estimate_a", "estimate_b", "diff", "diff_lo", "diff_hi",
-            "p_holm", "ci_verdict", "paired_verdict", "winner", "n_common",
+            "p_holm", "family_size", "ci_verdict", "paired_verdict", "winner", "n_common",
             "n_set_aside_a", "n_set_aside_b",
         )  # fmt: skip
     return c.emit(table, args.format)
