@@ -1,4 +1,4 @@
-"""Resample plans: the B × C matrix of cluster counts every interval is drawn from (SPEC §5).
+"""Resample plans: the B × C matrix of cluster counts every interval is drawn from (docs/spec/uncertainty.md#the-plan).
 
 - Clusters: the sorted unique ``scenario_id`` (``unit="cluster"``, default)
   or ``case_id`` (``unit="case"``) of the *cases* table for the split
@@ -39,7 +39,13 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from ..errors import PeiraError, PeiraWarning
+from ..errors import (
+    FewClustersWarning,
+    PeiraTypeError,
+    PeiraValueError,
+    PeiraWarning,
+    PlanMismatchError,
+)
 
 __all__ = [
     "BLOCK_DRAWS",
@@ -69,14 +75,6 @@ CACHE_DRAWS = 1 << 26
 """Plans with B·C at most this (64 MB of uint8 counts) keep ``W`` once it is built."""
 BLOCK_DRAWS = 1 << 20
 """Draws generated per block when a plan is streamed (rows = max(1, this // C))."""
-
-
-class FewClustersWarning(PeiraWarning):
-    """A resample plan has fewer than :data:`MIN_CLUSTERS` clusters."""
-
-
-class PlanMismatchError(PeiraError, ValueError):
-    """Data refer to clusters that the resample plan does not hold (wrong split or cases)."""
 
 
 # ---------------------------------------------------------------- plans
@@ -172,7 +170,9 @@ def plan_fingerprint(w: npt.NDArray[Any], n_resamples: int | None = None) -> str
     b = w.shape[0] if n_resamples is None else n_resamples
     c = w.shape[1]
     if w.shape[0] < min(FINGERPRINT_ROWS, b):
-        raise ValueError(f"plan_fingerprint needs the first {min(FINGERPRINT_ROWS, b)} rows of W")
+        raise PeiraValueError(
+            f"plan_fingerprint needs the first {min(FINGERPRINT_ROWS, b)} rows of W"
+        )
     h = hashlib.sha256(_FP_TAG)
     h.update(struct.pack("<QQ", b, c))
     h.update(np.ascontiguousarray(w[:FINGERPRINT_ROWS], dtype="<u4").tobytes())
@@ -282,7 +282,7 @@ class ResamplePlan:
         if types is not None:
             t_arr = np.ascontiguousarray(types, dtype=np.int64)
             if t_arr.shape != (c,) or (c and (t_arr.min() < 0)):
-                raise ValueError(f"types must hold one non-negative type per cluster ({c})")
+                raise PeiraValueError(f"types must hold one non-negative type per cluster ({c})")
             n_types = int(t_arr.max()) + 1 if c else 0
         step = self.block_rows() if rows is None else _check_int("rows", rows, 1)
         bounds = [(s, min(stop, s + step)) for s in range(start, stop, step)]
@@ -317,7 +317,7 @@ class ResamplePlan:
     def _check_range(self, start: int, stop: int | None) -> int:
         stop = self.n_resamples if stop is None else stop
         if not 0 <= start <= stop <= self.n_resamples:
-            raise ValueError(f"need 0 <= start <= stop <= {self.n_resamples}")
+            raise PeiraValueError(f"need 0 <= start <= stop <= {self.n_resamples}")
         return stop
 
     def draws(self, start: int = 0, stop: int | None = None) -> I64:
@@ -328,7 +328,7 @@ class ResamplePlan:
         """
         stop = self.n_resamples if stop is None else stop
         if not 0 <= start <= stop <= self.n_resamples:
-            raise ValueError(f"draws: need 0 <= start <= stop <= {self.n_resamples}")
+            raise PeiraValueError(f"draws: need 0 <= start <= stop <= {self.n_resamples}")
         return _draw_block(self.seed, self.n_clusters, start, stop).astype(np.int64)
 
     def index_of(self, labels: pl.Series | Sequence[str], *, source: str = "data") -> I64:
@@ -354,10 +354,10 @@ def _sorted_labels(clusters: Iterable[str]) -> tuple[str, ...]:
         values = list(clusters)
         bad = next((x for x in values if not isinstance(x, str)), None)
         if bad is not None or any(x is None for x in values):
-            raise TypeError(f"cluster labels must be strings, not {bad!r}")
+            raise PeiraTypeError(f"cluster labels must be strings, not {bad!r}")
         series = pl.Series(values, dtype=pl.String)
     if series.null_count():
-        raise TypeError("cluster labels must be strings, not None")
+        raise PeiraTypeError("cluster labels must be strings, not None")
     # polars orders strings by their UTF-8 bytes, which is code-point order
     return tuple(series.unique().sort().to_list())
 
@@ -376,15 +376,15 @@ def _stream_fingerprint(seed: int, n_clusters: int, n_resamples: int) -> str:
 
 def _check_int(name: str, value: object, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{name} must be an integer, not {value!r}")
+        raise PeiraTypeError(f"{name} must be an integer, not {value!r}")
     if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, not {value!r}")
+        raise PeiraValueError(f"{name} must be >= {minimum}, not {value!r}")
     return int(value)
 
 
 def _check_unit(unit: str) -> Unit:
     if unit not in ("cluster", "case"):
-        raise ValueError(f"unit must be 'cluster' or 'case', not {unit!r}")
+        raise PeiraValueError(f"unit must be 'cluster' or 'case', not {unit!r}")
     return "cluster" if unit == "cluster" else "case"
 
 
@@ -428,9 +428,9 @@ def make_plan(
     """
     labs = _sorted_labels(clusters)
     if not labs:
-        raise ValueError("make_plan: no clusters")
+        raise PeiraValueError("make_plan: no clusters")
     if len(labs) >= 1 << 32:
-        raise ValueError("make_plan: at most 2**32 - 1 clusters")
+        raise PeiraValueError("make_plan: at most 2**32 - 1 clusters")
     b = _check_int("n_resamples", n_resamples, 1)
     s = _check_int("seed", seed, 0)
     return ResamplePlan(labs, b, s, _check_unit(unit), _stream_fingerprint(s, len(labs), b))
@@ -449,7 +449,7 @@ def plan_for_cases(
     Parameters
     ----------
     cases
-        The cases table (SPEC §2.1).
+        The cases table (docs/spec/data-model.md#cases).
     split
         ``"public"``, ``"holdout"`` or None (all cases).
     unit
@@ -475,10 +475,10 @@ def plan_for_cases(
         lf = lf.filter(pl.col("split") == split)
     vals = lf.select(pl.col(col).cast(pl.String).unique()).collect()[col]
     if vals.null_count():
-        raise ValueError(f"cases: {vals.null_count()} null {col} value(s)")
+        raise PeiraValueError(f"cases: {vals.null_count()} null {col} value(s)")
     if vals.len() == 0:
         where = "" if split is None else f" in split {split!r}"
-        raise ValueError(f"cases: no cases{where}; cannot build a resample plan")
+        raise PeiraValueError(f"cases: no cases{where}; cannot build a resample plan")
     return make_plan(vals, n_resamples=n_resamples, seed=seed, unit=u)
 
 
