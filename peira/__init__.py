@@ -21,7 +21,17 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads these
     from ._version import __version__
-    from .api import compare, leaderboard, pairs, read_log, rescore, score, tables, validate
+    from .api import (
+        compare,
+        flips,
+        leaderboard,
+        pairs,
+        read_log,
+        rescore,
+        score,
+        tables,
+        validate,
+    )
     from .errors import (
         DataFileError,
         InputFormatError,
@@ -59,6 +69,7 @@ __all__ = [
     "__version__",
     "compare",
     "demo_dir",
+    "flips",
     "leaderboard",
     "pairs",
     "read_dataset",
@@ -80,7 +91,9 @@ _CALLABLE_MODULES = ("compare", "pairs")
 #: Public name → the module that defines it.
 _WHERE = {
     "__version__": "._version",
-    **dict.fromkeys(("leaderboard", "read_log", "rescore", "score", "tables", "validate"), ".api"),
+    **dict.fromkeys(
+        ("flips", "leaderboard", "read_log", "rescore", "score", "tables", "validate"), ".api"
+    ),
     **dict.fromkeys(
         (
             "DataFileError",
@@ -111,7 +124,13 @@ _WHERE = {
 }
 
 
+#: Subpackages reached as attributes after ``import peira`` (loaded on first use).
+_SUBMODULES = ("plot",)
+
+
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return import_module(f".{name}", __name__)
     if name in _CALLABLE_MODULES:
         return import_module(f".{name}", __name__)  # binds peira.<name> to the module
     where = _WHERE.get(name)

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HEADLINE",
     "compare",
+    "flips",
     "headline",
     "leaderboard",
     "pairs",
@@ -280,6 +281,66 @@ def pairs(
     return table
 
 
+def flips(
+    responses: PathLike | FrameLike,
+    cases: PathLike | Dataset | FrameLike,
+    *,
+    split: Split = "public",
+    runs: Sequence[str] = (),
+    families: Sequence[str] = (),
+    reasons: Sequence[str] = (),
+    missing: Missing = "error",
+    delta: float = 0.10,
+    engine: str = "polars",
+) -> pl.DataFrame:
+    """Every pair the attack flipped, with the benign and attacked input and raw output.
+
+    What ``peira flips`` lists and the HTML report's drill-down shows: the
+    pairs behind ASR's numerator (eligible ∧ flipped,
+    docs/spec/scoring-rule.md), each with its ``reason`` (``decision_flip``,
+    ``abstention_flip`` or ``malformed_flip``).
+
+    Parameters
+    ----------
+    responses, cases
+        The response log and the dataset (paths or frames; the dataset's
+        variants give the inputs, so ``cases`` is a dataset directory or a
+        :class:`~peira.io.Dataset`).
+    split
+        ``"public"`` (default), ``"holdout"`` or ``"all"``.
+    runs, families, reasons
+        Keep only these (empty keeps all); an unknown name is an error naming
+        the closest known one.
+    missing, delta, engine
+        As in :func:`pairs`.
+
+    Returns
+    -------
+    polars.DataFrame
+        :func:`peira.report.flips.flipped_pairs`'s columns, sorted by run,
+        case and sample.
+
+    Examples
+    --------
+    >>> import peira
+    >>> d = peira.demo_dir()
+    >>> f = peira.flips(d / "responses.parquet", d, runs=["m03-abstain-dos"])
+    >>> f.group_by("reason").len().sort("reason").rows()
+    [('abstention_flip', 363), ('decision_flip', 31), ('malformed_flip', 6)]
+    """
+    from .pairs import build_pairs
+    from .report.flips import flipped_pairs
+
+    _engine(engine)
+    _split(split)
+    ds = _dataset(cases)
+    log = _responses(responses, ds.cases)
+    table = build_pairs(log, ds.cases, missing=missing, delta=delta)
+    if split != "all":
+        table = table.filter(pl.col("split") == split)
+    return flipped_pairs(table, log, ds.variants, runs=runs, families=families, reasons=reasons)
+
+
 def gate_text(table: pl.DataFrame) -> pl.DataFrame:
     """Add ``gate``: ``"ranked"``, or ``"unranked: "`` and the gate reasons."""
     gate = (
@@ -404,6 +465,8 @@ def score_pairs(
                 pairs, plan, by=by or None, metrics=nonratio_names, level=level, method=nr_method
             ).select(*keys, *common)
         )
+    if not parts:  # no interval asked for (interval_metrics=[])
+        return table.sort(keys)
     ci = pl.concat(parts)
     table = table.join(_wide_intervals(ci, keys), on=keys, how="left", nulls_equal=True)
     return table.sort(keys)

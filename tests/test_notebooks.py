@@ -1,4 +1,8 @@
-"""The notebooks execute top to bottom (they call the library only)."""
+"""The notebooks execute top to bottom, use the flat API and show their figures.
+
+Their prose states what each result means; the ``assert`` lines beside it check
+those statements against the results, so the text cannot drift from the data.
+"""
 
 from __future__ import annotations
 
@@ -31,3 +35,16 @@ def test_notebook_executes(path: Path) -> None:
     ]
     assert not errors
     assert all(c.get("execution_count") for c in nb.cells if c.cell_type == "code")
+    images = [
+        o
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if "image/png" in o.get("data", {})
+    ]
+    assert images, "every notebook shows at least one figure"
+    source = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert ("import peira\n" in source and "peira.pairs(" in source) or "peira.rescore(" in source
+    assert "from peira.pairs import" not in source  # the flat API, not submodule imports
+    prose = [c for c in nb.cells if c.cell_type == "markdown"]
+    assert len(prose) >= 4

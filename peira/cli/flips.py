@@ -37,21 +37,13 @@ COMPACT = [
 
 def cmd_flips(args: argparse.Namespace) -> int:
     """List the flipped pairs (exit 0, also when there are none)."""
-    import polars as pl
-
-    from ..io import read_dataset, read_responses
-    from ..pairs import build_pairs
-    from ..report.flips import flipped_pairs
+    from .. import api
 
     d, log = c.dataset_and_log(args)
-    ds = read_dataset(d)
-    responses = read_responses(log, cases=ds.cases)
-    pairs = build_pairs(responses, ds.cases, missing=args.missing, delta=args.delta)
-    if args.split != "all":
-        pairs = pairs.filter(pl.col("split") == args.split)
-    flips = flipped_pairs(
-        pairs, responses, ds.variants, runs=args.run, families=args.family, reasons=args.reason
-    )
+    flips = api.flips(
+        log, d, split=args.split, runs=args.run, families=args.family, reasons=args.reason,
+        missing=args.missing, delta=args.delta,
+    )  # fmt: skip
     total = flips.height
     human = args.format in ("table", "markdown")
     limit = args.limit if args.limit is not None else (30 if human else 0)
