@@ -25,7 +25,17 @@ from peira.errors import PeiraTypeError, PeiraValueError, UnknownNameError
 # the tiny dataset has two scenario clusters: every plan on it warns, by design
 pytestmark = pytest.mark.filterwarnings("ignore::peira.errors.FewClustersWarning")
 
-FLAT = ("compare", "leaderboard", "pairs", "read_log", "rescore", "score", "tables", "validate")
+FLAT = (
+    "compare",
+    "flips",
+    "leaderboard",
+    "pairs",
+    "read_log",
+    "rescore",
+    "score",
+    "tables",
+    "validate",
+)
 
 
 def test_all_is_frozen_and_sorted() -> None:
@@ -33,7 +43,7 @@ def test_all_is_frozen_and_sorted() -> None:
     assert peira.__all__ == [
         "DataFileError", "Dataset", "InputFormatError", "MissingArmsError", "PeiraError",
         "PeiraKeyError", "PeiraTypeError", "PeiraValueError", "PeiraWarning",
-        "UnknownNameError", "ValidationError", "__version__", "compare", "demo_dir",
+        "UnknownNameError", "ValidationError", "__version__", "compare", "demo_dir", "flips",
         "leaderboard", "pairs", "read_dataset", "read_log", "read_responses", "rescore",
         "scan_responses", "score", "tables", "validate", "write_dataset", "write_parquet",
     ]  # fmt: skip

@@ -241,7 +241,7 @@ TAKES = {
     "--seed": {"leaderboard", "compare", "score", "tables", "report", "publish", "seal",
                "holdout divergence", "synth"},
     "--delta": {"leaderboard", "compare", "score", "tables", "report", "publish", "seal",
-                "holdout divergence", "rescore"},
+                "holdout divergence", "rescore", "flips"},
 }  # fmt: skip
 
 

@@ -125,7 +125,7 @@ def test_readme_runs_as_written(tmp_path: Path) -> None:
     )
     # what the tour promises is there
     out = work / "out"
-    for path in ("tables/manifest.json", "report.html", "public/manifest.json", "m01",
+    for path in ("tables/manifest.json", "tables/tables.tex", "report.html", "public/manifest.json", "m01",
                  "blinded.parquet", "run.parquet", "my-dataset/cases.parquet", "cases.jsonl",
                  "ta/responses.parquet", "jbb/responses.parquet", "mine/responses.parquet",
                  "mine.parquet"):  # fmt: skip
@@ -145,6 +145,7 @@ def test_readme_runs_as_written(tmp_path: Path) -> None:
             timeout=600,
         )
         assert proc.returncode == 0, f"README.md line {line} (python):\n{proc.stderr[-3000:]}"
+    assert (out / "forest.png").stat().st_size > 0, "the peira.plot block saved its figure"
 
 
 def test_samples_are_what_their_builder_writes() -> None:

@@ -42,13 +42,13 @@ from peira.report import (
     markdown_escape,
     publish,
     report_html,
-    table_caption,
     to_csv,
     to_latex,
     to_markdown,
     write_tables,
 )
 from peira.report import build as build_mod
+from peira.report.build import latex_table
 from peira.seal import dataset_hash, results_hash
 from tests.builders import case, make_cases, make_responses, make_variants, resp
 
@@ -271,7 +271,7 @@ def test_csv_quotes_and_decimals() -> None:
 
 def test_latex_table_shape() -> None:
     df = pl.DataFrame({"run_id": ["a_b"], "asr": [0.25]})
-    tex = to_latex(df, caption="Cap 50%\nsecond line")
+    tex = to_latex(df, caption="Cap 50%\nsecond line", float=False)
     assert tex.splitlines() == [
         "% Cap 50% second line",
         r"\begin{tabular}{lr}",
@@ -305,7 +305,7 @@ def test_golden_tables(ctx: ReportContext, name: str) -> None:
     dig = spec.decimals(df)
     _golden(GOLDEN / f"{name}.csv", to_csv(df, digits=dig))
     _golden(GOLDEN / f"{name}.md", to_markdown(df, digits=dig))
-    _golden(GOLDEN / f"{name}.tex", to_latex(df, digits=dig, caption=table_caption(spec, ctx)))
+    _golden(GOLDEN / f"{name}.tex", latex_table(name, df, ctx))
 
 
 def test_tables_do_not_depend_on_row_order(ctx: ReportContext) -> None:
@@ -347,9 +347,7 @@ def test_golden_tables_scored(scored: ReportContext, name: str) -> None:
     dig = spec.decimals(df)
     _golden(GOLDEN / f"scored_{name}.csv", to_csv(df, digits=dig))
     _golden(GOLDEN / f"scored_{name}.md", to_markdown(df, digits=dig))
-    _golden(
-        GOLDEN / f"scored_{name}.tex", to_latex(df, digits=dig, caption=table_caption(spec, scored))
-    )
+    _golden(GOLDEN / f"scored_{name}.tex", latex_table(name, df, scored))
 
 
 def _scored_arms(ctx: ReportContext) -> dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]:
@@ -648,7 +646,7 @@ def test_tables_command_on_demo_is_byte_identical(
     assert "[ 1/17]" not in capsys.readouterr().err  # not every step: not a terminal
     a, b = _hashes(tmp_path / "a"), _hashes(tmp_path / "b")
     assert a == b
-    assert len(a) == 3 * len(TABLES) + 2 * len(FIGURES) + 1
+    assert len(a) == 3 * len(TABLES) + 2 * len(FIGURES) + 2  # + manifest.json, tables.tex
     m = json.loads((tmp_path / "a" / "manifest.json").read_text())
     assert {f["path"]: f["sha256"] for f in m["files"]} == {
         k: v for k, v in a.items() if k != "manifest.json"
@@ -722,7 +720,7 @@ def test_publish_discloses_no_holdout_data(tmp_path: Path, monkeypatch: pytest.M
     out = tmp_path / "pub"
     publish(ds, responses, out, ReportConfig(n_resamples=300))
     written = {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    assert len(written) == 3 * len(TABLES) + 2 * len(FIGURES) + 1
+    assert len(written) == 3 * len(TABLES) + 2 * len(FIGURES) + 2  # + manifest.json, tables.tex
     hold = ds.cases.filter(pl.col("split") == "holdout")
     public_scen = set(ds.cases.filter(pl.col("split") == "public")["scenario_id"])
     hv = ds.variants.join(hold.select("case_id"), on="case_id", how="semi")

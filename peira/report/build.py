@@ -5,7 +5,8 @@ the figures (:data:`FIGURES`) and writes a manifest, all in memory, as a
 mapping of relative path → bytes::
 
     manifest.json
-    tables/<name>.csv  tables/<name>.md  tables/<name>.tex
+    tables.tex         (\\input of every LaTeX table: the paper's one line)
+    tables/<name>.csv  tables/<name>.md  tables/<name>.tex (a booktabs table float)
     figures/<name>.png figures/<name>.svg
 
 :func:`write_tables` writes them into a directory atomically (a temporary
@@ -42,8 +43,8 @@ from ..integrity.hashes import dataset_hash, results_hash
 from ..io import Dataset, _umask, atomic_dir, atomic_path
 from .figures import FIGURES, FORMATS, matplotlib_available, render_figure
 from .html import render_html
-from .render import to_csv, to_latex, to_markdown
-from .tables import TABLES, ReportConfig, ReportContext, table_caption
+from .render import latex_document_inputs, to_csv, to_latex, to_markdown
+from .tables import TABLES, ReportConfig, ReportContext, table_caption, table_note
 
 __all__ = [
     "MANIFEST",
@@ -53,6 +54,7 @@ __all__ = [
     "ReportOutputs",
     "build_outputs",
     "check_publication",
+    "latex_table",
     "publish",
     "report_html",
     "write_report",
@@ -248,15 +250,32 @@ def build_outputs(
             files[f"tables/{name}.md"] = (
                 to_markdown(df, digits=dig) + "\nTable: " + " ".join(cap.split()) + "\n"
             ).encode()
-            files[f"tables/{name}.tex"] = to_latex(df, digits=dig, caption=cap).encode()
+            files[f"tables/{name}.tex"] = latex_table(name, df, ctx).encode()
         for name in fig_names:
             tell(f"figure {name}")
             drawn[name] = render_figure(FIGURES[name], ctx, figure_formats)
             for fmt, data in drawn[name].items():
                 files[f"figures/{name}.{fmt}"] = data
+    files["tables.tex"] = latex_document_inputs(list(TABLES)).encode()
     manifest = _manifest(ctx, generator, files, fig_names)
     files[MANIFEST] = _json(manifest)
     return ReportOutputs(dict(sorted(files.items())), frames, drawn, manifest)
+
+
+def latex_table(name: str, df: pl.DataFrame, ctx: ReportContext) -> str:
+    """``tables/<name>.tex``: the table as a booktabs float with caption, label
+    ``tab:peira-<name>`` and a note of the split, interval method, B and seed."""
+    spec = TABLES[name]
+    note = table_note(spec, ctx)
+    if "rank" in df.columns:
+        note += " Bold: the rank-1 group (runs no other run beats)."
+    return to_latex(
+        df,
+        digits=spec.decimals(df),
+        caption=f"{spec.title}. {spec.description}",
+        label=f"tab:peira-{name}",
+        note=note,
+    )
 
 
 # ---------------------------------------------------------------- writing

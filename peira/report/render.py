@@ -10,6 +10,16 @@ and returns text ending with a newline. Cells are formatted by one rule
 - lists joined with ``"; "``;
 - nulls as an empty CSV field, ``-`` in Markdown and ``--`` in LaTeX.
 
+LaTeX tables are complete ``table`` floats (:func:`to_latex`): booktabs rules,
+caption, label, ``est [lo, hi]`` cells, the rank-1 group in bold and a note of
+the interval method, B and seed; ``peira tables`` also writes ``tables.tex``,
+which reads them all with ``\\input``. These renderers are hand-written rather than
+built on ``great_tables``: the three formats must agree digit for digit and be
+byte-identical from run to run, the LaTeX must carry exactly these parts and
+nothing from the data may escape its cell; a few dozen lines do that, where
+``great_tables`` would add a heavy dependency (and pandas-shaped styling)
+whose LaTeX output we would still have to post-process.
+
 Text is escaped for its target: LaTeX specials (``& % $ # _ { } ~ ^ \\``,
 plus ``< > |``) become their LaTeX commands; Markdown cells escape
 backslashes, pipes, backticks, asterisks, angle brackets and square
@@ -29,6 +39,8 @@ import polars as pl
 __all__ = [
     "RENDERERS",
     "format_cell",
+    "interval_columns",
+    "latex_document_inputs",
     "latex_escape",
     "markdown_escape",
     "to_csv",
@@ -164,29 +176,127 @@ def to_markdown(df: pl.DataFrame, *, digits: int | Mapping[str, int] = 4) -> str
     return "\n".join(lines) + "\n"
 
 
+def interval_columns(columns: list[str]) -> dict[str, tuple[str, str]]:
+    """``{x: (x_lo, x_hi)}`` for every column ``x`` with both its bounds among ``columns``."""
+    have = set(columns)
+    return {c: (f"{c}_lo", f"{c}_hi") for c in columns if {f"{c}_lo", f"{c}_hi"} <= have}
+
+
+_LATEX_WRAP = 40  # a text column with a longer value is set as a paragraph column
+_LATEX_SMALL = 8  # tables with more columns are set in \scriptsize
+
+
 def to_latex(
     df: pl.DataFrame,
     *,
     digits: int | Mapping[str, int] = 4,
     caption: str | None = None,
+    label: str | None = None,
+    note: str | None = None,
+    float: bool = True,
 ) -> str:
-    r"""The frame as a booktabs ``tabular`` (needs ``\usepackage{booktabs}``).
+    r"""The frame as a complete booktabs ``table`` float (needs ``\usepackage{booktabs}``).
 
-    ``caption`` is written as a leading ``%`` comment, so the file can be
-    ``\input`` inside the author's own ``table`` environment.
+    - an estimate and its bounds (columns ``x``, ``x_lo``, ``x_hi``) share one
+      cell, ``est [lo, hi]``;
+    - rows with ``rank`` 1 (the runs no other run beats) are set in bold;
+    - a long text column (gate reasons) is a paragraph column that wraps;
+    - ``caption`` and ``label`` go in ``\caption`` and ``\label``, ``note``
+      (the interval method, B, seed) in small type under the table.
+
+    With ``float=False`` only the ``tabular`` is written, the caption as a
+    leading ``%`` comment, for an author's own ``table`` environment.
+
+    Examples
+    --------
+    >>> df = pl.DataFrame({"rank": [1, 2], "run_id": ["a_1", "b"], "asr": [0.1, 0.5],
+    ...                    "asr_lo": [0.05, 0.4], "asr_hi": [0.2, 0.6]})
+    >>> print(to_latex(df, digits=2, caption="ASR.", label="tab:x", note="B=100."), end="")
+    \begin{table}[htbp]
+    \centering
+    \caption{ASR.}
+    \label{tab:x}
+    \begin{tabular}{rll}
+    \toprule
+    rank & run\_id & asr [lo, hi] \\
+    \midrule
+    \textbf{1} & \textbf{a\_1} & \textbf{0.10 [0.05, 0.20]} \\
+    2 & b & 0.50 [0.40, 0.60] \\
+    \bottomrule
+    \end{tabular}
+    \par\smallskip{\footnotesize B=100.\par}
+    \end{table}
     """
-    spec = "".join("r" if n else "l" for n in _numeric(df)) or "l"
-    lines: list[str] = []
+    pairs = interval_columns(df.columns) if float else {}
+    bounds = {b for lo_hi in pairs.values() for b in lo_hi}
+    cols = [c for c in df.columns if c not in bounds]
+    ds = dict(zip(df.columns, _digits_of(df, digits), strict=True))
+
+    def cell(row: dict[str, Any], c: str) -> str:
+        text = format_cell(row[c], digits=ds[c], style="latex")
+        if c in pairs and row[c] is not None:
+            lo, hi = (format_cell(row[b], digits=ds[c], style="latex") for b in pairs[c])
+            text = f"{text} [{lo}, {hi}]"
+        return latex_escape(text)
+
+    rows = [[cell(r, c) for c in cols] for r in df.iter_rows(named=True)]
+    if float and "rank" in df.columns:
+        for out, r in zip(rows, df.iter_rows(named=True), strict=True):
+            if r["rank"] == 1:
+                out[:] = [f"\\textbf{{{x}}}" if x not in ("--", "") else x for x in out]
+    spec = []
+    for c in cols:
+        dt = df.schema[c]
+        if c in pairs or dt == pl.String:
+            long = dt == pl.String and (df[c].str.len_chars().max() or 0) > _LATEX_WRAP  # type: ignore[operator]
+            spec.append("p{4.5cm}" if float and long else "l")
+        else:
+            spec.append("r" if dt.is_numeric() else "l")
+    head = [latex_escape(c) + (" [lo, hi]" if c in pairs else "") for c in cols]
+    body = [
+        f"\\begin{{tabular}}{{{''.join(spec) or 'l'}}}",
+        "\\toprule",
+        " & ".join(head) + r" \\",
+        "\\midrule",
+        *[" & ".join(r) + r" \\" for r in rows],
+        "\\bottomrule",
+        "\\end{tabular}",
+    ]
+    if not float:
+        return "\n".join(([f"% {' '.join(caption.split())}"] if caption else []) + body) + "\n"
+    lines = ["\\begin{table}[htbp]", "\\centering"]
     if caption:
-        lines.append("% " + " ".join(caption.split()))
-    lines.append(f"\\begin{{tabular}}{{{spec}}}")
-    lines.append("\\toprule")
-    lines.append(" & ".join(latex_escape(c) for c in df.columns) + r" \\")
-    lines.append("\\midrule")
-    for row in _rows(df, digits, "latex"):
-        lines.append(" & ".join(latex_escape(c) for c in row) + r" \\")
-    lines.append("\\bottomrule")
-    lines.append("\\end{tabular}")
+        lines.append(f"\\caption{{{latex_escape(' '.join(caption.split()))}}}")
+    if label:
+        lines.append(f"\\label{{{label}}}")
+    if len(cols) > _LATEX_SMALL:
+        lines += ["\\scriptsize", "\\setlength{\\tabcolsep}{3pt}"]
+    lines += body
+    if note:
+        lines.append(
+            f"\\par\\smallskip{{\\footnotesize {latex_escape(' '.join(note.split()))}\\par}}"
+        )
+    lines.append("\\end{table}")
+    return "\n".join(lines) + "\n"
+
+
+def latex_document_inputs(names: list[str], directory: str = "tables") -> str:
+    r"""``tables.tex``: one ``\input`` per table file, with the packages they need.
+
+    Examples
+    --------
+    >>> print(latex_document_inputs(["leaderboard", "census"]), end="")
+    % Every table of this output as a LaTeX float (peira tables).
+    % Preamble: \usepackage{booktabs}. From the directory holding this file: \input{tables.tex}
+    \input{tables/leaderboard.tex}
+    \input{tables/census.tex}
+    """
+    lines = [
+        "% Every table of this output as a LaTeX float (peira tables).",
+        "% Preamble: \\usepackage{booktabs}. From the directory holding this file: "
+        "\\input{tables.tex}",
+        *[f"\\input{{{directory}/{n}.tex}}" for n in names],
+    ]
     return "\n".join(lines) + "\n"
 
 

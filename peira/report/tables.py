@@ -47,6 +47,7 @@ __all__ = [
     "UnknownTableError",
     "build_table",
     "table_caption",
+    "table_note",
 ]
 
 SEVERITY_ORDER: tuple[str, ...] = ("critical", "high", "medium", "low")
@@ -912,13 +913,13 @@ TABLES: Registry[TableSpec] = Registry(
 """Every named table, in report order."""
 
 
-def table_caption(spec: TableSpec, ctx: ReportContext, *, title: bool = True) -> str:
-    """The caption of a table: title (optional), description and the analysis settings."""
+def table_note(spec: TableSpec, ctx: ReportContext) -> str:
+    """The analysis settings of a table: split, interval level and bootstrap, seed, and
+    (for tables with intervals) what ``interval_method`` and ``flags`` mean."""
     c = ctx.config
-    head = f"{spec.title}. " if title else ""
     text = (
-        f"{head}{spec.description} Split {c.split}; {c.level:.0%} {c.unit}-bootstrap "
-        f"intervals, B={c.n_resamples}, seed {c.seed}."
+        f"Split {c.split}; {c.level:.0%} {c.unit}-bootstrap intervals, B={c.n_resamples}, "
+        f"seed {c.seed}."
     )
     if spec.intervals:
         text += (
@@ -928,6 +929,12 @@ def table_caption(spec: TableSpec, ctx: ReportContext, *, title: bool = True) ->
             "the row's statistic."
         )
     return text
+
+
+def table_caption(spec: TableSpec, ctx: ReportContext, *, title: bool = True) -> str:
+    """The caption of a table: title (optional), description and the analysis settings."""
+    head = f"{spec.title}. " if title else ""
+    return f"{head}{spec.description} {table_note(spec, ctx)}"
 
 
 def build_table(name: str, ctx: ReportContext) -> pl.DataFrame:
