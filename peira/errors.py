@@ -15,6 +15,7 @@ __all__ = [
     "DataFileError",
     "InputFormatError",
     "MissingArmsError",
+    "OutputError",
     "PeiraError",
     "PeiraWarning",
     "ValidationError",
@@ -64,3 +65,13 @@ class MissingArmsError(PeiraError, ValueError):
     def __init__(self, message: str, missing: pl.DataFrame) -> None:
         super().__init__(message)
         self.missing = missing
+
+
+class OutputError(PeiraError, OSError):
+    """An output cannot be written: a bad path, not Peira's to replace, an input, a full disk.
+
+    Raised before any work when the path is wrong (see ``peira._writes``);
+    the message names the path and what to do.
+    """
+
+    exit_code = 2

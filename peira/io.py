@@ -6,22 +6,31 @@ partitions such as ``run_id=m1/part-0.parquet`` allowed) or a glob pattern.
 Every read checks that each file exists, is non-empty and is Parquet before
 any data is touched; every write is atomic (a temporary file in the target
 directory, then a rename), so a failure leaves no half-written output.
+What may be written where (never over an input, never over what Peira did not
+make) is decided in one place, :mod:`peira._writes`, re-exported here.
 """
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import os
-import shutil
-import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 import pyarrow.parquet as pq
 
+from ._writes import (
+    PARQUET_STAMP,
+    DirOwner,
+    atomic_dir,
+    atomic_path,
+    check_output,
+    is_peira_file,
+    output_lock,
+    umask,
+)
 from .errors import DataFileError, ValidationError
 from .schema import (
     collect_failures,
@@ -32,11 +41,16 @@ from .schema import (
 )
 
 __all__ = [
+    "DATASET_FILES",
     "Dataset",
     "atomic_dir",
     "atomic_path",
+    "check_output",
+    "dataset_owner",
     "demo_dir",
     "incomplete_pairs",
+    "is_peira_file",
+    "output_lock",
     "parquet_files",
     "read_dataset",
     "read_parquet",
@@ -85,81 +99,67 @@ def demo_dir() -> Path:
 # ---------------------------------------------------------------- writing
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-@contextlib.contextmanager
-def atomic_path(path: PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; rename it onto ``path`` on success."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode
-    try:
-        yield Path(tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-@contextlib.contextmanager
-def atomic_dir(path: PathLike) -> Iterator[Path]:
-    """Yield a temporary directory beside ``path``; on success it replaces ``path``.
-
-    The directory gets the usual mode (umask applied). An existing ``path``
-    is swapped out and removed only after the new one is in place; on
-    failure the temporary directory is removed and ``path`` is untouched.
-    Callers decide beforehand whether replacing ``path`` is allowed.
-    """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
-    try:
-        os.chmod(tmp, 0o777 & ~_umask())
-        yield tmp
-        if target.exists():
-            old = Path(
-                tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent)
-            )
-            os.rmdir(old)
-            os.rename(target, old)
-            os.rename(tmp, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+_umask = umask  # kept for modules that import the old private name
 
 
 def write_parquet(df: pl.DataFrame, path: PathLike) -> Path:
     """Write ``df`` to ``path`` atomically (zstd, statistics); return the path.
 
-    The same frame always gives the same bytes.
+    The file carries Peira's stamp in its key-value metadata (so a later
+    command may replace it; see :func:`check_output`). The same frame always
+    gives the same bytes. Write failures raise :class:`~peira.errors.OutputError`.
     """
     with atomic_path(path) as tmp:
-        df.write_parquet(tmp, compression="zstd", statistics=True)
+        df.write_parquet(
+            tmp, compression="zstd", statistics=True, metadata={PARQUET_STAMP: "peira"}
+        )
     return Path(path)
 
 
-def write_dataset(cases: pl.DataFrame, variants: pl.DataFrame, directory: PathLike) -> Dataset:
+DATASET_FILES = ("cases.parquet", "variants.parquet")
+
+
+def dataset_owner(files: Sequence[str] = DATASET_FILES) -> DirOwner:
+    """Recognise a Peira dataset directory: its ``cases.parquet`` carries Peira's stamp.
+
+    The owner returns which of ``files`` Peira wrote there (those a new
+    write replaces); every other entry of the directory is kept.
+    """
+
+    def owner(d: Path) -> set[str] | None:
+        if not is_peira_file(d / "cases.parquet"):
+            return None
+        return {f for f in files if is_peira_file(d / f)}
+
+    return owner
+
+
+def write_dataset(
+    cases: pl.DataFrame,
+    variants: pl.DataFrame,
+    directory: PathLike,
+    *,
+    extra: Mapping[str, pl.DataFrame] | None = None,
+    force: bool = False,
+) -> Dataset:
     """Validate and write a dataset directory (``cases.parquet``, ``variants.parquet``).
 
     Both tables are validated before anything is written. Row order is kept
     as given (an imported file keeps its line order), so the same tables
-    always give the same bytes.
+    always give the same bytes. The directory appears whole or not at all:
+    the files are staged beside it and swapped in at once (see
+    :func:`atomic_dir`); ``extra`` (file name → frame, e.g.
+    ``responses.parquet``) joins the same swap. An existing directory must be
+    empty or a Peira dataset; its other files are kept.
     """
     d = Path(directory)
     cases = validate_cases(cases, source=str(d / "cases.parquet"))
     variants = validate_variants(variants, cases=cases, source=str(d / "variants.parquet"))
-    write_parquet(cases, d / "cases.parquet")
-    write_parquet(variants, d / "variants.parquet")
+    tables = {"cases.parquet": cases, "variants.parquet": variants, **(extra or {})}
+    owner = dataset_owner(tuple(tables))
+    with atomic_dir(d, owner=owner, force=force, writer="a peira dataset writer") as tmp:
+        for name, frame in tables.items():
+            write_parquet(frame, tmp / name)
     return Dataset(cases, variants, d)
 
 

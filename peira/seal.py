@@ -70,7 +70,7 @@ import polars as pl
 from .bootstrap import ResamplePlan, plan_for_cases, ratio_intervals
 from .canonical import CanonicalJSONError, canonical_json, pretty_json
 from .errors import DataFileError, PeiraError, PeiraWarning
-from .io import Dataset, atomic_dir, read_parquet, write_parquet
+from .io import Dataset, atomic_dir, check_output, read_parquet, write_parquet
 from .schema import CASES_SCHEMA, RESPONSES_SCHEMA, VARIANTS_SCHEMA
 
 __all__ = [
@@ -543,6 +543,17 @@ def build_artifact(
     return {**payload, "lock": lock}, rows
 
 
+def artifact_owner(directory: Path) -> set[str] | None:
+    """The files of a sealed run artifact in ``directory`` (its marker: ``artifact.json``)."""
+    try:
+        obj = json.loads((directory / ARTIFACT_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not (isinstance(obj, dict) and obj.get("format") == FORMAT):
+        return None
+    return {ARTIFACT_FILE, RESPONSES_FILE}
+
+
 def seal(
     dataset: Dataset,
     responses: pl.DataFrame,
@@ -564,17 +575,21 @@ def seal(
     Raises
     ------
     ArtifactExistsError
-        ``out`` exists and ``overwrite`` is False.
+        ``out`` exists (and is not an empty directory) and ``overwrite`` is False.
+    OutputError
+        ``out`` is not a sealed artifact (``overwrite`` replaces only those;
+        files in it that are not the artifact's are kept), or cannot be written.
     MissingArmsError, ValidationError, CanonicalJSONError, PeiraError
         The run cannot be scored or sealed.
     """
     target = Path(out)
-    if target.exists() and not overwrite:
+    if target.exists() and not overwrite and not (target.is_dir() and not any(target.iterdir())):
         raise ArtifactExistsError(f"{target}: exists already (pass --force to replace it)")
+    check_output(target, kind="dir", owner=artifact_owner, writer="peira seal")
     artifact, rows = build_artifact(
         dataset, responses, run_id, config=config, key=key, created_utc=created_utc
     )
-    with atomic_dir(target) as tmp:
+    with atomic_dir(target, owner=artifact_owner, writer="peira seal") as tmp:
         write_parquet(rows, tmp / RESPONSES_FILE)
         (tmp / ARTIFACT_FILE).write_bytes(pretty_json(artifact))
     return target

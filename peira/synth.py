@@ -167,7 +167,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from .io import write_dataset, write_parquet
+from .io import write_dataset
 from .schema import (
     CASES_SCHEMA,
     RESPONSES_SCHEMA,
@@ -1115,8 +1115,9 @@ class SynthBenchmark:
 
         ``cases.parquet`` and ``variants.parquet`` go through
         :func:`peira.io.write_dataset` (validated), ``responses.parquet`` and
-        ``models.parquet`` through :func:`peira.io.write_parquet`. Every write is
-        atomic, and the same benchmark always gives byte-identical files.
+        ``models.parquet`` through :func:`peira.io.write_parquet`, all four in one
+        atomic swap of the directory, and the same benchmark always gives
+        byte-identical files.
 
         Returns
         -------
@@ -1124,9 +1125,8 @@ class SynthBenchmark:
             ``out_dir``.
         """
         d = Path(out_dir)
-        write_dataset(self.cases, self.variants, d)
-        write_parquet(self.responses, d / "responses.parquet")
-        write_parquet(self.models, d / "models.parquet")
+        extra = {"responses.parquet": self.responses, "models.parquet": self.models}
+        write_dataset(self.cases, self.variants, d, extra=extra)
         return d
 
 

@@ -257,26 +257,40 @@ def build_outputs(
 # ---------------------------------------------------------------- writing
 
 
+def tree_owner(target: Path) -> set[str] | None:
+    """The files ``peira tables``/``publish`` wrote in ``target`` (per its manifest), or None."""
+    try:
+        m = json.loads((target / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not (isinstance(m, dict) and m.get("generator") in GENERATORS):
+        return None
+    files = m.get("files")
+    listed = (
+        {f["path"] for f in files if isinstance(f, dict) and isinstance(f.get("path"), str)}
+        if isinstance(files, list)
+        else set()
+    )
+    return {MANIFEST, *listed}
+
+
 def _is_ours(target: Path) -> bool:
     """Whether an existing directory may be replaced: empty, or a previous output of ours."""
     if not target.is_dir():
         return False
     if not any(target.iterdir()):
         return True
-    try:
-        m = json.loads((target / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(m, dict) and m.get("generator") in GENERATORS
+    return tree_owner(target) is not None
 
 
 def write_tree(files: Mapping[str, bytes], out: str | os.PathLike[str]) -> Path:
     """Write ``files`` (relative path → bytes) as the directory ``out``, atomically.
 
     Everything is written into a temporary directory beside ``out`` and
-    renamed into place; a failure leaves ``out`` as it was. An existing
-    ``out`` is replaced only if it is empty or was written by ``peira
-    tables``/``peira publish`` (its ``manifest.json`` says so).
+    swapped into place at once; a failure leaves ``out`` as it was. An
+    existing ``out`` is replaced only if it is empty or was written by
+    ``peira tables``/``peira publish`` (its ``manifest.json`` says so); files
+    in it that the manifest does not list (a user's notes) are kept.
 
     Raises
     ------
@@ -289,7 +303,7 @@ def write_tree(files: Mapping[str, bytes], out: str | os.PathLike[str]) -> Path:
             f"{target}: exists and is not an output directory of peira tables/publish; "
             "choose a new --out directory (it is replaced only when empty or written by peira)"
         )
-    with atomic_dir(target) as tmp:
+    with atomic_dir(target, owner=tree_owner, writer="peira tables/publish") as tmp:
         for rel, data in files.items():
             if Path(rel).is_absolute() or ".." in Path(rel).parts:
                 raise ValueError(f"bad output path {rel!r}")
