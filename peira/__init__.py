@@ -1,7 +1,6 @@
 """Peira: score adversarial-robustness benchmarks of decision models."""
 
-from importlib.metadata import PackageNotFoundError, version
-
+from ._version import __version__
 from .errors import (
     DataFileError,
     InputFormatError,
@@ -19,11 +18,6 @@ from .io import (
     write_dataset,
     write_parquet,
 )
-
-try:
-    __version__ = version("peira")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0"
 
 __all__ = [
     "DataFileError",

@@ -45,7 +45,7 @@ import polars as pl
 
 from .errors import PeiraError, PeiraWarning
 from .io import Dataset, read_dataset, read_responses
-from .run import Decision, Request
+from .run.protocol import Decision, Request
 
 __all__ = [
     "ARCHETYPES",

@@ -213,3 +213,47 @@ def test_export_one_split_and_unknown_by(
     assert not (tmp_path / "all.jsonl").exists()
     assert main(["score", "--by", "colour"]) == 2
     assert "--by colour: not a column" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- the package
+
+
+def test_command_modules_import_only_the_shared_modules_and_the_library() -> None:
+    """No command module imports another (no cycle): only _common, _output, _errors."""
+    import ast
+
+    import peira.cli
+
+    pkg = Path(peira.cli.__file__).parent
+    shared = {"_common", "_output", "_errors"}
+    for group in peira.cli.GROUPS:
+        path = Path(group.__file__)  # type: ignore[arg-type]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                names = {node.module} if node.module else {a.name for a in node.names}
+                assert names <= shared, f"{path.name} imports {names - shared} of peira.cli"
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                assert not node.module.startswith("peira.cli"), path.name
+    assert {p.stem for p in pkg.glob("*.py")} == shared | {"__init__"} | {
+        g.__name__.rpartition(".")[2] for g in peira.cli.GROUPS
+    }
+
+
+def test_python_dash_m_peira(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from peira import __version__
+
+    r = subprocess.run(
+        [sys.executable, "-m", "peira", "--version"], capture_output=True, text=True, check=False
+    )
+    assert r.returncode == 0 and r.stdout.strip() == f"peira {__version__}"
+
+
+def test_tables_rejects_what_score_rejects(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["tables", "--out", "x"], ["score"]):
+        with pytest.raises(SystemExit) as info:
+            main([*argv, "--resamples", "0", "--level", "1.5"])
+        assert info.value.code == 2
+        assert "argument --resamples: must be >= 1, not 0" in capsys.readouterr().err

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import math
@@ -16,7 +15,7 @@ import pytest
 from scipy import stats
 
 import peira.holdout as holdout_mod
-from peira.cli_integrity import register
+from peira.cli import main
 from peira.errors import PeiraError
 from peira.holdout import (
     BLIND_COLUMNS,
@@ -39,11 +38,7 @@ FAMILIES = ("alpha", "beta", "gamma", "delta")
 
 
 def cli(*argv: str) -> int:
-    p = argparse.ArgumentParser(prog="peira")
-    sub = p.add_subparsers(dest="command", required=True)
-    register(sub)
-    args = p.parse_args(list(argv))
-    return int(args.func(args))
+    return main(list(argv))
 
 
 def _dataset(n_cases: int, holdout_every: int = 4) -> Dataset:

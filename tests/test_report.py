@@ -22,7 +22,7 @@ import pytest
 from sklearn.metrics import brier_score_loss
 
 from peira.bootstrap import FewClustersWarning
-from peira.cli_report import register
+from peira.cli.report import register
 from peira.errors import PeiraError
 from peira.io import Dataset, demo_dir, read_dataset, read_responses
 from peira.metrics import GateThresholds

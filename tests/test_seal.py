@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import copy
 import hashlib
 import json
@@ -17,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from peira.cli_integrity import register
+from peira.cli import main
 from peira.errors import OutputError
 from peira.io import Dataset, read_parquet, write_dataset, write_parquet
 from peira.schema import RESPONSES_SCHEMA
@@ -50,12 +49,8 @@ CREATED = "2026-01-02T03:04:05Z"
 
 
 def cli(*argv: str) -> int:
-    """Run a subcommand through a parser built with :func:`register` (as the main CLI does)."""
-    p = argparse.ArgumentParser(prog="peira")
-    sub = p.add_subparsers(dest="command", required=True)
-    register(sub)
-    args = p.parse_args(list(argv))
-    return int(args.func(args))
+    """Run a subcommand through the ``peira`` command (parser, guard and exit codes)."""
+    return main(list(argv))
 
 
 # ---------------------------------------------------------------- fixtures

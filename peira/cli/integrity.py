@@ -1,9 +1,6 @@
-"""Integrity subcommands of ``peira``: ``seal``, ``verify`` and ``holdout``.
+"""``peira seal``, ``verify`` and ``holdout {blind, unblind, divergence}``.
 
-:func:`register` adds them to the subparsers of the main parser
-(:func:`peira.cli.build_parser`). Every command returns its exit code and
-reports its own errors (``peira <command>: error: …`` on stderr), so the
-codes below hold however the command is invoked:
+Exit codes (the guard's, see :mod:`peira.cli._errors`):
 
 - ``seal``: 0 written; 1 the data break the model (validation, missing
   arms); 2 unreadable input, bad key, existing output.
@@ -20,59 +17,26 @@ Secret keys come from ``--key-file`` or the environment
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
+from . import _common as c
 
-from .errors import DataFileError, InputFormatError, MissingArmsError, PeiraError, ValidationError
+if TYPE_CHECKING:
+    import polars as pl
 
-__all__ = ["register"]
-
-EXIT_OK, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
-
-Command = Callable[[argparse.Namespace], int]
-
-
-def _guarded(name: str) -> Callable[[Command], Command]:
-    """Report Peira errors of a command on stderr and map them to exit codes."""
-
-    def wrap(fn: Command) -> Command:
-        @functools.wraps(fn)
-        def run(args: argparse.Namespace) -> int:
-            from .holdout import UnblindError
-
-            try:
-                return int(fn(args))
-            except (
-                ValidationError,
-                MissingArmsError,
-                InputFormatError,
-                UnblindError,
-            ) as exc:
-                print(f"peira {name}: error: {exc}", file=sys.stderr)
-                return EXIT_INVALID
-            except (DataFileError, PeiraError) as exc:
-                print(f"peira {name}: error: {exc}", file=sys.stderr)
-                return EXIT_UNREADABLE
-
-        return run
-
-    return wrap
+__all__ = ["cmd_blind", "cmd_divergence", "cmd_seal", "cmd_unblind", "cmd_verify", "register"]
 
 
 # ---------------------------------------------------------------- seal / verify
 
 
-@_guarded("seal")
 def cmd_seal(args: argparse.Namespace) -> int:
     """``peira seal``: write a sealed run artifact directory."""
-    from .io import read_dataset, read_responses
-    from .seal import SEAL_KEY_ENV, SealConfig, load_key, seal
+    from ..io import read_dataset, read_responses
+    from ..seal import SEAL_KEY_ENV, SealConfig, load_key, seal
 
     key = load_key(args.key_file, env_var=SEAL_KEY_ENV, purpose="seal")
     ds = read_dataset(args.dataset)
@@ -89,22 +53,20 @@ def cmd_seal(args: argparse.Namespace) -> int:
     out = seal(ds, responses, args.run, args.out, config=config, key=key, overwrite=args.force)
     kind = "HMAC-SHA256 (keyed)" if key is not None else "SHA-256"
     print(f"{out}: sealed run {args.run!r} ({kind} lock)")
-    return EXIT_OK
+    return c.EXIT_OK
 
 
-@_guarded("verify")
 def cmd_verify(args: argparse.Namespace) -> int:
     """``peira verify``: check locks, results hashes and (optionally) re-derive metrics."""
-    from .io import read_dataset
-    from .seal import SEAL_KEY_ENV, load_key, verify
+    from ..errors import PeiraError
+    from ..io import read_dataset
+    from ..seal import SEAL_KEY_ENV, load_key, verify
 
     if args.rederive and args.dataset is None:
-        print(
-            "peira verify: error: --rederive needs --dataset D (the dataset the run was "
-            "scored on; its content hash is checked against the artifact)",
-            file=sys.stderr,
+        raise PeiraError(
+            "--rederive needs --dataset D (the dataset the run was "
+            "scored on; its content hash is checked against the artifact)"
         )
-        return EXIT_UNREADABLE
     key = load_key(args.key_file, env_var=SEAL_KEY_ENV, purpose="seal")
     dataset = read_dataset(args.dataset) if args.dataset is not None else None
     codes: list[int] = []
@@ -142,26 +104,27 @@ def cmd_verify(args: argparse.Namespace) -> int:
         for row in rows:
             sys.stdout.write(json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n")
     # a proven tampering outranks an unreadable artifact
-    return EXIT_INVALID if EXIT_INVALID in codes else max(codes)
+    return c.EXIT_VIOLATIONS if c.EXIT_VIOLATIONS in codes else max(codes)
 
 
 # ---------------------------------------------------------------- holdout
 
 
 def _holdout_key(args: argparse.Namespace) -> bytes:
-    from .holdout import HOLDOUT_KEY_ENV
-    from .seal import load_key
+    from ..holdout import HOLDOUT_KEY_ENV
+    from ..seal import load_key
 
     key = load_key(args.key_file, env_var=HOLDOUT_KEY_ENV, required=True, purpose="holdout")
     assert key is not None
     return key
 
 
-@_guarded("holdout blind")
 def cmd_blind(args: argparse.Namespace) -> int:
     """``peira holdout blind``: write the blinded export."""
-    from .holdout import write_blinded
-    from .io import read_dataset
+    import polars as pl
+
+    from ..holdout import write_blinded
+    from ..io import read_dataset
 
     key = _holdout_key(args)
     ds = read_dataset(args.dataset)
@@ -171,10 +134,15 @@ def cmd_blind(args: argparse.Namespace) -> int:
         f"{out}: {ds.variants.height} blinded variants of {ds.cases.height} cases "
         f"({n_hold} holdout)"
     )
-    return EXIT_OK
+    return c.EXIT_OK
 
 
 def _read_blinded_responses(path: str) -> pl.DataFrame:
+    import polars as pl
+
+    from ..errors import DataFileError, InputFormatError
+    from ..io import read_parquet
+
     p = Path(path)
     if p.suffix in (".jsonl", ".ndjson"):
         if not p.is_file():
@@ -183,16 +151,13 @@ def _read_blinded_responses(path: str) -> pl.DataFrame:
             return pl.read_ndjson(p)
         except Exception as exc:
             raise InputFormatError(f"{p}: not readable as JSON lines: {exc}") from exc
-    from .io import read_parquet
-
     return read_parquet(p)
 
 
-@_guarded("holdout unblind")
 def cmd_unblind(args: argparse.Namespace) -> int:
     """``peira holdout unblind``: map responses keyed by variant_id back to a response log."""
-    from .holdout import unblind
-    from .io import read_dataset, write_parquet
+    from ..holdout import unblind
+    from ..io import read_dataset, write_parquet
 
     key = _holdout_key(args)
     ds = read_dataset(args.dataset)
@@ -209,16 +174,14 @@ def cmd_unblind(args: argparse.Namespace) -> int:
     )
     write_parquet(log, args.out)
     print(f"{args.out}: {log.height} responses of {log['run_id'].n_unique()} run(s)")
-    return EXIT_OK
+    return c.EXIT_OK
 
 
-@_guarded("holdout divergence")
 def cmd_divergence(args: argparse.Namespace) -> int:
     """``peira holdout divergence``: holdout − public ASR per run (and family)."""
-    from .holdout import divergence
-    from .io import read_dataset, read_responses
-    from .pairs import build_pairs
-    from .render import render
+    from ..holdout import divergence
+    from ..io import read_dataset, read_responses
+    from ..pairs import build_pairs
 
     ds = read_dataset(args.dataset)
     responses = read_responses(args.responses, cases=ds.cases)
@@ -227,12 +190,12 @@ def cmd_divergence(args: argparse.Namespace) -> int:
         pairs,
         ds.cases,
         by=args.by or None,
+        level=args.level,
         n_resamples=args.resamples,
         seed=args.seed,
         unit=args.unit,
     )
-    sys.stdout.write(render(table, args.format))
-    return EXIT_OK
+    return c.emit(table, args.format)
 
 
 # ---------------------------------------------------------------- parser
@@ -247,41 +210,28 @@ def _key_option(p: argparse.ArgumentParser, env: str) -> None:
 
 
 def register(sub: Any) -> None:
-    """Add ``seal``, ``verify`` and ``holdout`` to the subparsers of the ``peira`` parser.
-
-    Parameters
-    ----------
-    sub
-        The object returned by ``ArgumentParser.add_subparsers``.
-    """
-    from .render import FORMATS
-
-    s = sub.add_parser("seal", help="write a sealed (tamper-evident) run artifact")
-    s.add_argument("--dataset", required=True, help="dataset directory")
-    s.add_argument("--responses", required=True, help="response log: file, directory or glob")
+    """Add ``seal``, ``verify`` and ``holdout`` to the ``peira`` subparsers object ``sub``."""
+    s = c.add_command(sub, "seal", cmd_seal, "write a sealed (tamper-evident) run artifact")
+    c.add_input_options(s, required=True)
     s.add_argument("--run", required=True, metavar="RUN_ID", help="the run to seal")
     s.add_argument("--out", required=True, metavar="ARTIFACT_DIR", help="artifact directory")
     _key_option(s, "PEIRA_SEAL_KEY")
-    s.add_argument(
-        "--split", choices=("all", "public", "holdout"), default="all", help="cases scored"
-    )
-    s.add_argument("--missing", choices=("error", "malformed"), default="error")
-    s.add_argument("--delta", type=float, default=0.10, help="shift-without-flip threshold")
-    s.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples B")
-    s.add_argument("--seed", type=int, default=0, help="bootstrap seed")
-    s.add_argument("--unit", choices=("cluster", "case"), default="cluster")
-    s.add_argument("--method", choices=("percentile", "bca"), default="percentile")
+    c.add_split_option(s, "all", help="cases scored")
+    c.add_pair_options(s)
+    c.add_bootstrap_options(s, level=False, method=True)
     s.add_argument("--force", action="store_true", help="replace an existing artifact directory")
-    s.set_defaults(func=cmd_seal)
 
-    v = sub.add_parser(
-        "verify", help="verify sealed artifacts (exit 0 intact, 1 tampered, 2 unreadable)"
+    v = c.add_command(
+        sub,
+        "verify",
+        cmd_verify,
+        "verify sealed artifacts (exit 0 intact, 1 tampered, 2 unreadable)",
     )
     v.add_argument(
         "artifacts",
         nargs="+",
         metavar="ARTIFACT",
-        help="run artifact directory, or a reference-implementation artifact (.json)",
+        help="run artifact directory, or an artifact of the earlier harness (.json)",
     )
     v.add_argument(
         "--rederive", action="store_true", help="recompute every metric from the results"
@@ -289,19 +239,19 @@ def register(sub: Any) -> None:
     v.add_argument("--dataset", help="the run's dataset (required by --rederive)")
     _key_option(v, "PEIRA_SEAL_KEY")
     v.add_argument("--format", choices=("text", "json"), default="text")
-    v.set_defaults(func=cmd_verify)
 
     h = sub.add_parser("holdout", help="blind holdout: blinded export, unblinding, divergence")
     hs = h.add_subparsers(dest="holdout_command", required=True, metavar="ACTION")
 
-    b = hs.add_parser("blind", help="write the blinded export (variant_id, prompt, …)")
+    b = c.add_command(hs, "blind", cmd_blind, "write the blinded export (variant_id, prompt, …)")
     b.add_argument("--dataset", required=True, help="dataset directory")
     _key_option(b, "PEIRA_HOLDOUT_KEY")
     b.add_argument("--out", required=True, metavar="EXPORT", help="Parquet file to write")
     b.add_argument("--digits", type=int, default=20, help="hex digits of a pseudonym")
-    b.set_defaults(func=cmd_blind)
 
-    u = hs.add_parser("unblind", help="map responses keyed by variant_id to a response log")
+    u = c.add_command(
+        hs, "unblind", cmd_unblind, "map responses keyed by variant_id to a response log"
+    )
     u.add_argument("responses", metavar="RESPONSES", help="Parquet (or .jsonl) keyed by variant_id")
     u.add_argument("--dataset", required=True, help="dataset directory")
     _key_option(u, "PEIRA_HOLDOUT_KEY")
@@ -310,16 +260,12 @@ def register(sub: Any) -> None:
     u.add_argument("--model", help="model (required unless the responses carry it)")
     u.add_argument("--model-version", help="model_version (required unless carried)")
     u.add_argument("--digits", type=int, default=20, help="hex digits of a pseudonym")
-    u.set_defaults(func=cmd_unblind)
 
-    d = hs.add_parser("divergence", help="holdout − public ASR per run, flags hill-climbing")
-    d.add_argument("--dataset", required=True, help="dataset directory")
-    d.add_argument("--responses", required=True, help="response log: file, directory or glob")
+    d = c.add_command(
+        hs, "divergence", cmd_divergence, "holdout − public ASR per run, flags hill-climbing"
+    )
+    c.add_input_options(d, required=True)
     d.add_argument("--by", action="append", default=[], help="breakdown column, e.g. family")
-    d.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples B")
-    d.add_argument("--seed", type=int, default=0, help="seed of the public plan (holdout: +1)")
-    d.add_argument("--unit", choices=("cluster", "case"), default="cluster")
-    d.add_argument("--missing", choices=("error", "malformed"), default="error")
-    d.add_argument("--delta", type=float, default=0.10)
-    d.add_argument("--format", choices=FORMATS, default="table")
-    d.set_defaults(func=cmd_divergence)
+    c.add_bootstrap_options(d, seed_help="seed of the public plan (holdout: +1)")
+    c.add_pair_options(d)
+    c.add_format_option(d)

@@ -1,9 +1,6 @@
-"""Report subcommands of ``peira``: ``tables``, ``report`` and ``publish``.
+"""``peira tables``, ``report`` and ``publish``: every table and figure from one command.
 
-:func:`register` adds them to the subparsers of the main parser
-(:func:`peira.cli.build_parser`); :func:`main` runs them standalone
-(``python -m peira.cli_report tables --out DIR``). Without ``--dataset`` they
-read the bundled demo data, like ``peira leaderboard``.
+Without ``--dataset`` they read the bundled demo data, like ``peira leaderboard``.
 
 - ``peira tables --out DIR``: every table (CSV, Markdown, LaTeX), every
   figure (PNG, SVG) and ``manifest.json``, written atomically; a second run
@@ -11,10 +8,6 @@ read the bundled demo data, like ``peira leaderboard``.
 - ``peira report --out report.html``: one self-contained HTML page.
 - ``peira publish --out DIR``: the public split's tables and figures; the
   holdout as aggregates only, checked by a scan before anything is written.
-
-Exit codes: 0 written; 1 the data break the model (validation, missing
-arms); 2 unreadable input, an output directory that is not ours, or a
-publication scan that found holdout data.
 """
 
 from __future__ import annotations
@@ -23,9 +16,9 @@ import argparse
 import sys
 from typing import Any
 
-__all__ = ["register"]
+from . import _common as c
 
-EXIT_OK, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
+__all__ = ["cmd_publish", "cmd_report", "cmd_tables", "register"]
 
 
 def _progress(args: argparse.Namespace) -> Any:
@@ -40,12 +33,11 @@ def _progress(args: argparse.Namespace) -> Any:
 
 
 def _context(args: argparse.Namespace, *, publication: bool = False) -> Any:
-    from .cli import _dataset_and_log
-    from .io import read_dataset, read_responses
-    from .metrics import GateThresholds
-    from .report import ReportConfig, ReportContext
+    from ..io import read_dataset, read_responses
+    from ..metrics import GateThresholds
+    from ..report import ReportConfig, ReportContext
 
-    d, log = _dataset_and_log(args)
+    d, log = c.dataset_and_log(args)
     ds = read_dataset(d)
     responses = read_responses(log, cases=ds.cases)
     config = ReportConfig(
@@ -72,27 +64,27 @@ def _summary(out: Any, outputs: Any) -> str:
 
 def cmd_tables(args: argparse.Namespace) -> int:
     """``peira tables``: every table and figure plus the manifest, into ``--out``."""
-    from .report import write_tables
+    from ..report import write_tables
 
     ctx = _context(args)
     outputs = write_tables(ctx, args.out, figures=not args.no_figures, progress=_progress(args))
     print(_summary(args.out, outputs))
-    return EXIT_OK
+    return c.EXIT_OK
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     """``peira report``: one self-contained HTML page."""
-    from .report import write_report
+    from ..report import write_report
 
     ctx = _context(args, publication=args.publication)
     path = write_report(ctx, args.out, figures=not args.no_figures, progress=_progress(args))
     print(f"{path}: {path.stat().st_size} bytes")
-    return EXIT_OK
+    return c.EXIT_OK
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
     """``peira publish``: public tables and figures, holdout aggregates only."""
-    from .report import publish
+    from ..report import publish
 
     ctx = _context(args, publication=True)
     outputs = publish(
@@ -105,20 +97,15 @@ def cmd_publish(args: argparse.Namespace) -> int:
         pairs=ctx.all_pairs,
     )
     print(_summary(args.out, outputs))
-    return EXIT_OK
+    return c.EXIT_OK
 
 
 def _options(q: argparse.ArgumentParser, *, split: bool) -> None:
-    q.add_argument("--dataset", help="dataset directory (default: the bundled data/demo)")
-    q.add_argument("--responses", help="response log: file, directory or glob")
+    c.add_input_options(q)
     if split:
-        q.add_argument("--split", choices=("public", "holdout", "all"), default="public")
-    q.add_argument("--missing", choices=("error", "malformed"), default="error")
-    q.add_argument("--delta", type=float, default=0.10, help="shift-without-flip threshold")
-    q.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples B")
-    q.add_argument("--seed", type=int, default=0, help="bootstrap seed (holdout plan: seed + 1)")
-    q.add_argument("--unit", choices=("cluster", "case"), default="cluster")
-    q.add_argument("--level", type=float, default=0.95, help="confidence level")
+        c.add_split_option(q, "public")
+    c.add_pair_options(q)
+    c.add_bootstrap_options(q, seed_help="bootstrap seed (holdout plan: seed + 1)")
     q.add_argument("--rule", choices=("ci", "paired"), default="ci", help="head-to-head rule")
     q.add_argument("--no-figures", action="store_true", help="tables only (no matplotlib)")
     q.add_argument(
@@ -129,21 +116,19 @@ def _options(q: argparse.ArgumentParser, *, split: bool) -> None:
 
 
 def register(sub: Any) -> None:
-    """Add ``tables``, ``report`` and ``publish`` to the subparsers of the ``peira`` parser.
-
-    Parameters
-    ----------
-    sub
-        The object returned by ``ArgumentParser.add_subparsers``.
-    """
-    t = sub.add_parser(
-        "tables", help="regenerate every table and figure plus a manifest (default: demo data)"
+    """Add ``tables``, ``report`` and ``publish`` to the ``peira`` subparsers object ``sub``."""
+    t = c.add_command(
+        sub,
+        "tables",
+        cmd_tables,
+        "regenerate every table and figure plus a manifest (default: demo data)",
     )
     _options(t, split=True)
     t.add_argument("--out", required=True, metavar="DIR", help="output directory")
-    t.set_defaults(func=cmd_tables)
 
-    r = sub.add_parser("report", help="one self-contained HTML page with the tables and figures")
+    r = c.add_command(
+        sub, "report", cmd_report, "one self-contained HTML page with the tables and figures"
+    )
     _options(r, split=True)
     r.add_argument("--out", required=True, metavar="HTML", help="HTML file to write")
     r.add_argument(
@@ -151,11 +136,9 @@ def register(sub: Any) -> None:
         action="store_true",
         help="the publication view: public split, holdout aggregates only",
     )
-    r.set_defaults(func=cmd_report)
 
-    p = sub.add_parser(
-        "publish", help="public leaderboard and tables; the holdout as aggregates only"
+    p = c.add_command(
+        sub, "publish", cmd_publish, "public leaderboard and tables; the holdout as aggregates only"
     )
     _options(p, split=False)
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
-    p.set_defaults(func=cmd_publish)

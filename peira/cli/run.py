@@ -1,38 +1,16 @@
-"""The ``peira run`` and ``peira rescore`` subcommands.
-
-:func:`register` adds them to the main parser's subparsers (see
-:func:`peira.cli.build_parser`); each sets ``func`` to a function of the
-parsed arguments returning the exit code.
-"""
+"""``peira run`` and ``peira rescore``: call a model, or re-parse a released log."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 from pathlib import Path
 from typing import Any
 
-import polars as pl
-
-from .errors import PeiraError
-from .io import read_dataset, read_responses, write_parquet
-from .render import FORMATS, render
+from . import _common as c
 
 __all__ = ["cmd_rescore", "cmd_run", "parse_adapter_args", "register"]
-
-EXIT_OK = 0
-EXIT_INTERRUPTED = 130  # the shell's code for SIGINT
-EXIT_TERMINATED = 143  # the shell's code for SIGTERM
-
-
-def _install(signum: int, handler: Any) -> Any:
-    """Set a signal handler; return the previous one (None off the main thread)."""
-    try:
-        return signal.signal(signum, handler)
-    except ValueError:  # not the main thread: leave signals alone
-        return None
 
 
 def parse_adapter_args(items: list[str]) -> dict[str, Any]:
@@ -41,6 +19,8 @@ def parse_adapter_args(items: list[str]) -> dict[str, Any]:
     >>> parse_adapter_args(["archetype=fragile", "seed=3", "dataset=data/demo"])
     {'archetype': 'fragile', 'seed': 3, 'dataset': 'data/demo'}
     """
+    from ..errors import PeiraError
+
     out: dict[str, Any] = {}
     for item in items:
         name, sep, value = item.partition("=")
@@ -54,25 +34,21 @@ def parse_adapter_args(items: list[str]) -> dict[str, Any]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """Run an adapter over a dataset and write the response log."""
-    from .holdout import HOLDOUT_KEY_ENV
-    from .run import accepts_argument, adapter_target, load_adapter, parts_dir, run
-    from .seal import load_key
+    """Run an adapter over a dataset and write the response log.
+
+    Ctrl-C or SIGTERM stops it like the guard stops any command (exit 130 or
+    143); the runner has checkpointed the completed calls by then.
+    """
+    from ..holdout import HOLDOUT_KEY_ENV
+    from ..io import read_dataset
+    from ..run import accepts_argument, adapter_target, load_adapter, parts_dir, run
+    from ..seal import load_key
 
     kwargs = parse_adapter_args(args.adapter_arg)
     if "dataset" not in kwargs and accepts_argument(adapter_target(args.adapter), "dataset"):
         kwargs["dataset"] = args.dataset  # e.g. Simulated's oracle: the dataset being run
     adapter = load_adapter(args.adapter, **kwargs)
     key = load_key(args.key_file, env_var=HOLDOUT_KEY_ENV, purpose="holdout")
-    terminated = False
-
-    def on_sigterm(signum: int, frame: Any) -> None:
-        # stop like Ctrl-C: the runner checkpoints the completed calls first
-        nonlocal terminated
-        terminated = True
-        signal.raise_signal(signal.SIGINT)
-
-    previous = _install(signal.SIGTERM, on_sigterm)
     try:
         res = run(
             adapter,
@@ -91,17 +67,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             keep_parts=args.keep_parts,
             adapter_args=kwargs,
         )
-    except KeyboardInterrupt:
-        how = "terminated (SIGTERM)" if terminated else "interrupted"
-        print(
-            f"peira run: {how}; completed calls are checkpointed in {parts_dir(args.out)}"
-            " - run the same command again to resume",
-            file=sys.stderr,
-        )
-        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
-    finally:
-        if previous is not None:
-            _install(signal.SIGTERM, previous)
+    except KeyboardInterrupt as exc:
+        raise KeyboardInterrupt(
+            f"completed calls are checkpointed in {parts_dir(args.out)}"
+            " - run the same command again to resume"
+        ) from exc
     resumed = f", {res.n_resumed} resumed from checkpoints" if res.n_resumed else ""
     print(
         f"{res.path}: {res.n_total} responses of run {res.run_id!r} "
@@ -109,12 +79,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"{res.n_malformed} malformed) in {res.elapsed_s:.1f} s "
         f"({res.calls_per_s:,.0f} calls/s)"
     )
-    return EXIT_OK
+    return c.EXIT_OK
 
 
 def cmd_rescore(args: argparse.Namespace) -> int:
     """Re-parse a log's raw text and report what changes."""
-    from .parse import rescore
+    import polars as pl
+
+    from ..errors import PeiraError
+    from ..io import read_dataset, read_responses, write_parquet
+    from ..parse import rescore
+    from ._output import render
 
     ds = read_dataset(args.dataset)
     log = read_responses(args.log, cases=ds.cases)
@@ -141,14 +116,16 @@ def cmd_rescore(args: argparse.Namespace) -> int:
         out.write(render(deltas, args.format))
     if report == "changes":
         out.write(render(res.changed_pairs, args.format))
-    return EXIT_OK
+    return c.EXIT_OK
 
 
 def register(sub: Any) -> None:
     """Add ``run`` and ``rescore`` to the ``peira`` subparsers object ``sub``."""
-    r = sub.add_parser(
+    r = c.add_command(
+        sub,
         "run",
-        help="run a model adapter over a dataset (blinded, checkpointed, resumable)",
+        cmd_run,
+        "run a model adapter over a dataset (blinded, checkpointed, resumable)",
         description="Dispatch every variant x sample to an adapter in pseudonymous order "
         "and write a response log. An interrupted run (Ctrl-C, SIGTERM, a kill) resumes "
         "from LOG.parts/; a resume with another adapter or adapter configuration is refused.",
@@ -193,11 +170,12 @@ def register(sub: Any) -> None:
         help="progress line on stderr (default: when stderr is a terminal)",
     )
     r.add_argument("--keep-parts", action="store_true", help="keep LOG.parts/ after success")
-    r.set_defaults(func=cmd_run)
 
-    s = sub.add_parser(
+    s = c.add_command(
+        sub,
         "rescore",
-        help="re-parse a log's raw_text and report changed pairs and metrics (no model call)",
+        cmd_rescore,
+        "re-parse a log's raw_text and report changed pairs and metrics (no model call)",
     )
     s.add_argument("log", help="response log: file, directory or glob")
     s.add_argument("--dataset", required=True, help="dataset directory")
@@ -207,7 +185,7 @@ def register(sub: Any) -> None:
         help="parser name (auto, synth, json, decision-line, abstain, options), a JSON "
         'config file, or inline JSON (e.g. \'{"rules": ["json", "options"]}\')',
     )
-    s.add_argument("--format", choices=FORMATS, default="table")
+    c.add_format_option(s)
     s.add_argument(
         "--report",
         choices=("all", "summary", "metrics", "changes"),
@@ -216,6 +194,4 @@ def register(sub: Any) -> None:
     s.add_argument("--all-metrics", action="store_true", help="list unchanged metrics too")
     s.add_argument("--changes-out", help="write the changed pairs to this Parquet file")
     s.add_argument("--responses-out", help="write the re-parsed log to this Parquet file")
-    s.add_argument("--missing", choices=("error", "malformed"), default="error")
-    s.add_argument("--delta", type=float, default=0.10, help="shift-without-flip threshold")
-    s.set_defaults(func=cmd_rescore)
+    c.add_pair_options(s)

@@ -1,12 +1,17 @@
-"""Render frames as plain text, CSV, JSON lines or Markdown (deterministic)."""
+"""Render frames as plain text, CSV, JSON lines or Markdown (deterministic).
+
+Used only by the command line; polars is imported when a frame is rendered, so
+``peira --help`` does not pay for it.
+"""
 
 from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
+if TYPE_CHECKING:
+    import polars as pl
 
 __all__ = ["FORMATS", "render"]
 
@@ -34,6 +39,8 @@ def _json_value(value: Any) -> Any:
 def render(df: pl.DataFrame, fmt: str = "table", *, digits: int = 4) -> str:
     """Render ``df`` as ``table`` (aligned text), ``csv``, ``json`` (one object per
     line) or ``markdown``. The output ends with a newline."""
+    import polars as pl
+
     if fmt != "json":
         lists = [c for c, t in df.schema.items() if isinstance(t, pl.List)]
         df = df.with_columns(pl.col(c).cast(pl.List(pl.String)).list.join("; ") for c in lists)

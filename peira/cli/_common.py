@@ -1,0 +1,227 @@
+"""What the command modules share: the one definition of the data and bootstrap
+options (with their range checks), argument types, reading the dataset and the
+response log, and printing a frame.
+
+Every command that takes ``--resamples``, ``--level``, ``--seed``, ``--unit``,
+``--method`` or ``--delta`` gets them from here, so a value one command rejects
+is rejected by all of them (argparse exits 2 with ``peira <command>: error:
+argument --level: …``).
+
+Nothing heavy is imported at module level: ``peira --help`` builds every
+parser without loading polars, pandera or scipy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._output import FORMATS
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from ..bootstrap import ResamplePlan
+
+__all__ = [
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "EXIT_VIOLATIONS",
+    "SPLITS",
+    "Command",
+    "add_bootstrap_options",
+    "add_command",
+    "add_data_options",
+    "add_format_option",
+    "add_input_options",
+    "add_pair_options",
+    "add_split_option",
+    "confidence_level",
+    "dataset_and_log",
+    "emit",
+    "finite_non_negative",
+    "load_pairs",
+    "non_negative_int",
+    "plan",
+    "positive_int",
+]
+
+EXIT_OK, EXIT_VIOLATIONS, EXIT_USAGE = 0, 1, 2
+SPLITS = ("public", "holdout", "all")
+
+Command = Callable[[argparse.Namespace], int]
+
+
+# ---------------------------------------------------------------- argument types
+
+
+def _number(text: str, kind: type[int] | type[float]) -> Any:
+    try:
+        return kind(text)
+    except ValueError:
+        what = "an integer" if kind is int else "a number"
+        raise argparse.ArgumentTypeError(f"must be {what}, not {text!r}") from None
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1 (``--resamples``)."""
+    value: int = _number(text, int)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, not {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An integer >= 0 (``--seed``)."""
+    value: int = _number(text, int)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, not {value}")
+    return value
+
+
+def confidence_level(text: str) -> float:
+    """A confidence level strictly between 0 and 1 (``--level``)."""
+    value: float = _number(text, float)
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be strictly between 0 and 1, not {value}")
+    return value
+
+
+def finite_non_negative(text: str) -> float:
+    """A finite number >= 0 (``--delta``, the shift-without-flip threshold)."""
+    value: float = _number(text, float)
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, not {value}")
+    return value
+
+
+# ---------------------------------------------------------------- options
+
+
+def add_command(
+    sub: Any, name: str, func: Command, help: str, **kwargs: Any
+) -> argparse.ArgumentParser:
+    """Add the subcommand ``name`` running ``func``; the guard names it in errors."""
+    p: argparse.ArgumentParser = sub.add_parser(name, help=help, **kwargs)
+    p.set_defaults(func=func, command_name=p.prog.removeprefix("peira ").strip() or name)
+    return p
+
+
+def add_input_options(p: argparse.ArgumentParser, *, required: bool = False) -> None:
+    """``--dataset`` and ``--responses`` (both default to the bundled demo data)."""
+    if required:
+        p.add_argument("--dataset", required=True, help="dataset directory")
+        p.add_argument("--responses", required=True, help="response log: file, directory or glob")
+    else:
+        p.add_argument("--dataset", help="dataset directory (default: the bundled data/demo)")
+        p.add_argument("--responses", help="response log: file, directory or glob")
+
+
+def add_format_option(p: argparse.ArgumentParser) -> None:
+    """``--format table|csv|json|markdown``."""
+    p.add_argument("--format", choices=FORMATS, default="table")
+
+
+def add_split_option(p: argparse.ArgumentParser, default: str, *, help: str | None = None) -> None:
+    """``--split public|holdout|all``."""
+    p.add_argument("--split", choices=SPLITS, default=default, help=help)
+
+
+def add_pair_options(p: argparse.ArgumentParser) -> None:
+    """How pairs are built: ``--missing`` and ``--delta``."""
+    p.add_argument("--missing", choices=("error", "malformed"), default="error")
+    p.add_argument(
+        "--delta",
+        type=finite_non_negative,
+        default=0.10,
+        help="shift-without-flip threshold (>= 0)",
+    )
+
+
+def add_bootstrap_options(
+    p: argparse.ArgumentParser,
+    *,
+    level: bool = True,
+    method: bool = False,
+    seed_help: str = "bootstrap seed",
+) -> None:
+    """``--resamples``, ``--seed``, ``--unit`` (and ``--level``, ``--method``)."""
+    p.add_argument("--resamples", type=positive_int, default=10_000, help="bootstrap resamples B")
+    p.add_argument("--seed", type=non_negative_int, default=0, help=seed_help)
+    p.add_argument("--unit", choices=("cluster", "case"), default="cluster")
+    if level:
+        p.add_argument("--level", type=confidence_level, default=0.95, help="confidence level")
+    if method:
+        p.add_argument("--method", choices=("percentile", "bca"), default="percentile")
+
+
+def add_data_options(p: argparse.ArgumentParser, *, split: str, method: bool = False) -> None:
+    """Everything a scoring command takes: input, format, split, pairs, bootstrap."""
+    add_input_options(p)
+    add_format_option(p)
+    add_split_option(p, split)
+    add_pair_options(p)
+    add_bootstrap_options(p, method=method)
+
+
+# ---------------------------------------------------------------- reading
+
+
+def dataset_and_log(args: argparse.Namespace) -> tuple[Path, Path]:
+    """The dataset directory and the response log that ``--dataset``/``--responses`` name."""
+    from ..errors import DataFileError
+    from ..io import demo_dir
+
+    if args.dataset is None:
+        d = demo_dir()
+        return d, Path(args.responses) if args.responses else d / "responses.parquet"
+    d = Path(args.dataset)
+    if args.responses is None:
+        default = d / "responses.parquet"
+        if not default.exists():
+            raise DataFileError(f"{d}: no responses.parquet; pass --responses LOG")
+        return d, default
+    return d, Path(args.responses)
+
+
+def load_pairs(args: argparse.Namespace) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(pairs, cases) of the split asked for (all splits when ``--split all``)."""
+    import polars as pl
+
+    from ..errors import DataFileError
+    from ..io import read_dataset, read_responses
+    from ..pairs import build_pairs
+
+    d, log = dataset_and_log(args)
+    ds = read_dataset(d)
+    responses = read_responses(log, cases=ds.cases)
+    pairs = build_pairs(responses, ds.cases, missing=args.missing, delta=args.delta)
+    cases = ds.cases
+    if args.split != "all":
+        cases = cases.filter(pl.col("split") == args.split)
+        pairs = pairs.filter(pl.col("split") == args.split)
+        if cases.is_empty():
+            raise DataFileError(f"{d}: no cases in split {args.split!r}")
+    return pairs, cases
+
+
+def plan(args: argparse.Namespace, cases: pl.DataFrame) -> ResamplePlan:
+    """The resample plan of ``--unit``, ``--resamples`` and ``--seed`` over ``cases``."""
+    from ..bootstrap import plan_for_cases
+
+    return plan_for_cases(cases, unit=args.unit, n_resamples=args.resamples, seed=args.seed)
+
+
+# ---------------------------------------------------------------- output
+
+
+def emit(frame: pl.DataFrame, fmt: str) -> int:
+    """Print ``frame`` in ``fmt`` on stdout; return :data:`EXIT_OK`."""
+    from ._output import render
+
+    sys.stdout.write(render(frame, fmt))
+    return EXIT_OK

@@ -1,0 +1,126 @@
+"""``peira validate``, ``import``, ``export`` and ``synth``: data in and out."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from . import _common as c
+
+__all__ = ["cmd_export", "cmd_import", "cmd_synth", "cmd_validate", "register"]
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Report every violation of the data model (exit 1 when there is one)."""
+    from ..io import validate_files, write_parquet
+    from ..schema import describe_failures
+
+    failures = validate_files(args.dataset, args.responses)
+    if failures.height == 0:
+        logs = f" and {len(args.responses)} response log(s)" if args.responses else ""
+        print(f"{args.dataset}{logs}: valid")
+        return c.EXIT_OK
+    print(f"{failures.height} violation(s)", file=sys.stderr)
+    print(describe_failures(failures, examples=args.examples), file=sys.stderr)
+    if args.failures_out:
+        write_parquet(failures, args.failures_out)
+    return c.EXIT_VIOLATIONS
+
+
+def cmd_synth(args: argparse.Namespace) -> int:
+    """Write a deterministic synthetic benchmark."""
+    from ..synth import generate
+
+    bench = generate(args.cases, args.models, seed=args.seed, samples=args.samples)
+    out = bench.write(args.out)
+    print(
+        f"{out}: {bench.cases.height} cases, {bench.variants.height} variants, "
+        f"{bench.responses.height} responses of {bench.models.height} runs (seed {args.seed})"
+    )
+    return c.EXIT_OK
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Read a reference-format file; write a dataset or a response log."""
+    import polars as pl
+
+    from ..io import write_dataset, write_parquet
+
+    if args.kind == "cases":
+        from ..importers.cases import read_cases_jsonl
+
+        ds = read_cases_jsonl(args.input)
+        write_dataset(ds.cases, ds.variants, args.out)
+        print(f"{args.out}: {ds.cases.height} cases, {ds.variants.height} variants")
+        inferred = ds.cases.filter(pl.col("extras").str.contains("peira:inferred", literal=True))
+        if inferred.height:
+            ids = ", ".join(inferred["case_id"].head(10).to_list())
+            print(
+                f"peira: note: {inferred.height} score case(s) gave no positive_decision; the "
+                f"reference default options[0] was assumed and marked in extras ({ids})",
+                file=sys.stderr,
+            )
+        return c.EXIT_OK
+    if args.kind == "artifact":
+        from ..importers.artifact import read_artifact
+
+        df = read_artifact(args.input, run_id=args.run_id)
+    else:
+        from ..importers.transcript import read_transcript
+
+        df = read_transcript(args.input, run_id=args.run_id)
+    write_parquet(df, args.out)
+    print(f"{args.out}: {df.height} responses")
+    return c.EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write a dataset's cases in the reference JSONL format."""
+    import polars as pl
+
+    from ..importers.cases import write_cases_jsonl
+    from ..io import Dataset, read_dataset
+
+    ds = read_dataset(args.dataset)
+    if args.split != "all":
+        keep = ds.cases.filter(pl.col("split") == args.split)
+        ds = Dataset(keep, ds.variants.join(keep.select("case_id"), on="case_id", how="semi"))
+    write_cases_jsonl(ds, args.out)
+    print(f"{args.out}: {ds.cases.height} cases")
+    return c.EXIT_OK
+
+
+def register(sub: Any) -> None:
+    """Add ``validate``, ``import``, ``export`` and ``synth`` to the subparsers ``sub``."""
+    v = c.add_command(sub, "validate", cmd_validate, "report every violation of the data model")
+    v.add_argument("dataset", help="dataset directory")
+    v.add_argument("--responses", action="append", default=[], help="response log (repeatable)")
+    v.add_argument(
+        "--examples", type=c.non_negative_int, default=20, help="examples shown per check"
+    )
+    v.add_argument("--failures-out", help="write all violations to this Parquet file")
+
+    im = c.add_command(sub, "import", cmd_import, "import reference-format files")
+    im.add_argument("kind", choices=("cases", "artifact", "transcript"))
+    im.add_argument("input")
+    im.add_argument("--out", required=True)
+    im.add_argument("--run-id", help="run_id for imported responses")
+
+    ex = c.add_command(sub, "export", cmd_export, "export to reference formats")
+    ex.add_argument("kind", choices=("cases",))
+    ex.add_argument("dataset")
+    ex.add_argument("--out", required=True)
+    ex.add_argument(
+        "--split",
+        choices=("public", "all"),
+        default="all",
+        help="holdout cases are never exported; --split public exports the public ones",
+    )
+
+    y = c.add_command(sub, "synth", cmd_synth, "write a deterministic synthetic benchmark")
+    y.add_argument("--out", required=True)
+    y.add_argument("--cases", type=c.positive_int, default=1200)
+    y.add_argument("--models", type=c.positive_int, default=8)
+    y.add_argument("--seed", type=c.non_negative_int, default=0, help="generator seed")
+    y.add_argument("--samples", type=c.positive_int, default=1)

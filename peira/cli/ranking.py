@@ -1,0 +1,102 @@
+"""``peira leaderboard`` and ``peira compare``: rank the runs, or compare two."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from . import _common as c
+
+__all__ = ["cmd_compare", "cmd_leaderboard", "register"]
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    """Ranked runs with their intervals (the rule of ``--rule``)."""
+    import polars as pl
+
+    from ..api import gate_text
+    from ..compare import leaderboard
+
+    pairs, cases = c.load_pairs(args)
+    plan = c.plan(args, cases)
+    board = leaderboard(pairs, cases, plan, rule=args.rule, level=args.level)
+    metric = board["metric"][0] if board.height else "robustness"
+    board = board.with_columns(
+        pl.col("estimate").alias(metric),
+        pl.col("lo").alias(f"{metric}_lo"),
+        pl.col("hi").alias(f"{metric}_hi"),
+    )
+    if args.format in ("table", "markdown"):
+        board = gate_text(board).select(
+            "rank",
+            "run_id",
+            metric,
+            pl.col(f"{metric}_lo").alias("lo"),
+            pl.col(f"{metric}_hi").alias("hi"),
+            "n_eligible",
+            pl.col("beaten_by").list.len().alias("beaten_by"),
+            "gate",
+        )
+        if args.format == "table":
+            rule = (
+                "non-overlapping intervals (overlap = tie)"
+                if args.rule == "ci"
+                else "paired difference interval"
+            )
+            print(
+                f"split {args.split}; {args.level:.0%} {args.unit}-bootstrap intervals, "
+                f"B={args.resamples}, seed {args.seed}, plan {plan.fingerprint[:12]}; rule: {rule}"
+            )
+    return c.emit(board, args.format)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Two runs head to head, or every pair (Holm-adjusted)."""
+    import polars as pl
+
+    from ..compare import head_to_head, pairwise
+    from ..errors import PeiraError
+
+    pairs, cases = c.load_pairs(args)
+    plan = c.plan(args, cases)
+    if args.run_a and args.run_b:
+        row = head_to_head(
+            pairs,
+            plan,
+            args.run_a,
+            args.run_b,
+            metric=args.metric,
+            rule=args.rule,
+            level=args.level,
+        )
+        table = pl.DataFrame([row])
+    elif args.run_a or args.run_b:
+        raise PeiraError("compare needs two runs (RUN_A RUN_B), or none for every pair")
+    else:
+        table = pairwise(pairs, plan, metric=args.metric, rule=args.rule, level=args.level)
+    if args.format in ("table", "markdown"):
+        table = table.select(
+            "run_a", "run_b", "estimate_a", "estimate_b", "diff", "diff_lo", "diff_hi",
+            "p_holm", "ci_verdict", "paired_verdict", "winner",
+        )  # fmt: skip
+    return c.emit(table, args.format)
+
+
+def _rule_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rule", choices=("ci", "paired"), default="ci")
+
+
+def register(sub: Any) -> None:
+    """Add ``leaderboard`` and ``compare`` to the ``peira`` subparsers object ``sub``."""
+    lb = c.add_command(
+        sub, "leaderboard", cmd_leaderboard, "ranked runs with intervals (default: demo data)"
+    )
+    c.add_data_options(lb, split="public")
+    _rule_option(lb)
+
+    cp = c.add_command(sub, "compare", cmd_compare, "head-to-head: two runs, or every pair")
+    cp.add_argument("run_a", nargs="?")
+    cp.add_argument("run_b", nargs="?")
+    c.add_data_options(cp, split="public")
+    cp.add_argument("--metric", default="robustness")
+    _rule_option(cp)

@@ -1,0 +1,129 @@
+"""The adapter protocol: what a model sees (:class:`Request`), what it answers
+(:class:`Decision`), the :class:`Adapter` shape, and the run errors.
+
+An *adapter* wraps a model: an object with ``name``, ``version`` and
+``decide(request) -> Decision`` (a plain or an ``async def`` method). The
+:class:`Request` it receives holds exactly what the blinded export holds
+(SPEC §8) — ``variant_id, primitive, prompt, options, input`` — plus the
+repeated-sampling index ``sample``. No case id, arm, family, split or gold
+label exists on a request, so none can reach an adapter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from ..errors import PeiraError
+from ..holdout import BLIND_COLUMNS
+
+__all__ = [
+    "REQUEST_FIELDS",
+    "RESPONSE_KEY",
+    "Adapter",
+    "AdapterError",
+    "Decision",
+    "Request",
+    "ResumeError",
+    "RunError",
+    "RunInterrupted",
+    "TransientError",
+]
+
+RESPONSE_KEY = ("run_id", "case_id", "arm", "sample")
+REQUEST_FIELDS = (*BLIND_COLUMNS, "sample")
+
+
+class RunError(PeiraError, RuntimeError):
+    """A run cannot start or complete (bad arguments, inconsistent checkpoints)."""
+
+
+class ResumeError(RunError):
+    """Existing checkpoint parts do not belong to this run."""
+
+
+class RunInterrupted(RunError):
+    """The adapter raised ``KeyboardInterrupt`` or ``SystemExit`` (in ``cause``).
+
+    Raised by :func:`run_async` after completed calls are checkpointed;
+    :func:`run` re-raises ``cause`` itself.
+    """
+
+    def __init__(self, message: str, cause: BaseException) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+class AdapterError(PeiraError, TypeError):
+    """An adapter cannot be loaded or does not follow the protocol."""
+
+
+class TransientError(PeiraError):
+    """Raised by an adapter for a failure worth retrying (rate limit, 5xx, lost connection)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What a model may see of one call: the blinded variant and the sample index.
+
+    Exactly the columns of the blinded export (SPEC §8) plus ``sample``; no
+    case id, arm, family, split, scenario or gold label.
+    """
+
+    variant_id: str
+    primitive: str
+    prompt: str
+    options: tuple[str, ...]
+    input: str
+    sample: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """An adapter's answer to one :class:`Request`.
+
+    Parameters
+    ----------
+    decision
+        One of the request's options, or None when abstaining.
+    abstained
+        The model declined (by design, or as a refusal with ``refusal_reason``).
+    refusal_reason
+        Set when the abstention was a provider refusal.
+    score
+        P(positive decision) in [0, 1] (score cases).
+    confidence
+        Self-reported confidence in [0, 1].
+    raw_text
+        The model's raw output (kept so that the run can be re-parsed).
+    latency_ms, tokens_in, tokens_out, cost_usd
+        Usage; ``latency_ms`` defaults to the measured wall time.
+    error
+        Set by an adapter that handled a failure itself: the row is malformed
+        with this reason (and keeps ``raw_text`` and usage).
+    """
+
+    decision: str | None = None
+    abstained: bool = False
+    refusal_reason: str | None = None
+    score: float | None = None
+    confidence: float | None = None
+    raw_text: str | None = None
+    latency_ms: float | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost_usd: float | None = None
+    error: str | None = None
+
+
+@runtime_checkable
+class Adapter(Protocol):
+    """The adapter protocol: ``name``, ``version`` and ``decide`` (sync or async)."""
+
+    name: str
+    version: str
+
+    def decide(self, request: Request) -> Decision | Awaitable[Decision]:
+        """Answer one request."""
+        ...

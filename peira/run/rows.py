@@ -1,0 +1,169 @@
+"""Requests and rows: the dispatch list of a run, and each call's outcome as a response row.
+
+:func:`requests_for` builds the requests in pseudonymous order with the
+private map back to (case, arm). :func:`response_row` checks an adapter's
+output against its request: invalid output is malformed with the reason —
+not a :class:`Decision`, a decision outside the options, a score or
+confidence that is not a number in [0, 1], neither a decision nor an
+abstention, or both. A :class:`Decision` with ``error`` set is a failure the
+adapter reports itself (the row keeps its ``raw_text`` for re-parsing).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..holdout import blind, pseudonyms
+from ..io import Dataset
+from .protocol import Decision, Request
+
+__all__ = ["failed_row", "requests_for", "response_row"]
+
+
+def requests_for(
+    dataset: Dataset, key: bytes, *, samples: int = 1
+) -> tuple[list[Request], dict[str, tuple[str, str]]]:
+    """The requests of a run in dispatch order, and the private pseudonym map.
+
+    Returns
+    -------
+    (list of Request, dict)
+        Requests ordered by (sample, variant_id); the map ``variant_id →
+        (case_id, arm)`` stays with the runner (never given to an adapter,
+        never written).
+    """
+    export = blind(dataset, key)
+    ids = pseudonyms(dataset.variants, key)
+    secret = dict(
+        zip(ids["variant_id"].to_list(), zip(ids["case_id"], ids["arm"], strict=True), strict=True)
+    )
+    base = [
+        (r["variant_id"], r["primitive"], r["prompt"], tuple(r["options"]), r["input"])
+        for r in export.iter_rows(named=True)
+    ]
+    reqs = [Request(v, p, pr, o, i, s) for s in range(samples) for (v, p, pr, o, i) in base]
+    return reqs, secret
+
+
+# ---------------------------------------------------------------- checking outputs
+
+
+def _unit(value: Any, label: str) -> tuple[float | None, str | None]:
+    if value is None:
+        return None, None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None, f"{label} is not a number: {value!r}"
+    v = float(value)
+    if math.isnan(v) or not 0.0 <= v <= 1.0:
+        return None, f"{label} outside [0, 1]: {value!r}"
+    return v, None
+
+
+def _count(value: Any, label: str) -> tuple[int | None, str | None]:
+    if value is None:
+        return None, None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None, f"invalid output: {label} must be a non-negative integer, got {value!r}"
+    return int(value), None
+
+
+def _text(value: Any, label: str) -> tuple[str | None, str | None]:
+    if value is None or isinstance(value, str):
+        return value, None
+    return None, f"invalid output: {label} must be a string, got {type(value).__name__}"
+
+
+def response_row(
+    req: Request, out: Any, elapsed_ms: float
+) -> dict[str, Any]:  # the response columns of one call
+    """Check an adapter's output against the request; build the row's response columns."""
+    row: dict[str, Any] = {
+        "decision": None,
+        "abstained": False,
+        "refusal_reason": None,
+        "score": None,
+        "confidence": None,
+        "malformed": True,
+        "error": None,
+        "raw_text": None,
+        "latency_ms": elapsed_ms,
+        "tokens_in": None,
+        "tokens_out": None,
+        "cost_usd": None,
+    }
+    if not isinstance(out, Decision):
+        row["error"] = f"invalid output: expected a Decision, got {type(out).__name__}"
+        return row
+    errors: list[str] = []
+
+    def take(pair: tuple[Any, str | None]) -> Any:
+        value, err = pair
+        if err:
+            errors.append(err)
+        return value
+
+    row["raw_text"] = take(_text(out.raw_text, "raw_text"))
+    row["tokens_in"] = take(_count(out.tokens_in, "tokens_in"))
+    row["tokens_out"] = take(_count(out.tokens_out, "tokens_out"))
+    if out.latency_ms is not None:
+        lat = out.latency_ms
+        if isinstance(lat, int | float) and not isinstance(lat, bool) and lat >= 0:
+            row["latency_ms"] = float(lat)
+        else:
+            errors.append(f"invalid output: latency_ms {lat!r}")
+    if out.cost_usd is not None:
+        c = out.cost_usd
+        if isinstance(c, int | float) and not isinstance(c, bool) and math.isfinite(c):
+            row["cost_usd"] = float(c)
+        else:
+            errors.append(f"invalid output: cost_usd {c!r}")
+    if out.error is not None:
+        row["error"] = str(out.error) or "adapter reported an error"
+        return row
+    decision = take(_text(out.decision, "decision"))
+    refusal = take(_text(out.refusal_reason, "refusal_reason"))
+    score = take(_unit(out.score, "score"))
+    confidence = take(_unit(out.confidence, "confidence"))
+    abstained = out.abstained
+    if not isinstance(abstained, bool):
+        errors.append(f"invalid output: abstained must be a bool, got {abstained!r}")
+    elif abstained and decision is not None:
+        errors.append(f"conflicting output: abstains and decides {decision!r}")
+    elif not abstained and refusal is not None:
+        errors.append("conflicting output: refusal_reason without abstention")
+    elif not abstained and decision is None and out.decision is None:
+        errors.append("invalid output: neither a decision nor an abstention")
+    elif decision is not None and decision not in req.options:
+        errors.append(f"decision outside options: {decision!r}")
+    if errors:
+        row["error"] = "; ".join(errors)
+        return row
+    row.update(
+        decision=decision,
+        abstained=abstained,
+        refusal_reason=refusal,
+        # an abstention carries no score or confidence (SPEC §2.3: a score is
+        # P(positive decision) of a decision; peira.parse nulls them alike)
+        score=None if abstained else score,
+        confidence=None if abstained else confidence,
+        malformed=False,
+    )
+    return row
+
+
+def failed_row(error: str, elapsed_ms: float) -> dict[str, Any]:
+    return {
+        "decision": None,
+        "abstained": False,
+        "refusal_reason": None,
+        "score": None,
+        "confidence": None,
+        "malformed": True,
+        "error": error,
+        "raw_text": None,
+        "latency_ms": elapsed_ms,
+        "tokens_in": None,
+        "tokens_out": None,
+        "cost_usd": None,
+    }

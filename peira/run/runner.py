@@ -1,0 +1,478 @@
+"""The runner: dispatch with bounded concurrency, timeouts, retries and signals → :func:`run`.
+
+:func:`run` dispatches every variant × sample in pseudonymous order (sample,
+then ``variant_id``, which shuffles cases, splits and arms together) with
+bounded concurrency, a per-call timeout and retries, records every call —
+failures included — and writes a standard response log (SPEC §2.3).
+
+Failures never drop a row
+-------------------------
+- :class:`TransientError` raised by an adapter, and timeouts, are retried
+  with exponential backoff (``backoff · 2^(attempt−1)``, capped at
+  ``max_backoff``); after ``retries`` retries the row is malformed
+  (``timeout after 30 s (4 attempts)``, ``transient error after 4 attempts:
+  …``). A ``TimeoutError`` raised by the adapter itself is retried too but
+  reported as such (``adapter raised TimeoutError: … (4 attempts)``).
+- Any other exception makes the row malformed at once (``adapter error:
+  ValueError: …``).
+- Invalid output is malformed with the reason: not a :class:`Decision`, a
+  decision outside the options, a score or confidence that is not a number
+  in [0, 1], neither a decision nor an abstention, or both. A
+  :class:`Decision` with ``error`` set is a failure the adapter reports
+  itself (the row keeps its ``raw_text`` for re-parsing).
+- ``KeyboardInterrupt`` and ``SystemExit`` stop the run: completed calls are
+  checkpointed first, so nothing done is lost.
+
+Completed calls are checkpointed as they come (:mod:`peira.run.checkpoint`),
+so an interrupted run resumes where it stopped.
+
+Determinism: the runner adds no randomness to results. A deterministic
+adapter (e.g. :mod:`peira.adapters`, which derive every draw from the request
+content and the sample index) gives the same log whatever the concurrency,
+the dispatch order or the interruptions. ``latency_ms`` is the adapter's own
+figure when its :class:`Decision` reports one, else the measured wall time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import os
+import secrets
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import polars as pl
+
+from ..io import Dataset, read_dataset, read_parquet, write_parquet
+from ..schema import RESPONSES_SCHEMA, validate_responses
+from .checkpoint import Checkpoint, open_parts, part_files, parts_dir, run_manifest
+from .loading import adapter_identity, check_adapter
+from .progress import Progress
+from .protocol import RESPONSE_KEY, Request, RunError, RunInterrupted, TransientError
+from .rows import failed_row, requests_for, response_row
+
+__all__ = ["RunResult", "run", "run_async"]
+
+PathLike = str | os.PathLike[str]
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What :func:`run` did.
+
+    Attributes
+    ----------
+    responses : polars.DataFrame
+        The validated response log written to ``path``.
+    path : Path
+        The log file.
+    run_id : str
+    n_total : int
+        Rows of the log (variants × samples).
+    n_called : int
+        Calls completed by this invocation (the rest came from checkpoints).
+    n_resumed : int
+        Rows read from the checkpoint parts of an earlier invocation.
+    n_retries : int
+        Retries made by this invocation.
+    n_malformed : int
+        Malformed rows of the log.
+    elapsed_s : float
+        Wall time of this invocation's calls.
+    """
+
+    responses: pl.DataFrame
+    path: Path
+    run_id: str
+    n_total: int
+    n_called: int
+    n_resumed: int
+    n_retries: int
+    n_malformed: int
+    elapsed_s: float
+
+    @property
+    def calls_per_s(self) -> float:
+        """Calls completed per second by this invocation (0 when none)."""
+        return self.n_called / self.elapsed_s if self.n_called and self.elapsed_s > 0 else 0.0
+
+
+def _start_thread(
+    fn: Callable[[Request], Any], req: Request, slots: asyncio.Semaphore
+) -> asyncio.Future[Any]:
+    """Run a sync call on a fresh daemon thread (a hung call cannot block others or exit).
+
+    The caller has acquired one of ``slots``; it is released when the thread
+    *finishes* — not when the caller stops waiting (a timeout) — so a
+    timed-out call keeps its slot and the calls in flight never exceed the
+    concurrency.
+    """
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[Any] = loop.create_future()
+
+    def settle(value: Any, exc: BaseException | None) -> None:
+        slots.release()
+        if fut.done():
+            return
+        if exc is not None:
+            fut.set_exception(exc)
+        else:
+            fut.set_result(value)
+
+    def target() -> None:
+        value: Any = None
+        exc: BaseException | None = None
+        try:
+            value = fn(req)
+        except BaseException as e:  # delivered to the awaiting task
+            exc = e
+        with contextlib.suppress(RuntimeError):  # the loop may be closed by then
+            loop.call_soon_threadsafe(settle, value, exc)
+
+    try:
+        threading.Thread(target=target, daemon=True, name=f"peira-call-{req.variant_id}").start()
+    except BaseException:
+        slots.release()
+        raise
+    return fut
+
+
+@dataclass
+class _Stats:
+    retries: int = 0
+    called: int = 0
+    elapsed: float = 0.0
+
+
+async def _call(
+    adapter: Any,
+    is_async: bool,
+    req: Request,
+    *,
+    timeout: float | None,
+    retries: int,
+    backoff: float,
+    max_backoff: float,
+    stats: _Stats,
+    slots: asyncio.Semaphore,
+) -> dict[str, Any]:
+    attempt = 0
+    while True:
+        attempt += 1
+        if not is_async:  # wait for a free slot outside the timeout
+            await slots.acquire()
+        t0 = time.perf_counter()
+        deadline = asyncio.timeout(timeout)
+        try:
+            async with deadline:
+                if is_async:
+                    out = await adapter.decide(req)
+                else:
+                    out = await _start_thread(adapter.decide, req, slots)
+                    if inspect.isawaitable(out):
+                        out = await out
+            return response_row(req, out, (time.perf_counter() - t0) * 1000.0)
+        except (KeyboardInterrupt, SystemExit) as exc:
+            raise RunInterrupted(
+                f"run interrupted by {type(exc).__name__} in the adapter; completed calls "
+                "are checkpointed, run again to resume",
+                exc,
+            ) from exc
+        except TimeoutError as exc:
+            if deadline.expired():
+                reason = f"timeout after {timeout:g} s"
+            else:  # raised by the adapter itself (e.g. a client's read timeout)
+                reason = (
+                    f"adapter raised TimeoutError: {exc}"
+                    if str(exc)
+                    else "adapter raised TimeoutError"
+                )
+            transient = True
+        except TransientError as exc:
+            reason = f"transient error: {exc}" if str(exc) else "transient error"
+            transient = True
+        except Exception as exc:
+            return failed_row(
+                f"adapter error: {type(exc).__name__}: {exc}", (time.perf_counter() - t0) * 1000.0
+            )
+        elapsed_ms = (time.perf_counter() - t0) * 1000.0
+        if transient and attempt <= retries:
+            stats.retries += 1
+            await asyncio.sleep(min(max_backoff, backoff * 2 ** (attempt - 1)))
+            continue
+        tries = f"{attempt} attempt{'s' if attempt > 1 else ''}"
+        return failed_row(f"{reason} ({tries})", elapsed_ms)
+
+
+async def run_async(
+    adapter: Any,
+    dataset: Dataset | PathLike,
+    out: PathLike,
+    *,
+    samples: int = 1,
+    concurrency: int = 8,
+    timeout: float | None = 60.0,
+    retries: int = 3,
+    backoff: float = 0.5,
+    max_backoff: float = 30.0,
+    key: bytes | None = None,
+    run_id: str | None = None,
+    checkpoint_every: int = 500,
+    checkpoint_seconds: float | None = 5.0,
+    progress: bool | None = None,
+    progress_stream: IO[str] | None = None,
+    keep_parts: bool = False,
+    adapter_args: Mapping[str, Any] | None = None,
+) -> RunResult:
+    """:func:`run` as a coroutine, for callers that already run an event loop."""
+    check_adapter(adapter)
+    for name, value, lo in (
+        ("samples", samples, 1),
+        ("concurrency", concurrency, 1),
+        ("retries", retries, 0),
+        ("checkpoint_every", checkpoint_every, 1),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+            raise RunError(f"{name} must be an integer >= {lo}, got {value!r}")
+    if timeout is not None and not timeout > 0:
+        raise RunError(f"timeout must be > 0 seconds (or None), got {timeout!r}")
+    if backoff < 0 or max_backoff < 0:
+        raise RunError("backoff and max_backoff must be >= 0")
+    if checkpoint_seconds is not None and not checkpoint_seconds > 0:
+        raise RunError(
+            f"checkpoint_seconds must be > 0 seconds (or None), got {checkpoint_seconds!r}"
+        )
+    ds = dataset if isinstance(dataset, Dataset) else read_dataset(dataset)
+    model, version = adapter.name, adapter.version
+    rid = run_id if run_id is not None else getattr(adapter, "run_id", None) or f"{model}-{version}"
+    if not isinstance(rid, str) or not rid:
+        raise RunError(f"run_id must be a non-empty string, got {rid!r}")
+    out_path = Path(out)
+    key = key if key is not None else secrets.token_bytes(32)  # ephemeral, never written
+
+    reqs, secret = requests_for(ds, key, samples=samples)
+    pdir = parts_dir(out_path)
+    identity = adapter_identity(adapter, adapter_args)
+    prior, next_index = open_parts(pdir, run_manifest(ds, rid, model, version, samples, identity))
+    done_keys = set(zip(prior["case_id"], prior["arm"], prior["sample"], strict=True))
+    pending = [r for r in reqs if (*secret[r.variant_id], r.sample) not in done_keys]
+
+    ckpt = Checkpoint(pdir, checkpoint_every, next_index)
+    stats = _Stats()
+    show = progress if progress is not None else bool(getattr(sys.stderr, "isatty", bool)())
+    bar = (
+        Progress(len(reqs), len(reqs) - len(pending), progress_stream or sys.stderr)
+        if show
+        else None
+    )
+    is_async = inspect.iscoroutinefunction(adapter.decide)
+    ident = {"run_id": rid, "model": model, "model_version": version}
+    it: Iterator[Request] = iter(pending)
+    slots = asyncio.Semaphore(concurrency)  # sync calls in flight, timed-out ones included
+
+    async def worker() -> None:
+        for req in it:
+            resp = await _call(
+                adapter,
+                is_async,
+                req,
+                timeout=timeout,
+                retries=retries,
+                backoff=backoff,
+                max_backoff=max_backoff,
+                stats=stats,
+                slots=slots,
+            )
+            case_id, arm = secret[req.variant_id]
+            ckpt.add({**ident, "case_id": case_id, "arm": arm, "sample": req.sample, **resp})
+            stats.called += 1
+            if bar is not None:
+                bar.tick()
+
+    t0 = time.perf_counter()
+    interrupted: RunInterrupted | None = None
+    ticker = (
+        asyncio.create_task(ckpt.every_seconds(checkpoint_seconds))
+        if checkpoint_seconds is not None
+        else None
+    )
+    try:
+        async with asyncio.TaskGroup() as group:
+            for _ in range(min(concurrency, max(1, len(pending)))):
+                group.create_task(worker())
+    except* RunInterrupted as eg:  # the other workers were cancelled
+        first = eg.exceptions[0]
+        assert isinstance(first, RunInterrupted)
+        interrupted = first
+    finally:
+        stats.elapsed = time.perf_counter() - t0
+        if ticker is not None:
+            ticker.cancel()
+        ckpt.flush()
+        if bar is not None:
+            bar.close()
+    if interrupted is not None:
+        raise interrupted
+
+    files = part_files(pdir)
+    parts = [read_parquet(f).cast(RESPONSES_SCHEMA) for f in files]  # type: ignore[arg-type]
+    log = pl.concat(parts) if parts else pl.DataFrame(schema=RESPONSES_SCHEMA)
+    if log.height != len(reqs):
+        raise RunError(
+            f"{pdir}: {log.height} rows in the checkpoint parts, expected {len(reqs)} "
+            "(variants × samples); remove the directory and run again"
+        )
+    log = validate_responses(log, cases=ds.cases, source=str(pdir)).sort(list(RESPONSE_KEY))
+    log = log.select(list(RESPONSES_SCHEMA))
+    write_parquet(log, out_path)
+    if not keep_parts:
+        shutil.rmtree(pdir, ignore_errors=True)
+    return RunResult(
+        responses=log,
+        path=out_path,
+        run_id=rid,
+        n_total=len(reqs),
+        n_called=stats.called,
+        n_resumed=prior.height,
+        n_retries=stats.retries,
+        n_malformed=int(log["malformed"].sum()),
+        elapsed_s=stats.elapsed,
+    )
+
+
+def run(
+    adapter: Any,
+    dataset: Dataset | PathLike,
+    out: PathLike,
+    *,
+    samples: int = 1,
+    concurrency: int = 8,
+    timeout: float | None = 60.0,
+    retries: int = 3,
+    backoff: float = 0.5,
+    max_backoff: float = 30.0,
+    key: bytes | None = None,
+    run_id: str | None = None,
+    checkpoint_every: int = 500,
+    checkpoint_seconds: float | None = 5.0,
+    progress: bool | None = None,
+    progress_stream: IO[str] | None = None,
+    keep_parts: bool = False,
+    adapter_args: Mapping[str, Any] | None = None,
+) -> RunResult:
+    """Run an adapter over every variant × sample of a dataset; write the response log.
+
+    Parameters
+    ----------
+    adapter
+        An object with ``name``, ``version`` and ``decide(request)`` (sync or
+        ``async``). Sync adapters run on their own daemon threads.
+    dataset
+        A :class:`~peira.io.Dataset` or a dataset directory.
+    out
+        The response log to write (Parquet). Checkpoints go to ``out.parts/``.
+    samples
+        Calls per variant (``sample = 0 .. samples − 1``).
+    concurrency
+        Calls in flight at once, never exceeded: a timed-out sync call cannot
+        be stopped, so it keeps its slot until its thread returns (its result
+        is discarded). A sync adapter that hangs for good therefore stalls
+        one slot for good.
+    timeout
+        Seconds per call attempt (None: no limit), not counting the wait for
+        a free slot. A ``TimeoutError`` the adapter raises itself is retried
+        like a timeout but reported as ``adapter raised TimeoutError: …``.
+    retries, backoff, max_backoff
+        Retries of timeouts and :class:`TransientError`, waiting
+        ``min(max_backoff, backoff · 2^(attempt−1))`` seconds before each.
+    key
+        Pseudonym key (SPEC §8); None: an ephemeral random key, never written.
+    run_id
+        Default: the adapter's ``run_id`` attribute if it has one, else
+        ``"{name}-{version}"``.
+    checkpoint_every
+        Completed calls per checkpoint part.
+    checkpoint_seconds
+        Also write the completed calls at least this often (default 5 s;
+        None: only every ``checkpoint_every`` calls), so that a killed
+        process loses at most a few seconds of paid calls.
+    progress
+        Show a progress line on stderr (default: only when stderr is a TTY).
+    progress_stream
+        Where the progress line goes (default ``sys.stderr``).
+    keep_parts
+        Keep ``out.parts/`` after the log is written.
+    adapter_args
+        The keyword arguments the adapter was built with (the CLI passes its
+        ``--adapter-arg`` values). Recorded, digested, in the checkpoint
+        manifest when the adapter has no ``config()`` method; see
+        :func:`adapter_identity`. A resume whose adapter class or
+        configuration differs is refused (:class:`ResumeError`).
+
+    Returns
+    -------
+    RunResult
+
+    Raises
+    ------
+    RunError
+        Bad arguments, or checkpoints that do not add up.
+    ResumeError
+        ``out.parts/`` belongs to another run.
+    AdapterError
+        The adapter does not follow the protocol.
+    KeyboardInterrupt, SystemExit
+        From the adapter (or Ctrl-C): re-raised after completed calls are
+        checkpointed; run again to resume. (:func:`run_async` raises
+        :class:`RunInterrupted` instead.)
+
+    Notes
+    -----
+    Every call becomes one row; failures are malformed rows with the reason
+    in ``error`` (see the module notes). Dispatch order is (sample,
+    variant_id): pseudonymous, so it reveals no pairing, split or arm.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from peira.adapters import Constant
+    >>> from peira.synth import generate
+    >>> from peira.io import write_dataset
+    >>> bench = generate(20, 1, seed=0)
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     ds = write_dataset(bench.cases, bench.variants, d + "/ds")
+    ...     res = run(Constant(), ds, d + "/log.parquet", progress=False)
+    >>> res.n_total, res.n_malformed, res.run_id
+    (40, 0, 'constant-1.0')
+    """
+    coro = run_async(
+        adapter,
+        dataset,
+        out,
+        samples=samples,
+        concurrency=concurrency,
+        timeout=timeout,
+        retries=retries,
+        backoff=backoff,
+        max_backoff=max_backoff,
+        key=key,
+        run_id=run_id,
+        checkpoint_every=checkpoint_every,
+        checkpoint_seconds=checkpoint_seconds,
+        progress=progress,
+        progress_stream=progress_stream,
+        keep_parts=keep_parts,
+        adapter_args=adapter_args,
+    )
+    try:
+        return asyncio.run(coro)
+    except RunInterrupted as exc:
+        raise exc.cause from None
