@@ -229,10 +229,33 @@ def check_output(
         where a file goes (or the reverse), is not Peira's, or its directory
         cannot be written.
     """
+    try:
+        return _check_output(
+            path, kind=kind, inputs=inputs, input_trees=input_trees, force=force,
+            owner=owner, writer=writer,
+        )  # fmt: skip
+    except OSError as exc:
+        if isinstance(exc, OutputError):
+            raise
+        raise _write_error(Path(os.fspath(path)), exc) from None
+
+
+def _check_output(
+    path: PathLike,
+    *,
+    kind: str,
+    inputs: Iterable[PathLike],
+    input_trees: Iterable[PathLike],
+    force: bool,
+    owner: DirOwner | None,
+    writer: str,
+) -> Path:
     raw = os.fspath(path)
     if not raw or "\x00" in raw:
         raise OutputError(f"{raw!r}: not a usable output path")
     target = Path(raw)
+    if len(os.fsencode(target.name)) > 255:
+        raise OutputError(f"{target.name[:40]}…: file name too long (more than 255 bytes)")
     if target.name in ("", ".", ".."):
         raise OutputError(f"{target}: not a usable output path (name a file or directory)")
     real = _real(target)
@@ -326,7 +349,12 @@ def output_lock(path: PathLike) -> Iterator[None]:
                 fd, p, depth = _held[key]
                 _held[key] = (fd, p, depth - 1)
         return
-    fd = _acquire(lock, target) if fcntl is not None else -1
+    made = _make_parents(target)
+    try:
+        fd = _acquire(lock, target) if fcntl is not None else -1
+    except BaseException:
+        _remove_empty(made)
+        raise
     with _held_guard:
         _held[key] = (fd, lock, 1)
     try:
@@ -338,6 +366,26 @@ def output_lock(path: PathLike) -> Iterator[None]:
             with contextlib.suppress(OSError):
                 os.unlink(lock)
             os.close(fd)
+        _remove_empty(made)  # parents made for an output that was never written
+
+
+def _make_parents(target: Path) -> list[Path]:
+    """Create the missing parents of ``target``; return them, deepest first."""
+    missing = []
+    q = target.parent
+    while not q.exists() and q.parent != q:
+        missing.append(q)
+        q = q.parent
+    _make_parent(target)
+    return missing
+
+
+def _remove_empty(dirs: list[Path]) -> None:
+    for d in dirs:
+        try:
+            d.rmdir()
+        except OSError:
+            break  # not empty (the output, or someone's file, is in it)
 
 
 def _acquire(lock: Path, target: Path) -> int:
@@ -446,7 +494,6 @@ def atomic_path(path: PathLike) -> Iterator[Path]:
     target = Path(path)
     if target.is_dir():
         raise OutputError(f"{target}: is a directory; give a file path for the output")
-    _make_parent(target)
     with output_lock(target):
         clean_litter(target)
         try:
@@ -573,7 +620,6 @@ def atomic_dir(
     target = Path(path)
     if target.exists() and not target.is_dir():
         raise OutputError(f"{target}: exists and is a file; give a directory path")
-    _make_parent(target)
     with output_lock(target):
         clean_litter(target)
         ours = _dir_entries(target, owner, writer) if target.exists() else None

@@ -70,6 +70,7 @@ import polars as pl
 from .bootstrap import ResamplePlan, plan_for_cases, ratio_intervals
 from .canonical import CanonicalJSONError, canonical_json, pretty_json
 from .errors import DataFileError, PeiraError, PeiraWarning
+from .importers._json import describe
 from .io import Dataset, atomic_dir, check_output, read_parquet, write_parquet
 from .schema import CASES_SCHEMA, RESPONSES_SCHEMA, VARIANTS_SCHEMA
 
@@ -713,12 +714,18 @@ def _read_json(path: Path, report: VerifyReport) -> Any:
         return None
     try:
         return json.loads(data.decode("utf-8"), object_pairs_hook=_pairs_hook)
+    except RecursionError:
+        report.unreadable(path.name, f"{path}: JSON nested too deeply to be an artifact")
     except _DuplicateKeyError as exc:
         report.tampered(path.name, f"duplicate key {exc.args[0]!r}: the JSON is ambiguous")
     except UnicodeDecodeError as exc:
         report.unreadable(path.name, f"{path}: not UTF-8 text (byte {exc.start})")
     except json.JSONDecodeError as exc:
-        report.unreadable(path.name, f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})")
+        report.unreadable(
+            path.name, f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({describe(exc)})"
+        )
+    except ValueError:  # an integer literal longer than Python converts
+        report.unreadable(path.name, f"{path}: a number too long to read")
     return None
 
 

@@ -1110,7 +1110,7 @@ class SynthBenchmark:
     responses: pl.DataFrame
     models: pl.DataFrame
 
-    def write(self, out_dir: str | os.PathLike[str]) -> Path:
+    def write(self, out_dir: str | os.PathLike[str], *, force: bool = False) -> Path:
         """Write ``cases``, ``variants``, ``responses`` and ``models`` Parquet files.
 
         ``cases.parquet`` and ``variants.parquet`` go through
@@ -1126,7 +1126,7 @@ class SynthBenchmark:
         """
         d = Path(out_dir)
         extra = {"responses.parquet": self.responses, "models.parquet": self.models}
-        write_dataset(self.cases, self.variants, d, extra=extra)
+        write_dataset(self.cases, self.variants, d, extra=extra, force=force)
         return d
 
 

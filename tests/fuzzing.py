@@ -391,7 +391,7 @@ HOSTILE_JSON: dict[str, tuple[bytes, int]] = {
     "top-null": (b"null", UNUSABLE),
     "top-string": (b'"case"', UNUSABLE),
     "nul-byte": (b'{"case_id": "a\x00"}', UNUSABLE),
-    "huge-string": (b'{"case_id": "' + b"x" * 3_000_000 + b'"}', UNUSABLE),
+    "huge-string": (b'{"case_id": "' + b"x" * 3_000_000 + b'"}', UNUSABLE),  # (unblind: 1)
 }
 
 #: JSON consumers: (command name, argv with {f} for the file, outputs, expected override)
@@ -429,6 +429,8 @@ def json_cases() -> list[Case]:
                 setup = _writer(f, content)
                 target = "{ws}/" + f
                 expect = (code,)
+                if cname == "unblind" and jname == "huge-string":
+                    expect = (VIOLATION,)  # valid JSON lines naming an unknown variant
             full = tuple(a.replace("{f}", target) for a in argv)
             cases.append(Case("json", f"{cname}/{jname}", full, expect, outputs, setup))
     # inline JSON for --parser and --adapter-arg
@@ -932,7 +934,14 @@ def adapter_cases() -> list[Case]:
                        "=1"), (UNUSABLE,), out, calls=0))  # fmt: skip
     from tests.fuzz_adapters import _BAD
 
-    for mode in [*_BAD, "raise", "none", "string"]:
+    for mode in ("long-raw", "nul-raw"):  # odd but storable: kept as they are
+        cases.append(
+            Case("adapter", f"output/{mode}",
+                 (*base, "--adapter", "tests.fuzz_adapters:Hostile", "--adapter-arg",
+                  f"mode={mode}", "--concurrency", "1"), (OK,), out,
+                 check=_stored_rows_check)
+        )  # fmt: skip
+    for mode in [m for m in _BAD if m not in ("long-raw", "nul-raw")] + ["raise", "none", "string"]:
         cases.append(
             Case("adapter", f"output/{mode}",
                  (*base, "--adapter", "tests.fuzz_adapters:Hostile", "--adapter-arg",
@@ -940,6 +949,13 @@ def adapter_cases() -> list[Case]:
                  check=_malformed_rows_check)
         )  # fmt: skip
     return cases
+
+
+def _stored_rows_check(ws: Path, res: Result) -> str | None:
+    log = pl.read_parquet(ws / "scratch" / "run.parquet")
+    if log["malformed"].any():
+        return "a storable output was marked malformed"
+    return None
 
 
 def _malformed_rows_check(ws: Path, res: Result) -> str | None:

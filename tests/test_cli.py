@@ -156,7 +156,7 @@ def test_import_bad_input_writes_nothing(
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(content)
     for kind, out in (("cases", tmp_path / "ds"), ("transcript", tmp_path / "log.parquet")):
-        assert main(["import", kind, str(bad), "--out", str(out)]) == 1
+        assert main(["import", kind, str(bad), "--out", str(out)]) == 2  # unreadable input
         assert message in capsys.readouterr().err
         assert not out.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl"]

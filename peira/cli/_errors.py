@@ -1,8 +1,8 @@
 """The exit-code policy of the ``peira`` command: the one guard around every command.
 
-- 0: done; 1: the data break the model (violations, missing arms, a format
-  error in an input file, a tampered artifact); 2: unreadable input, bad
-  arguments, an output Peira will not overwrite.
+- 0: done; 1: the data break the model (violations, missing arms, a
+  tampered artifact); 2: unreadable input (a missing, corrupt or malformed
+  file, hostile JSON), bad arguments, an output Peira will not write.
 - 130 on Ctrl-C (SIGINT), 143 on SIGTERM: the command stops as on Ctrl-C
   (writers clean up, the runner checkpoints) and says so on stderr.
 - Each :class:`~peira.errors.PeiraWarning` is printed once, as
@@ -51,7 +51,12 @@ def _exit_code(exc: Exception) -> int | None:
     )
     from ..holdout import UnblindError
 
-    if isinstance(exc, ValidationError | MissingArmsError | InputFormatError | UnblindError):
+    declared = getattr(type(exc), "exit_code", None)
+    if isinstance(exc, PeiraError) and isinstance(declared, int):
+        return declared
+    if isinstance(exc, InputFormatError):  # a file that cannot be read as its format
+        return EXIT_USAGE
+    if isinstance(exc, ValidationError | MissingArmsError | UnblindError):
         return EXIT_VIOLATIONS
     if isinstance(exc, DataFileError | PeiraError):
         return EXIT_USAGE

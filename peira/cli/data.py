@@ -10,12 +10,16 @@ from . import _common as c
 
 __all__ = ["cmd_export", "cmd_import", "cmd_synth", "cmd_validate", "register"]
 
+_SYNTH_FILES = ("cases.parquet", "variants.parquet", "responses.parquet", "models.parquet")
+
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Report every violation of the data model (exit 1 when there is one)."""
     from ..io import validate_files, write_parquet
     from ..schema import describe_failures
 
+    if args.failures_out is not None:
+        c.check_out(args, args.failures_out, datasets=[args.dataset], logs=args.responses)
     failures = validate_files(args.dataset, args.responses)
     if failures.height == 0:
         logs = f" and {len(args.responses)} response log(s)" if args.responses else ""
@@ -23,17 +27,20 @@ def cmd_validate(args: argparse.Namespace) -> int:
         return c.EXIT_OK
     print(f"{failures.height} violation(s)", file=sys.stderr)
     print(describe_failures(failures, examples=args.examples), file=sys.stderr)
-    if args.failures_out:
+    if args.failures_out is not None:
         write_parquet(failures, args.failures_out)
     return c.EXIT_VIOLATIONS
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
     """Write a deterministic synthetic benchmark."""
+    from ..io import dataset_owner
     from ..synth import generate
 
+    owner = dataset_owner(_SYNTH_FILES)
+    c.check_out(args, args.out, kind="dir", owner=owner, writer="a peira dataset writer")
     bench = generate(args.cases, args.models, seed=args.seed, samples=args.samples)
-    out = bench.write(args.out)
+    out = bench.write(args.out, force=args.force)
     print(
         f"{out}: {bench.cases.height} cases, {bench.variants.height} variants, "
         f"{bench.responses.height} responses of {bench.models.height} runs (seed {args.seed})"
@@ -45,13 +52,15 @@ def cmd_import(args: argparse.Namespace) -> int:
     """Read a reference-format file; write a dataset or a response log."""
     import polars as pl
 
-    from ..io import write_dataset, write_parquet
+    from ..io import dataset_owner, write_dataset, write_parquet
 
     if args.kind == "cases":
         from ..importers.cases import read_cases_jsonl
 
+        c.check_out(args, args.out, kind="dir", inputs=[args.input], owner=dataset_owner(),
+                    writer="a peira dataset writer")  # fmt: skip
         ds = read_cases_jsonl(args.input)
-        write_dataset(ds.cases, ds.variants, args.out)
+        write_dataset(ds.cases, ds.variants, args.out, force=args.force)
         print(f"{args.out}: {ds.cases.height} cases, {ds.variants.height} variants")
         inferred = ds.cases.filter(pl.col("extras").str.contains("peira:inferred", literal=True))
         if inferred.height:
@@ -62,6 +71,7 @@ def cmd_import(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         return c.EXIT_OK
+    c.check_out(args, args.out, inputs=[args.input])
     if args.kind == "artifact":
         from ..importers.artifact import read_artifact
 
@@ -82,6 +92,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from ..importers.cases import write_cases_jsonl
     from ..io import Dataset, read_dataset
 
+    c.check_out(args, args.out, datasets=[args.dataset])
     ds = read_dataset(args.dataset)
     if args.split != "all":
         keep = ds.cases.filter(pl.col("split") == args.split)
@@ -97,15 +108,20 @@ def register(sub: Any) -> None:
     v.add_argument("dataset", help="dataset directory")
     v.add_argument("--responses", action="append", default=[], help="response log (repeatable)")
     v.add_argument(
-        "--examples", type=c.non_negative_int, default=20, help="examples shown per check"
+        "--examples",
+        type=c.int_range(0, 1_000_000),
+        default=20,
+        help="examples shown per check (0-1000000)",
     )
     v.add_argument("--failures-out", help="write all violations to this Parquet file")
+    c.add_force_option(v)
 
     im = c.add_command(sub, "import", cmd_import, "import reference-format files")
     im.add_argument("kind", choices=("cases", "artifact", "transcript"))
     im.add_argument("input")
     im.add_argument("--out", required=True)
     im.add_argument("--run-id", help="run_id for imported responses")
+    c.add_force_option(im, "output file (or, in a peira dataset, cases/variants file)")
 
     ex = c.add_command(sub, "export", cmd_export, "export to reference formats")
     ex.add_argument("kind", choices=("cases",))
@@ -117,10 +133,12 @@ def register(sub: Any) -> None:
         default="all",
         help="holdout cases are never exported; --split public exports the public ones",
     )
+    c.add_force_option(ex)
 
     y = c.add_command(sub, "synth", cmd_synth, "write a deterministic synthetic benchmark")
     y.add_argument("--out", required=True)
-    y.add_argument("--cases", type=c.positive_int, default=1200)
-    y.add_argument("--models", type=c.positive_int, default=8)
+    y.add_argument("--cases", type=c.int_range(1, 10_000_000), default=1200, help="1-10000000")
+    y.add_argument("--models", type=c.int_range(1, 10_000), default=8, help="1-10000")
     y.add_argument("--seed", type=c.non_negative_int, default=0, help="generator seed")
-    y.add_argument("--samples", type=c.positive_int, default=1)
+    y.add_argument("--samples", type=c.int_range(1, 10_000), default=1, help="1-10000")
+    c.add_force_option(y, "file in a peira dataset")

@@ -34,6 +34,7 @@ import polars as pl
 from ..errors import DataFileError, InputFormatError, ValidationError
 from ..io import Dataset, atomic_path
 from ..schema import CASES_SCHEMA, VARIANTS_SCHEMA, collect_failures, failures_frame, raise_if
+from . import _json
 
 __all__ = [
     "INFERRED_KEY",
@@ -86,7 +87,7 @@ def _reject_constant(name: str) -> Any:
 
 
 def _loads(text: str) -> Any:
-    return json.loads(text, object_pairs_hook=_object_pairs, parse_constant=_reject_constant)
+    return _json.loads(text)  # bounded: depth, 64-bit numbers, duplicate keys, Unicode
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -110,6 +111,10 @@ def _utf8_error(path: Path, data: bytes, exc: UnicodeDecodeError) -> InputFormat
 
 def _read_text(p: Path) -> str:
     """The file's UTF-8 text (a byte-order mark dropped); errors name file and line."""
+    try:
+        _json.check_size(p)
+    except _json.JSONLimitError as exc:
+        raise InputFormatError(f"{p}: {exc}") from None
     data = _read_bytes(p)
     if data.startswith(_BOM):
         data = data[len(_BOM) :]
@@ -144,8 +149,8 @@ def iter_jsonl(path: PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
             obj = _loads(line)
         except json.JSONDecodeError as exc:
             raise InputFormatError(
-                f"{p}:{lineno}: invalid JSON: {exc.msg} (column {exc.colno})"
-            ) from exc
+                f"{p}:{lineno}: invalid JSON: {_json.describe(exc)} (column {exc.colno})"
+            ) from None
         except ValueError as exc:
             raise InputFormatError(f"{p}:{lineno}: invalid JSON: {exc}") from exc
         if not isinstance(obj, dict):
@@ -172,7 +177,9 @@ def load_json_file(path: PathLike) -> Any:
     try:
         return _loads(text)
     except json.JSONDecodeError as exc:
-        raise InputFormatError(f"{p}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from exc
+        raise InputFormatError(
+            f"{p}:{exc.lineno}:{exc.colno}: invalid JSON: {_json.describe(exc)}"
+        ) from None
     except ValueError as exc:
         raise InputFormatError(f"{p}: invalid JSON: {exc}") from exc
 

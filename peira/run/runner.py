@@ -51,7 +51,7 @@ from typing import IO, Any
 
 import polars as pl
 
-from ..io import Dataset, read_dataset, read_parquet, write_parquet
+from ..io import Dataset, check_output, output_lock, read_dataset, read_parquet, write_parquet
 from ..schema import RESPONSES_SCHEMA, validate_responses
 from .checkpoint import Checkpoint, open_parts, part_files, parts_dir, run_manifest
 from .loading import adapter_identity, check_adapter
@@ -367,6 +367,7 @@ def run(
     progress_stream: IO[str] | None = None,
     keep_parts: bool = False,
     adapter_args: Mapping[str, Any] | None = None,
+    force: bool = False,
 ) -> RunResult:
     """Run an adapter over every variant × sample of a dataset; write the response log.
 
@@ -416,6 +417,11 @@ def run(
         manifest when the adapter has no ``config()`` method; see
         :func:`adapter_identity`. A resume whose adapter class or
         configuration differs is refused (:class:`ResumeError`).
+    force
+        Replace an existing ``out`` that Peira did not write. Before any call,
+        ``out`` is checked (:func:`peira.io.check_output`: writable, not the
+        dataset's own files) and locked, so a second run on the same output
+        is refused while this one runs.
 
     Returns
     -------
@@ -472,7 +478,16 @@ def run(
         keep_parts=keep_parts,
         adapter_args=adapter_args,
     )
+    target = Path(out)
+    inputs = dataset.path if isinstance(dataset, Dataset) else Path(dataset)
+    files = [] if inputs is None else [inputs / "cases.parquet", inputs / "variants.parquet"]
     try:
-        return asyncio.run(coro)
+        # before any call: the output must be writable and may not be an input;
+        # a second run on the same output is refused while this one holds the lock
+        check_output(target, inputs=files, force=force, writer="peira run")
+        with output_lock(target):
+            return asyncio.run(coro)
     except RunInterrupted as exc:
         raise exc.cause from None
+    finally:
+        coro.close()  # never started when the output was refused
