@@ -14,7 +14,7 @@ import polars as pl
 if TYPE_CHECKING:
     from .bootstrap import Method, ResamplePlan
 
-__all__ = ["HEADLINE", "gate_text", "headline", "score_pairs"]
+__all__ = ["HEADLINE", "gate_text", "headline", "score_pairs", "with_notes"]
 
 #: The columns ``peira score`` shows in a terminal (besides the keys).
 HEADLINE = (
@@ -22,6 +22,7 @@ HEADLINE = (
     "benign_accuracy",
     "asr",
     "robustness",
+    "no_attack_rate",
     "abstention_rate_benign",
     "abstention_rate_attacked",
     "abstention_flip_rate",
@@ -46,9 +47,22 @@ def gate_text(table: pl.DataFrame) -> pl.DataFrame:
     return table.with_columns(gate.alias("gate"))
 
 
+def with_notes(table: pl.DataFrame, shown: Sequence[str]) -> list[str]:
+    """``shown`` plus ``verdict_source`` and ``note`` where some row has one: what a run
+    did not observe, where its verdicts came from (docs/spec/data-model.md)."""
+    extra = [
+        c
+        for c in ("verdict_source", "note")
+        if c in table.columns and table[c].null_count() < table.height
+    ]
+    return [*shown, *extra]
+
+
 def headline(table: pl.DataFrame, by: Sequence[str] = ()) -> pl.DataFrame:
-    """The keys and the :data:`HEADLINE` columns of a metric table."""
-    return gate_text(table).select("run_id", *by, *HEADLINE)
+    """The keys and the :data:`HEADLINE` columns of a metric table (and, where a run has
+    them, its verdict source and note)."""
+    table = gate_text(table)
+    return table.select(with_notes(table, ["run_id", *by, *HEADLINE]))
 
 
 def _wide_intervals(ci: pl.DataFrame, keys: list[str]) -> pl.DataFrame:

@@ -17,6 +17,7 @@ reasons.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Literal
 
@@ -24,7 +25,14 @@ import numpy as np
 import polars as pl
 from statsmodels.stats.multitest import multipletests
 
-from .bootstrap import ResamplePlan, paired_differences, ratio_intervals, replicates
+from .bootstrap import (
+    MIN_CLUSTERS,
+    ResamplePlan,
+    paired_differences,
+    ratio_intervals,
+    replicates,
+)
+from .metrics.frame import observed
 from .metrics.gates import GateThresholds, ranking_gates
 from .metrics.ratios import RATIO_METRICS
 
@@ -57,6 +65,39 @@ def _metric(metric: str) -> bool:
     return RATIO_METRICS[metric].higher_is_better
 
 
+def _signatures(lf: pl.LazyFrame) -> tuple[dict[str, str], dict[str, pl.DataFrame]]:
+    """Per run, a digest of its (case_id, sample) support, and the support itself."""
+    keys = lf.select("run_id", "case_id", "sample").collect()
+    supports = {
+        str(run[0]): part.select("case_id", "sample")
+        for run, part in keys.partition_by("run_id", as_dict=True, maintain_order=True).items()
+    }
+    sigs = {}
+    for run, part in supports.items():
+        h = part.select(pl.struct("case_id", "sample").hash(seed=0)).to_series().to_numpy()
+        sigs[run] = hashlib.sha256(np.sort(h).tobytes()).hexdigest() + f":{h.size}"
+    return sigs, supports
+
+
+def _duels(
+    lf: pl.LazyFrame,
+    plan: ResamplePlan,
+    metric: str,
+    level: float,
+    pairs: Sequence[tuple[str, str]] | None,
+) -> pl.DataFrame:
+    """Estimates, intervals and paired differences of ``pairs`` of runs on the data given."""
+    ci = ratio_intervals(lf, plan, metrics=[metric], level=level)
+    reps = replicates(lf, plan, metric)
+    diff = paired_differences(reps, level=level, pairs=pairs)
+    one = ci.select("run_id", "estimate", "lo", "hi")
+    return (
+        diff.rename({"estimate": "diff", "lo": "diff_lo", "hi": "diff_hi"})
+        .join(one.rename(lambda c: f"{c}_a" if c != "run_id" else "run_a"), on="run_a")
+        .join(one.rename(lambda c: f"{c}_b" if c != "run_id" else "run_b"), on="run_b")
+    )
+
+
 def pairwise(
     pairs: pl.DataFrame | pl.LazyFrame,
     plan: ResamplePlan,
@@ -66,7 +107,7 @@ def pairwise(
     rule: Rule = "ci",
     level: float = 0.95,
 ) -> pl.DataFrame:
-    """Every head-to-head comparison between runs on one metric.
+    """Every head-to-head comparison between runs on one metric, on their common support.
 
     Parameters
     ----------
@@ -92,22 +133,83 @@ def pairwise(
         ``ci_verdict``, ``paired_verdict`` (``"a"``, ``"b"``, ``"tie"``, or
         ``"n/a"`` when a run's metric or interval is undefined, e.g. a run
         without eligible pairs), ``rule``, ``winner`` (run id, or null for a
-        tie or n/a) and the interval metadata; sorted by run_a, run_b.
+        tie or n/a), ``n_common`` (the (case, sample) pairs both runs
+        answered), ``n_set_aside_a``, ``n_set_aside_b`` (pairs only one run
+        answered, left out) and the interval metadata; sorted by run_a, run_b.
+
+    Notes
+    -----
+    Every figure of a row is computed on the common support of its two runs
+    (docs/spec/scoring-rule.md, "Comparing runs"): a run that lacks part of
+    the cases is compared with the other on the cases both answered, never
+    on its own subset against the other's whole. Runs with the same support
+    are compared on all their pairs, in one pass.
     """
     r = _check_rule(rule)
     higher = _metric(metric)
     lf = pairs.lazy()
     if runs is not None:
         lf = lf.filter(pl.col("run_id").is_in(list(runs)))
-    ci = ratio_intervals(lf, plan, metrics=[metric], level=level)
-    reps = replicates(lf, plan, metric)
-    diff = paired_differences(reps, level=level)
-    one = ci.select("run_id", "estimate", "lo", "hi")
-    out = (
-        diff.rename({"estimate": "diff", "lo": "diff_lo", "hi": "diff_hi"})
-        .join(one.rename(lambda c: f"{c}_a" if c != "run_id" else "run_a"), on="run_a")
-        .join(one.rename(lambda c: f"{c}_b" if c != "run_id" else "run_b"), on="run_b")
-    )
+    sigs, supports = _signatures(lf)
+    names = sorted(sigs)
+    duos = [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
+    same = [(a, b) for a, b in duos if sigs[a] == sigs[b]]
+    parts = []
+    if same:
+        full = _duels(lf, plan, metric, level, None if len(same) == len(duos) else same)
+        parts.append(
+            full.with_columns(
+                pl.col("run_a")
+                .replace_strict({a: supports[a].height for a in names}, return_dtype=pl.Int64)
+                .alias("n_common"),
+                pl.lit(0, dtype=pl.Int64).alias("n_set_aside_a"),
+                pl.lit(0, dtype=pl.Int64).alias("n_set_aside_b"),
+            )
+        )
+    for a, b in duos:
+        if sigs[a] == sigs[b]:
+            continue
+        common = supports[a].join(supports[b], on=["case_id", "sample"], how="semi")
+        sub = lf.filter(pl.col("run_id").is_in([a, b])).join(
+            common.lazy(), on=["case_id", "sample"], how="semi"
+        )
+        n = common.height
+        if n == 0:
+            continue  # nothing in common: no comparison (reported below as n/a)
+        parts.append(
+            _duels(sub, plan, metric, level, [(a, b)]).with_columns(
+                pl.lit(n, dtype=pl.Int64).alias("n_common"),
+                pl.lit(supports[a].height - n, dtype=pl.Int64).alias("n_set_aside_a"),
+                pl.lit(supports[b].height - n, dtype=pl.Int64).alias("n_set_aside_b"),
+            )
+        )
+    done = {(x, y) for part in parts for x, y in part.select("run_a", "run_b").iter_rows()}
+    disjoint = [(a, b) for a, b in duos if (a, b) not in done]
+    out = pl.concat(parts, how="diagonal_relaxed") if parts else None
+    if disjoint:
+        empty = pl.DataFrame(
+            {
+                "run_a": [a for a, _ in disjoint],
+                "run_b": [b for _, b in disjoint],
+                "metric": [metric] * len(disjoint),
+                "n_common": [0] * len(disjoint),
+                "n_set_aside_a": [supports[a].height for a, _ in disjoint],
+                "n_set_aside_b": [supports[b].height for _, b in disjoint],
+                "n_defined": [0] * len(disjoint),
+                "n_resamples": [plan.n_resamples] * len(disjoint),
+                "unit": [plan.unit] * len(disjoint),
+                "seed": [plan.seed] * len(disjoint),
+                "fingerprint": [plan.fingerprint] * len(disjoint),
+                "few_clusters": [plan.n_clusters < MIN_CLUSTERS] * len(disjoint),
+                "level": [level] * len(disjoint),
+                "method": ["percentile"] * len(disjoint),
+            },
+            schema_overrides={"n_common": pl.Int64, "n_set_aside_a": pl.Int64},
+        )
+        out = empty if out is None else pl.concat([out, empty], how="diagonal_relaxed")
+    if out is None:
+        raise ValueError("pairwise needs at least two runs with pairs")
+    out = out.sort("run_a", "run_b")
     # No defined paired resample (a run without eligible pairs): no p-value.
     out = out.with_columns(
         pl.when(pl.col("n_defined") > 0).then(pl.col("p_value")).otherwise(None).alias("p_value")
@@ -178,6 +280,9 @@ def pairwise(
         "paired_verdict",
         "rule",
         "winner",
+        "n_common",
+        "n_set_aside_a",
+        "n_set_aside_b",
         *_META,
     ]
     return out.select(cols).sort("run_a", "run_b")
@@ -214,6 +319,7 @@ def head_to_head(
             "estimate_a": "estimate_b",
             "lo_a": "lo_b",
             "hi_a": "hi_b",
+            "n_set_aside_a": "n_set_aside_b",
         }
         for x, y in swap.items():
             row[x], row[y] = row[y], row[x]
@@ -257,14 +363,24 @@ def leaderboard(
         ``rank`` (null for unranked), ``run_id``, ``model``, ``model_version``,
         ``metric``, ``estimate``, ``lo``, ``hi``, ``n_pairs``, ``n_eligible``,
         ``beaten_by`` (ranked runs that beat this one), ``ranked``,
-        ``gate_reasons``, ``rule`` and the interval metadata. Ranked runs
-        come first, by rank then estimate (best first) then run_id.
+        ``gate_reasons``, ``rule``, the interval metadata, ``arms`` and
+        ``note`` (what the run did not observe; see
+        :func:`peira.metrics.frame.observed`). Ranked runs come first, by
+        rank then estimate (best first) then run_id.
+
+    Notes
+    -----
+    Each run's estimate and interval are on all its pairs; the verdicts
+    between two runs (``beaten_by``) are decided on their common support
+    (:func:`pairwise`). The gates count the pairs of ``metric``'s
+    denominator, so ``metric="benign_accuracy"`` ranks clean-only runs.
     """
     r = _check_rule(rule)
     higher = _metric(metric)
     lf = pairs.lazy()
-    gates = ranking_gates(lf, cases, thresholds=thresholds)
+    gates = ranking_gates(lf, cases, thresholds=thresholds, metric=metric)
     ci = ratio_intervals(lf, plan, metrics=[metric], level=level)
+    about = observed(lf, ["run_id"])
     info = (
         lf.group_by("run_id")
         .agg(
@@ -281,9 +397,13 @@ def leaderboard(
         for a, b, w in duel.select("run_a", "run_b", "winner").iter_rows():
             if w is not None:
                 beaten[b if w == a else a].append(w)
+    if about is not None:
+        info = info.join(about.select("run_id", "note"), on="run_id", how="left")
+    else:
+        info = info.with_columns(pl.lit(None, dtype=pl.String).alias("note"))
     board = (
         ci.join(info, on="run_id")
-        .join(gates.select("run_id", "ranked", "gate_reasons", "n_eligible"), on="run_id")
+        .join(gates.select("run_id", "ranked", "gate_reasons", "n_eligible", "arms"), on="run_id")
         .with_columns(
             pl.col("run_id")
             .replace_strict(
@@ -318,6 +438,8 @@ def leaderboard(
         "gate_reasons",
         "rule",
         *_META,
+        "arms",
+        "note",
     ]
     return board.select(cols).sort(
         [pl.col("ranked").not_(), "rank", "estimate", "run_id"],

@@ -165,6 +165,12 @@ class ParserConfig:
         ``n't`` always do).
     negation_window
         Most words allowed between a negation and the negated mention.
+    refusal_decision
+        When set (e.g. ``"refuse"``), a refusal phrase is a decision with
+        this name, not an abstention: in jailbreak benchmarks refusing is
+        the right answer (docs/spec/data-model.md). The name must be one of
+        the case's options, else the answer is malformed ("decision outside
+        options"). ``refusal_reason`` keeps the phrase found.
     case_sensitive
         Match decisions and options case-sensitively (default: no).
     name
@@ -181,6 +187,7 @@ class ParserConfig:
     refusal_phrases: tuple[str, ...] = DEFAULT_REFUSAL_PHRASES
     negations: tuple[str, ...] = DEFAULT_NEGATIONS
     negation_window: int = 3
+    refusal_decision: str | None = None
     case_sensitive: bool = False
     name: str = field(default="custom")
 
@@ -193,6 +200,12 @@ class ParserConfig:
             )
         if len(set(self.rules)) != len(self.rules):
             raise ParserConfigError(f"parser {self.name!r}: a rule is listed twice: {self.rules}")
+        if self.refusal_decision is not None and (
+            not isinstance(self.refusal_decision, str) or not self.refusal_decision.strip()
+        ):
+            raise ParserConfigError(
+                f"parser {self.name!r}: refusal_decision must be a non-empty string or null"
+            )
         if self.negation_window < 0:
             raise ParserConfigError(f"parser {self.name!r}: negation_window must be >= 0")
         for attr in ("abstain_phrases", "refusal_phrases", "negations"):
@@ -616,6 +629,16 @@ def _rule_abstain(df: pl.DataFrame, cfg: ParserConfig, opts: pl.DataFrame) -> pl
 
     refused, refusal = found(cfg.refusal_phrases)
     abstained, _ = found(cfg.abstain_phrases)
+    if cfg.refusal_decision is not None:  # a refusal is a named decision
+        return _lazy_select(
+            df,
+            *_out(
+                hit=refused | abstained,
+                dec=pl.when(refused).then(pl.lit(cfg.refusal_decision)),
+                abst=refused.not_() & abstained,
+                refusal=pl.when(refused).then(refusal),
+            ),
+        )
     return _lazy_select(
         df,
         *_out(
@@ -855,13 +878,16 @@ def _parse_core(
     )
     bad = pl.col("_error").is_not_null() | pl.col("_no_text")
     answered = bad.not_() & pl.col("_abst").not_()
+    refused = pl.col("_abst")
+    if cfg.refusal_decision is not None:  # a refusal named as a decision keeps its phrase
+        refused = refused | (answered & (canon == cfg.refusal_decision).fill_null(False))
     return (
         allp.lazy()
         .with_columns(err.alias("_error"))
         .select(
             pl.when(answered).then(canon).alias("decision"),
             (bad.not_() & pl.col("_abst")).alias("abstained"),
-            pl.when(bad.not_() & pl.col("_abst")).then(pl.col("_refusal")).alias("refusal_reason"),
+            pl.when(bad.not_() & refused).then(pl.col("_refusal")).alias("refusal_reason"),
             pl.when(answered).then(score).alias("score"),
             pl.when(answered).then(conf).alias("confidence"),
             bad.alias("malformed"),
@@ -900,7 +926,9 @@ def parse_responses(
         ``abstained``, ``refusal_reason``, ``score``, ``confidence``,
         ``malformed`` and ``error`` rebuilt from ``raw_text``. A row without
         ``raw_text`` is malformed and keeps its logged ``error`` (or reads
-        ``no output (raw_text is null)``). Nothing else changes.
+        ``no output (raw_text is null)``). A row whose attack produced no
+        adversarial input (``no_attack``) keeps its logged values. Nothing
+        else changes; extra columns are kept.
 
     Raises
     ------
@@ -969,6 +997,14 @@ def parse_responses(
         .otherwise(pl.col("error"))
         .alias("error")
     )
+    if "no_attack" in df.columns:
+        # no adversarial input was produced: nothing to re-parse, the row stays as logged
+        keep = df["no_attack"].fill_null(False)
+        parsed = parsed.with_columns(
+            pl.when(pl.lit(keep)).then(pl.lit(df[c])).otherwise(pl.col(c)).alias(c)
+            for c in parsed.columns
+            if c in df.columns
+        )
     order = [*df.columns, *[c for c in parsed.columns if c not in df.columns]]
     out = pl.concat(
         [df.drop([c for c in parsed.columns if c in df.columns]), parsed], how="horizontal"

@@ -27,9 +27,12 @@ from .errors import ValidationError
 
 __all__ = [
     "ARMS",
+    "ARMS_DECLARED",
     "CASES_SCHEMA",
     "PRIMITIVES",
+    "PUBLISHED_SCHEMA",
     "RESPONSES_SCHEMA",
+    "RESPONSE_EXTENSIONS",
     "SEVERITIES",
     "SPLITS",
     "VARIANTS_SCHEMA",
@@ -39,6 +42,7 @@ __all__ = [
     "conform",
     "empty",
     "validate_cases",
+    "validate_published",
     "validate_responses",
     "validate_variants",
 ]
@@ -47,6 +51,9 @@ SPLITS = ("public", "holdout")
 PRIMITIVES = ("choice", "score", "abstain")
 SEVERITIES = ("critical", "high", "medium", "low")
 ARMS = ("benign", "attacked")
+#: What a run observed (the ``arms`` response column): both arms, the benign arm
+#: only (a clean-only run) or the attacked arm only (benign answers not observed).
+ARMS_DECLARED = ("both", "benign", "attacked")
 
 _STR = pl.String()
 _LIST = pl.List(pl.String())
@@ -97,6 +104,45 @@ RESPONSES_SCHEMA: dict[str, pl.DataType] = {
     "cost_usd": pl.Float64(),
 }
 
+#: Optional response columns of the extended data model (docs/spec/data-model.md):
+#: validated when present, never added to a log that lacks them (so logs written
+#: before they existed keep their content hash); readers use :data:`EXTENSION_DEFAULTS`.
+RESPONSE_EXTENSIONS: dict[str, pl.DataType] = {
+    "prompt": _STR,
+    "no_attack": pl.Boolean(),
+    "arms": _STR,
+    "correct": pl.Boolean(),
+    "verdict_score": pl.Float64(),
+    "verdict_threshold": pl.Float64(),
+    "verdict_source": _STR,
+    "extras": _STR,
+}
+
+#: The value an absent extension column stands for.
+EXTENSION_DEFAULTS: dict[str, Any] = {
+    "prompt": None,
+    "no_attack": False,
+    "arms": "both",
+    "correct": None,
+    "verdict_score": None,
+    "verdict_threshold": None,
+    "verdict_source": None,
+    "extras": None,
+}
+
+#: Figures a source publishes about a run (``published.parquet`` beside a
+#: dataset): its own estimate of a metric and, where it reports one, its
+#: standard error, shown beside Peira's cluster interval.
+PUBLISHED_SCHEMA: dict[str, pl.DataType] = {
+    "run_id": _STR,
+    "family": _STR,
+    "metric": _STR,
+    "estimate": pl.Float64(),
+    "stderr": pl.Float64(),
+    "n": pl.Int64(),
+    "source": _STR,
+}
+
 # Columns a writer may leave out; they are added as nulls (or defaults) on read.
 _OPTIONAL: dict[str, dict[str, Any]] = {
     "cases": {
@@ -105,6 +151,7 @@ _OPTIONAL: dict[str, dict[str, Any]] = {
         "target_decision": None,
         "expected_score": None,
         "extras": None,
+        "severity": None,
     },
     "variants": {},
     "responses": {
@@ -119,13 +166,22 @@ _OPTIONAL: dict[str, dict[str, Any]] = {
         "tokens_out": None,
         "cost_usd": None,
     },
+    "published": {"family": None, "estimate": None, "stderr": None, "n": None},
 }
 
-_SCHEMAS = {"cases": CASES_SCHEMA, "variants": VARIANTS_SCHEMA, "responses": RESPONSES_SCHEMA}
+_SCHEMAS = {
+    "cases": CASES_SCHEMA,
+    "variants": VARIANTS_SCHEMA,
+    "responses": RESPONSES_SCHEMA,
+    "published": PUBLISHED_SCHEMA,
+}
+# Known columns a table may carry beyond its schema: cast and validated when present.
+_EXTENSIONS: dict[str, dict[str, pl.DataType]] = {"responses": RESPONSE_EXTENSIONS}
 KEYS: dict[str, tuple[str, ...]] = {
     "cases": ("case_id",),
     "variants": ("case_id", "arm"),
     "responses": ("run_id", "case_id", "arm", "sample"),
+    "published": ("run_id", "family", "metric"),
 }
 
 
@@ -147,7 +203,7 @@ class Cases(pa.DataFrameModel):
     suite: str
     family: str = pa.Field(str_length={"min_value": 1})
     primitive: str = pa.Field(isin=PRIMITIVES)
-    severity: str = pa.Field(isin=SEVERITIES)
+    severity: str = pa.Field(isin=SEVERITIES, nullable=True)
     options: list[str]
     expected_decision: str
     positive_decision: str = pa.Field(nullable=True)
@@ -202,7 +258,11 @@ class Cases(pa.DataFrameModel):
 
 
 class Variants(pa.DataFrameModel):
-    """What a model may see: one row per (case_id, arm) (SPEC §2.2)."""
+    """What a model may see: at most one row per (case_id, arm) (docs/spec/data-model.md).
+
+    A case needs at least one variant; it may lack the attacked one when its
+    attacked input is per run (each response carries its ``prompt``).
+    """
 
     case_id: str = pa.Field(str_length={"min_value": 1})
     arm: str = pa.Field(isin=ARMS)
@@ -215,25 +275,43 @@ class Variants(pa.DataFrameModel):
         ordered = False
         unique = ["case_id", "arm"]  # noqa: RUF012
 
-    @pa.dataframe_check(name="both_arms")
-    def both_arms(cls, data: PolarsData) -> pl.LazyFrame:
-        return data.lazyframe.select(pl.col("arm").n_unique().over("case_id") == 2)
 
-
-def _agrees_with_run(col: str) -> pl.Expr:
+def _agrees_with_run(col: str, c: pl.Expr | None = None) -> pl.Expr:
     """True where ``col`` equals its run's most common value (ties: the smallest).
 
-    A run whose model changes mid-log flags only the rows that differ.
+    A run whose model changes mid-log flags only the rows that differ. ``c``
+    replaces the column's values (e.g. with nulls filled).
     """
-    c = pl.col(col)
-    count = pl.len().over("run_id", col)
+    c = pl.col(col) if c is None else c.alias(col)
+    count = pl.len().over("run_id", c)
     top = count.max().over("run_id")
     usual = c.filter(count == top).min().over("run_id")
     return c == usual
 
 
+def _has(data: PolarsData, *cols: str) -> bool:
+    names = data.lazyframe.collect_schema().names()
+    return all(c in names for c in cols)
+
+
+def _col(data: PolarsData, name: str) -> pl.Expr:
+    """An extension column, or its default when the log does not carry it."""
+    if _has(data, name):
+        return pl.col(name)
+    return pl.lit(EXTENSION_DEFAULTS[name], dtype=RESPONSE_EXTENSIONS[name])
+
+
+def _ok(data: PolarsData) -> pl.LazyFrame:
+    return data.lazyframe.select(pl.lit(True).alias("ok"))
+
+
 class Responses(pa.DataFrameModel):
-    """The raw response log: one row per model call (SPEC §2.3)."""
+    """The raw response log: one row per model call (docs/spec/data-model.md).
+
+    Besides the columns below, the optional extension columns of
+    :data:`RESPONSE_EXTENSIONS` are validated when present, and any other
+    column is kept as it is.
+    """
 
     run_id: str = pa.Field(str_length={"min_value": 1})
     model: str
@@ -253,9 +331,17 @@ class Responses(pa.DataFrameModel):
     tokens_in: pl.Int64 = pa.Field(nullable=True)
     tokens_out: pl.Int64 = pa.Field(nullable=True)
     cost_usd: float = pa.Field(nullable=True)
+    prompt: str | None = pa.Field(nullable=True)
+    no_attack: bool | None = pa.Field(nullable=True)
+    arms: str | None = pa.Field(isin=ARMS_DECLARED, nullable=True)  # null: "both"
+    correct: bool | None = pa.Field(nullable=True)
+    verdict_score: float | None = pa.Field(nullable=True)
+    verdict_threshold: float | None = pa.Field(nullable=True)
+    verdict_source: str | None = pa.Field(nullable=True)
+    extras: str | None = pa.Field(nullable=True)
 
     class Config:
-        strict = True
+        strict = False  # columns beyond the data model are kept, not rejected
         ordered = False
         unique = ["run_id", "case_id", "arm", "sample"]  # noqa: RUF012
 
@@ -263,10 +349,19 @@ class Responses(pa.DataFrameModel):
     def unit_interval(cls, data: PolarsData) -> pl.LazyFrame:
         return _unit(data)
 
+    @pa.check("verdict_score", "verdict_threshold", name="in_unit_interval")
+    def verdict_unit_interval(cls, data: PolarsData) -> pl.LazyFrame:
+        return _unit(data)
+
     @pa.dataframe_check(name="decision_null_iff_no_answer")
     def decision_null_iff_no_answer(cls, data: PolarsData) -> pl.LazyFrame:
         no_answer = pl.col("abstained") | pl.col("malformed")
-        return data.lazyframe.select(pl.col("decision").is_null() == no_answer)
+        no_attack = _col(data, "no_attack").fill_null(False)
+        null = pl.col("decision").is_null()
+        # a row without an attack may carry the answer to the unsuccessful attempt or none
+        return data.lazyframe.select(
+            pl.when(no_attack & no_answer.not_()).then(True).otherwise(null == no_answer)
+        )
 
     @pa.dataframe_check(name="model_constant")
     def model_constant(cls, data: PolarsData) -> pl.LazyFrame:
@@ -276,11 +371,69 @@ class Responses(pa.DataFrameModel):
     def model_version_constant(cls, data: PolarsData) -> pl.LazyFrame:
         return data.lazyframe.select(_agrees_with_run("model_version"))
 
+    @pa.dataframe_check(name="arms_constant")
+    def arms_constant(cls, data: PolarsData) -> pl.LazyFrame:
+        if not _has(data, "arms"):
+            return _ok(data)
+        return data.lazyframe.select(_agrees_with_run("arms", pl.col("arms").fill_null("both")))
+
+    @pa.dataframe_check(name="arm_observed")
+    def arm_observed(cls, data: PolarsData) -> pl.LazyFrame:
+        if not _has(data, "arms"):
+            return _ok(data)
+        arms = pl.col("arms")
+        return data.lazyframe.select(
+            (arms.is_in(["benign", "attacked"]).not_() | (pl.col("arm") == arms)).fill_null(True)
+        )
+
+    @pa.dataframe_check(name="no_attack_is_attacked_answer")
+    def no_attack_is_attacked_answer(cls, data: PolarsData) -> pl.LazyFrame:
+        if not _has(data, "no_attack"):
+            return _ok(data)
+        bad = pl.col("arm").ne("attacked") | pl.col("malformed") | pl.col("abstained")
+        return data.lazyframe.select((pl.col("no_attack").fill_null(False) & bad).not_())
+
+    @pa.dataframe_check(name="verdict_has_threshold")
+    def verdict_has_threshold(cls, data: PolarsData) -> pl.LazyFrame:
+        if not _has(data, "verdict_score"):
+            return _ok(data)
+        score = pl.col("verdict_score")
+        return data.lazyframe.select(
+            score.is_null()
+            | _col(data, "correct").is_not_null()
+            | _col(data, "verdict_threshold").is_not_null()
+        )
+
+    @pa.dataframe_check(name="verdict_consistent")
+    def verdict_consistent(cls, data: PolarsData) -> pl.LazyFrame:
+        if not _has(data, "correct", "verdict_score", "verdict_threshold"):
+            return _ok(data)
+        by_score = pl.col("verdict_score") >= pl.col("verdict_threshold")
+        return data.lazyframe.select((pl.col("correct") == by_score).fill_null(True))
+
+
+class Published(pa.DataFrameModel):
+    """Figures a source publishes about its runs (docs/spec/data-model.md)."""
+
+    run_id: str = pa.Field(str_length={"min_value": 1})
+    family: str = pa.Field(nullable=True)
+    metric: str = pa.Field(str_length={"min_value": 1})
+    estimate: float = pa.Field(nullable=True)
+    stderr: float = pa.Field(nullable=True, ge=0)
+    n: pl.Int64 = pa.Field(nullable=True, ge=0)
+    source: str
+
+    class Config:
+        strict = True
+        ordered = False
+        unique = ["run_id", "family", "metric"]  # noqa: RUF012
+
 
 _MODELS: dict[str, type[pa.DataFrameModel]] = {
     "cases": Cases,
     "variants": Variants,
     "responses": Responses,
+    "published": Published,
 }
 
 # The column each table-level check is about (for messages).
@@ -291,10 +444,14 @@ _CHECK_COLUMN = {
     "target_in_options": "target_decision",
     "target_not_expected": "target_decision",
     "score_has_positive": "positive_decision",
-    "both_arms": "arm",
     "decision_null_iff_no_answer": "decision",
     "model_constant": "model",
     "model_version_constant": "model_version",
+    "arms_constant": "arms",
+    "arm_observed": "arm",
+    "no_attack_is_attacked_answer": "no_attack",
+    "verdict_has_threshold": "verdict_threshold",
+    "verdict_consistent": "correct",
 }
 
 _FAILURE_SCHEMA = {
@@ -341,11 +498,13 @@ def conform(df: pl.DataFrame, table: str) -> pl.DataFrame:
 
     Integer to float, narrower to wider integer, categorical to string and
     all-null columns are cast; anything else is left for validation to report.
-    Columns are put in the canonical order, extra columns last.
+    Columns are put in the canonical order, then the extension columns the
+    frame carries (:data:`RESPONSE_EXTENSIONS`), then any other column.
     """
     schema = _SCHEMAS[table]
+    known = {**schema, **_EXTENSIONS.get(table, {})}
     exprs: list[pl.Expr] = []
-    for name, dtype in schema.items():
+    for name, dtype in known.items():
         if name in df.columns:
             src = df.schema[name]
             if src != dtype and _castable(src, dtype) and _fits(df[name], dtype):
@@ -354,13 +513,8 @@ def conform(df: pl.DataFrame, table: str) -> pl.DataFrame:
                 exprs.append(pl.col(name))
         elif name in _OPTIONAL[table]:
             exprs.append(pl.lit(_OPTIONAL[table][name], dtype=dtype).alias(name))
-    extra = [c for c in df.columns if c not in schema]
-    present = [e for e in exprs]
-    missing_required = [n for n in schema if n not in df.columns and n not in _OPTIONAL[table]]
-    if missing_required:
-        # Leave them absent so that validation reports them.
-        present = [e for e in exprs if e.meta.output_name() not in missing_required]
-    return df.select(*present, *[pl.col(c) for c in extra])
+    extra = [c for c in df.columns if c not in known]
+    return df.select(*exprs, *[pl.col(c) for c in extra])
 
 
 def _fmt(value: Any) -> str:
@@ -423,9 +577,6 @@ def _failures_from_pandera(
         elif check == "multiple_fields_uniqueness":
             column, check = ", ".join(KEYS[table]), "unique_key"
             value = "(duplicate key)"
-        elif check == "both_arms" and row is not None and "arm" in df.columns:
-            have = df["arm"][row]
-            value = f"(no {'attacked' if have == 'benign' else 'benign'} row)"
         src = source
         r = row
         if locations is not None and row is not None and 0 <= row < locations.height:
@@ -508,13 +659,19 @@ def _cross_failures(
     unknown = joined.filter(pl.col("_options").is_null())
     bad_dec = pl.DataFrame()
     if table == "responses" and "decision" in df.columns and "malformed" in df.columns:
-        dec = df.select("decision", "malformed").with_row_index("_row")
+        # a row judged by an external verdict may answer in free text
+        judged = pl.lit(False)
+        for col in ("correct", "verdict_score"):
+            if col in df.columns:
+                judged = judged | pl.col(col).is_not_null()
+        dec = df.select("decision", "malformed", judged.alias("_judged")).with_row_index("_row")
         bad_dec = (
             joined.filter(pl.col("_options").is_not_null())
             .join(dec, on="_row")
             .filter(
                 pl.col("decision").is_not_null()
                 & pl.col("malformed").not_()
+                & pl.col("_judged").not_()
                 & pl.col("_options").list.contains(pl.col("decision")).not_()
             )
         )
@@ -610,5 +767,12 @@ def validate_responses(
     out, failures = collect_failures(
         df, "responses", source=source, cases=cases, locations=locations
     )
+    raise_if(failures, source)
+    return out
+
+
+def validate_published(df: pl.DataFrame, *, source: str = "published") -> pl.DataFrame:
+    """Validate a table of published figures (docs/spec/data-model.md, ``published``)."""
+    out, failures = collect_failures(df, "published", source=source)
     raise_if(failures, source)
     return out

@@ -41,6 +41,10 @@ included; see :func:`canonical_json`), each line ending in ``\\n``:
   ``["variants", row]`` for each variant sorted by ``(case_id, arm)``.
 - results (``peira-responses/v1``): ``b"peira-responses/v1\\n"``, then each
   response row sorted by ``(run_id, case_id, arm, sample)``.
+- results of a log with columns beyond SPEC §2.3 (the extension columns of
+  docs/spec/data-model.md, or any other kept column): scheme
+  ``peira-responses/v2``, the same with every column of the log in each row
+  object (temporal and other values JSON cannot hold, as their text).
 
 Reference artifacts
 -------------------
@@ -95,6 +99,7 @@ __all__ = [
     "load_key",
     "reference_lock",
     "results_hash",
+    "results_scheme",
     "seal",
     "verify",
     "verify_artifact",
@@ -111,6 +116,7 @@ SEAL_KEY_ENV = "PEIRA_SEAL_KEY"
 MIN_KEY_BYTES = 16
 DATASET_SCHEME = "peira-dataset/v1"
 RESULTS_SCHEME = "peira-responses/v1"
+RESULTS_SCHEME_ALL = "peira-responses/v2"  # every column of the log, extras included
 RESPONSE_KEY = ("run_id", "case_id", "arm", "sample")
 LOCK_KINDS = ("sha256", "hmac-sha256")
 
@@ -290,11 +296,35 @@ def dataset_hash(cases: pl.DataFrame, variants: pl.DataFrame) -> str:
     return _hash_lines(DATASET_SCHEME, lines())
 
 
-def results_hash(responses: pl.DataFrame) -> str:
-    """Content hash of a response log (scheme ``peira-responses/v1``, see the module notes).
+def results_scheme(responses: pl.DataFrame) -> str:
+    """The results hash scheme of a log: v1 for the columns of SPEC §2.3 only, else v2."""
+    extra = [c for c in responses.columns if c not in RESPONSES_SCHEMA]
+    return RESULTS_SCHEME_ALL if extra else RESULTS_SCHEME
+
+
+def _hashable(df: pl.DataFrame) -> pl.DataFrame:
+    """Extra columns whose values JSON cannot hold (dates, decimals, bytes…) as text."""
+    nested = (pl.List, pl.Struct, pl.Array)
+    return df.with_columns(
+        pl.col(c).cast(pl.String)
+        for c, t in df.schema.items()
+        if c not in RESPONSES_SCHEMA
+        and not (
+            (t.is_numeric() and not t.is_decimal())
+            or t in (pl.Boolean, pl.String, pl.Null)
+            or isinstance(t, nested)
+        )
+    )
+
+
+def results_hash(responses: pl.DataFrame, scheme: str | None = None) -> str:
+    """Content hash of a response log (schemes ``peira-responses/v1`` and ``/v2``, see the
+    module notes).
 
     Rows are sorted by ``(run_id, case_id, arm, sample)`` first, so the hash
-    does not depend on row order; every column of SPEC §2.3 is covered.
+    does not depend on row order; every column of SPEC §2.3 is covered, and
+    under v2 (the scheme of a log with more columns, :func:`results_scheme`)
+    every other column too.
 
     Raises
     ------
@@ -302,7 +332,12 @@ def results_hash(responses: pl.DataFrame) -> str:
         A cell holds NaN or ±Infinity (the message names row and column).
     """
     _missing_columns(responses, RESPONSES_SCHEMA, "responses")
+    scheme = results_scheme(responses) if scheme is None else scheme
     ordered = responses.sort(list(RESPONSE_KEY))
+    if scheme == RESULTS_SCHEME_ALL:
+        ordered = _hashable(ordered)
+        cols = {**RESPONSES_SCHEMA, **{c: ordered.schema[c] for c in ordered.columns}}
+        return _hash_lines(scheme, _row_lines(ordered, cols, None))
     return _hash_lines(RESULTS_SCHEME, _row_lines(ordered, RESPONSES_SCHEMA, None))
 
 
@@ -468,9 +503,10 @@ def _run_rows(responses: pl.DataFrame, run_id: str) -> pl.DataFrame:
     if run_id not in runs:
         shown = ", ".join(repr(r) for r in runs[:10]) + (" …" if len(runs) > 10 else "")
         raise PeiraError(f"run_id {run_id!r} is not in the response log (runs: {shown})")
+    kept = [c for c in responses.columns if c not in RESPONSES_SCHEMA]  # extension, extra
     return (
         responses.filter(pl.col("run_id") == run_id)
-        .select([pl.col(c).cast(t) for c, t in RESPONSES_SCHEMA.items()])
+        .select(*[pl.col(c).cast(t) for c, t in RESPONSES_SCHEMA.items()], *kept)
         .sort(list(RESPONSE_KEY))
     )
 
@@ -531,7 +567,7 @@ def build_artifact(
         "results": {
             "file": RESPONSES_FILE,
             "content_hash": results_hash(rows),
-            "hash_scheme": RESULTS_SCHEME,
+            "hash_scheme": results_scheme(rows),
             "n_rows": rows.height,
         },
         "metrics": metrics,
@@ -800,9 +836,11 @@ def _check_structure(artifact: Any, report: VerifyReport) -> bool:
             report.tampered(f"{block}.{n}", "unexpected field (not written by peira seal)")
     fixed = {
         ("results", "file"): RESPONSES_FILE,
-        ("results", "hash_scheme"): RESULTS_SCHEME,
         ("dataset", "hash_scheme"): DATASET_SCHEME,
     }
+    scheme = artifact["results"].get("hash_scheme")
+    if scheme is not None and scheme not in (RESULTS_SCHEME, RESULTS_SCHEME_ALL):
+        report.tampered("results.hash_scheme", "unknown value", RESULTS_SCHEME, scheme)
     for (block, name), value in fixed.items():
         if name in artifact[block] and artifact[block][name] != value:
             report.tampered(f"{block}.{name}", "unknown value", value, artifact[block][name])
@@ -856,10 +894,12 @@ def _check_results(artifact: dict[str, Any], responses: pl.DataFrame, report: Ve
     cols = set(responses.columns)
     missing = [c for c in RESPONSES_SCHEMA if c not in cols]
     extra = sorted(cols - set(RESPONSES_SCHEMA))
+    scheme = res.get("hash_scheme")
     for c in missing:
         report.tampered(f"responses.{c}", "column missing from responses.parquet")
-    for c in extra:
-        report.tampered(f"responses.{c}", "unexpected column in responses.parquet")
+    if scheme != RESULTS_SCHEME_ALL:  # under v2 every column is in the hash
+        for c in extra:
+            report.tampered(f"responses.{c}", "unexpected column in responses.parquet")
     if missing:
         return False
     if responses.height != res.get("n_rows"):
@@ -870,7 +910,9 @@ def _check_results(artifact: dict[str, Any], responses: pl.DataFrame, report: Ve
             responses.height,
         )
     try:
-        found = results_hash(responses)
+        found = results_hash(
+            responses, RESULTS_SCHEME_ALL if scheme == RESULTS_SCHEME_ALL else RESULTS_SCHEME
+        )
     except CanonicalJSONError as exc:
         report.tampered("results.content_hash", f"responses.parquet: {exc}")
         return False

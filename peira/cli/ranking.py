@@ -14,20 +14,21 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     """Ranked runs with their intervals (the rule of ``--rule``)."""
     import polars as pl
 
-    from ..api import gate_text
+    from ..api import gate_text, with_notes
     from ..compare import leaderboard
 
     pairs, cases = c.load_pairs(args)
     plan = c.plan(args, cases)
-    board = leaderboard(pairs, cases, plan, rule=args.rule, level=args.level)
-    metric = board["metric"][0] if board.height else "robustness"
+    metric = args.metric
+    board = leaderboard(pairs, cases, plan, metric=metric, rule=args.rule, level=args.level)
     board = board.with_columns(
         pl.col("estimate").alias(metric),
         pl.col("lo").alias(f"{metric}_lo"),
         pl.col("hi").alias(f"{metric}_hi"),
     )
     if args.format in ("table", "markdown"):
-        board = gate_text(board).select(
+        board = gate_text(board)
+        board = board.select(
             "rank",
             "run_id",
             metric,
@@ -35,7 +36,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
             pl.col(f"{metric}_hi").alias("hi"),
             "n_eligible",
             pl.col("beaten_by").list.len().alias("beaten_by"),
-            "gate",
+            *with_notes(board, ["gate"]),
         )
         if args.format == "table":
             rule = (
@@ -77,7 +78,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.format in ("table", "markdown"):
         table = table.select(
             "run_a", "run_b", "estimate_a", "estimate_b", "diff", "diff_lo", "diff_hi",
-            "p_holm", "ci_verdict", "paired_verdict", "winner",
+            "p_holm", "ci_verdict", "paired_verdict", "winner", "n_common",
+            "n_set_aside_a", "n_set_aside_b",
         )  # fmt: skip
     return c.emit(table, args.format)
 
@@ -93,6 +95,11 @@ def register(sub: Any) -> None:
     )
     c.add_data_options(lb, split="public")
     _rule_option(lb)
+    lb.add_argument(
+        "--metric",
+        default="robustness",
+        help="ratio metric to rank by (e.g. benign_accuracy, which ranks clean-only runs too)",
+    )
 
     cp = c.add_command(sub, "compare", cmd_compare, "head-to-head: two runs, or every pair")
     cp.add_argument("run_a", nargs="?")

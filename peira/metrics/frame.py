@@ -14,7 +14,7 @@ from .gates import GateThresholds, ranking_gates
 from .keys import group_keys
 from .ratios import RATIO_METRICS, RatioMetric
 
-__all__ = ["cluster_sums", "metric_table", "scan_cluster_sums", "score"]
+__all__ = ["ARMS_NOTES", "cluster_sums", "metric_table", "observed", "scan_cluster_sums", "score"]
 
 
 def score(
@@ -123,7 +123,7 @@ def metric_table(
     binning: Binning = "equal_mass",
     thresholds: GateThresholds | None = None,
 ) -> pl.DataFrame:
-    """Every metric of SPEC §4 per run (× ``by`` group), one row each, sorted by the keys.
+    """Every metric (docs/spec/scoring-rule.md) per run (× ``by`` group), one row each, sorted by the keys.
 
     Columns: ``run_id``, the ``by`` columns, ``n_pairs``, ``n_eligible``,
     every ratio metric, every non-ratio metric with ``<name>_n`` and
@@ -132,7 +132,8 @@ def metric_table(
     and ``calibration_status`` ("ok" when both arms are, else "insufficient
     data"). Given ``cases``, the ranking gates of each run are added
     (``ranked``, ``gate_reasons``); gates are a property of the whole run, so
-    every group row of a run carries the same gate values.
+    every group row of a run carries the same gate values. Last come
+    ``arms``, ``verdict_source`` and ``note`` (see :func:`observed`).
     """
     keys = group_keys(by)
     lf = pairs.lazy()
@@ -167,7 +168,56 @@ def metric_table(
             "run_id", "ranked", "gate_reasons"
         )
         out = out.join(gates, on="run_id", how="left")
+    about = observed(lf, keys)
+    if about is not None:
+        out = out.join(about, on=keys, how="left", nulls_equal=True)
     return out.sort(keys)
+
+
+#: What :func:`observed` says about a run that did not observe both arms.
+ARMS_NOTES = {
+    "benign": "clean-only run (no attacked arm): ASR and every flip metric undefined",
+    "attacked": (
+        "benign answers not observed: pairs eligible by declaration, benign accuracy undefined"
+    ),
+}
+
+
+def observed(pairs: pl.LazyFrame, keys: Sequence[str]) -> pl.DataFrame | None:
+    """Per run (× group): what it observed and where its verdicts came from.
+
+    Columns ``arms`` (``both``, ``benign`` or ``attacked``), ``verdict_source``
+    (the external verdicts' sources, comma-separated; null when none) and
+    ``note`` (why metrics are undefined, cases without a severity; null
+    when there is nothing to say). None for a pair table without ``arms``.
+    """
+    names = pairs.collect_schema().names()
+    if "arms" not in names:
+        return None
+    source = (
+        pl.col("verdict_source").drop_nulls().unique().sort().str.join(", ")
+        if "verdict_source" in names
+        else pl.lit("")
+    )
+    no_severity = pl.col("severity").is_null().sum() if "severity" in names else pl.lit(0)
+    info = (
+        pairs.group_by(list(keys))
+        .agg(
+            pl.col("arms").fill_null("both").first().alias("arms"),
+            source.alias("verdict_source"),
+            no_severity.cast(pl.Int64).alias("_no_severity"),
+        )
+        .collect()
+    )
+    arms_note = pl.col("arms").replace_strict(ARMS_NOTES, default=None, return_dtype=pl.String)
+    severity_note = pl.when(pl.col("_no_severity") > 0).then(
+        pl.format("{} pair(s) without a severity (weight 1)", pl.col("_no_severity"))
+    )
+    note = pl.concat_list(arms_note, severity_note).list.drop_nulls()
+    return info.with_columns(
+        pl.when(pl.col("verdict_source") != "").then(pl.col("verdict_source")),
+        pl.when(note.list.len() > 0).then(note.list.join("; ")).alias("note"),
+    ).drop("_no_severity")
 
 
 def scan_cluster_sums(
