@@ -37,6 +37,7 @@ import hashlib
 import os
 import re
 import shutil
+import signal
 import stat
 import tempfile
 import threading
@@ -580,18 +581,40 @@ def _carry_over(old: Path, stage: Path, ours: Collection[str], force: bool) -> N
             _link_or_copy(Path(root) / f, dst)
 
 
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM until the block ends (main thread, POSIX; else a no-op).
+
+    A swap is two steps where ``renameat2`` is missing; a Ctrl-C between them
+    would leave no output. (SIGKILL cannot be held: :func:`clean_litter`
+    restores the old output on the next write.)
+    """
+    held = {signal.SIGINT, signal.SIGTERM}
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - not POSIX
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def _swap_in(stage: Path, target: Path) -> None:
-    if not target.exists():
-        os.rename(stage, target)
-        return
-    if _exchange(stage, target):
-        shutil.rmtree(stage, ignore_errors=True)  # now the previous directory
-        return
-    old = Path(tempfile.mkdtemp(prefix=_tag(target) + _OLD, dir=target.parent))
-    os.rmdir(old)
-    os.rename(target, old)
-    os.rename(stage, target)  # a kill in between: clean_litter restores ``old``
-    shutil.rmtree(old, ignore_errors=True)
+    with _signals_deferred():
+        if not target.exists():
+            os.rename(stage, target)
+            return
+        if _exchange(stage, target):
+            swapped = True
+        else:
+            swapped = False
+            old = Path(tempfile.mkdtemp(prefix=_tag(target) + _OLD, dir=target.parent))
+            os.rmdir(old)
+            os.rename(target, old)
+            os.rename(stage, target)  # a kill in between: clean_litter restores ``old``
+    shutil.rmtree(stage if swapped else old, ignore_errors=True)  # the previous directory
 
 
 @contextlib.contextmanager

@@ -179,6 +179,17 @@ def _check_parquet(path: Path) -> None:
         ) from exc
 
 
+def _is_data_file(root: Path, f: Path) -> bool:
+    """Not hidden (no dot-name on the way: temporary or litter files), not a run checkpoint."""
+    rel = f.relative_to(root).parts
+    if any(part.startswith(".") for part in rel):
+        return False
+    return not any(
+        part.endswith(".parts") and (root.joinpath(*rel[: i + 1]) / "manifest.json").is_file()
+        for i, part in enumerate(rel[:-1])
+    )
+
+
 def parquet_files(path: PathLike) -> list[Path]:
     """The Parquet files a path denotes: a file, a directory (recursive) or a glob.
 
@@ -190,7 +201,7 @@ def parquet_files(path: PathLike) -> list[Path]:
     p = Path(path)
     s = str(path)
     if p.is_dir():
-        files = sorted(f for f in p.rglob("*.parquet") if not f.name.startswith("."))
+        files = sorted(f for f in p.rglob("*.parquet") if _is_data_file(p, f))
         if not files:
             raise DataFileError(f"{p}: directory holds no .parquet files")
     elif p.exists():
@@ -258,12 +269,13 @@ def read_responses(
     p = Path(path)
     try:
         if p.is_dir():
-            lf = pl.scan_parquet(p, hive_partitioning=True, include_file_paths="_file")
+            df, disagree = _read_partitioned(p, files)
         else:
-            lf = pl.scan_parquet([str(f) for f in files], include_file_paths="_file")
-        df = lf.collect()
+            df = pl.scan_parquet([str(f) for f in files], include_file_paths="_file").collect()
+            disagree = failures_frame([])
     except Exception as exc:
-        raise DataFileError(f"{path}: cannot read response log: {exc}") from exc
+        why = " ".join(str(exc).split())[:300]
+        raise DataFileError(f"{path}: cannot read response log: {why}") from None
     if df.height == 0:
         raise DataFileError(f"{path}: response log has no rows")
     locations = df.select(
@@ -272,12 +284,66 @@ def read_responses(
     )
     df = df.drop("_file")
     if not validate:
+        raise_if(disagree, str(path))
         return df
     out, failures = collect_failures(
         df, "responses", source=str(path), cases=cases, locations=locations
     )
-    raise_if(failures, str(path))
+    raise_if(pl.concat([disagree, failures]), str(path))
     return out
+
+
+def _hive_values(root: Path, file: Path) -> dict[str, str]:
+    """``key=value`` directories between ``root`` and ``file`` (values percent-decoded)."""
+    from urllib.parse import unquote
+
+    out: dict[str, str] = {}
+    for part in file.relative_to(root).parts[:-1]:
+        key, sep, value = part.partition("=")
+        if sep and key:
+            out[unquote(key)] = unquote(value)
+    return out
+
+
+def _read_partitioned(root: Path, files: list[Path]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Read a directory log: hive values become columns; a stored column that
+    disagrees with its partition value is a failure (check ``partition_agrees``),
+    never silently relabelled."""
+    from .schema import RESPONSES_SCHEMA
+
+    frames: list[pl.LazyFrame] = []
+    checks: list[tuple[Path, str, str]] = []
+    for f in files:
+        lf = pl.scan_parquet(f)
+        names = set(lf.collect_schema().names())
+        add = []
+        for key, value in _hive_values(root, f).items():
+            if key in names:
+                checks.append((f, key, value))
+                continue
+            dtype = RESPONSES_SCHEMA.get(key, pl.String())
+            add.append(pl.lit(value).cast(dtype, strict=False).alias(key))
+        frames.append(lf.with_columns(*add, pl.lit(str(f)).alias("_file")))
+    df = pl.concat(frames, how="diagonal_relaxed").collect()
+    rows = []
+    for f, key, value in checks:
+        stored = pl.read_parquet(f, columns=[key])[key]
+        bad = (stored.cast(pl.String) != value) | stored.is_null()
+        if bad.any():
+            first = int(bad.arg_true()[0])
+            rows.append(
+                {
+                    "table": "responses",
+                    "source": str(f),
+                    "row": first,
+                    "key": f"partition {key}={value}",
+                    "column": key,
+                    "check": "partition_agrees",
+                    "value": f"{stored[first]!r} stored, {value!r} in the directory name "
+                    f"({int(bad.sum())} row(s))",
+                }
+            )
+    return df, failures_frame(rows)
 
 
 def read_dataset(directory: PathLike) -> Dataset:
@@ -308,6 +374,11 @@ def validate_files(dataset: PathLike, responses: Sequence[PathLike] = ()) -> pl.
     cases_raw = read_parquet(cases_path)
     variants_raw = read_parquet(variants_path)
     cases, f_cases = collect_failures(cases_raw, "cases", source=str(cases_path))
+    if cases_raw.height == 0:  # a benchmark without cases cannot be run or scored
+        f_cases = pl.concat([f_cases, failures_frame([{
+            "table": "cases", "source": str(cases_path), "row": None, "key": "(table)",
+            "column": "case_id", "check": "has_cases", "value": "(no rows)",
+        }])])  # fmt: skip
     usable_cases = cases if f_cases.filter(pl.col("check") == "missing_column").is_empty() else None
     _, f_var = collect_failures(
         variants_raw, "variants", source=str(variants_path), cases=usable_cases

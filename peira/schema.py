@@ -710,7 +710,40 @@ def _cross_failures(
                     "value": "(no variants)",
                 }
             )
+        rows.extend(_option_mismatches(df, cases, source))
     return failures_frame(rows)
+
+
+def _option_mismatches(
+    variants: pl.DataFrame, cases: pl.DataFrame, source: str
+) -> list[dict[str, Any]]:
+    """Variants whose options are not their case's options (in any order).
+
+    A model answers from the variant's options, and its decision is judged
+    against the case's: a variant offering other options would make a run
+    fail, or score wrongly, after every call was paid for.
+    """
+    if "options" not in variants.columns or variants.schema["options"] != pl.List(pl.String):
+        return []
+    both = (
+        variants.select("case_id", "arm", "options")
+        .with_row_index("_row")
+        .join(cases.select("case_id", pl.col("options").alias("_case")), on="case_id")
+        .filter(pl.col("options").list.sort() != pl.col("_case").list.sort())
+        .sort("_row")
+    )
+    return [
+        {
+            "table": "variants",
+            "source": source,
+            "row": int(r["_row"]),
+            "key": f"case_id={r['case_id']!r}, arm={r['arm']!r}",
+            "column": "options",
+            "check": "options_match_case",
+            "value": f"{r['options']} (case: {r['_case']})",
+        }
+        for r in both.iter_rows(named=True)
+    ]
 
 
 def collect_failures(

@@ -256,4 +256,6 @@ def test_tables_rejects_what_score_rejects(capsys: pytest.CaptureFixture[str]) -
         with pytest.raises(SystemExit) as info:
             main([*argv, "--resamples", "0", "--level", "1.5"])
         assert info.value.code == 2
-        assert "argument --resamples: must be >= 1, not 0" in capsys.readouterr().err
+        assert "argument --resamples: must be an integer in [1, 10,000,000], not 0" in (
+            capsys.readouterr().err
+        )

@@ -85,15 +85,19 @@ def guard(func: Command, args: argparse.Namespace) -> int:
     name = getattr(args, "command_name", None) or args.command
     terminated = False
 
-    def on_sigterm(signum: int, frame: Any) -> None:
-        # stop like Ctrl-C, so writers clean up and the runner checkpoints first
+    def on_signal(signum: int, frame: Any) -> None:
+        # stop like Ctrl-C, so writers clean up and the runner checkpoints first;
+        # raised here, not re-sent as SIGINT: a background job of a script
+        # inherits SIGINT ignored, and a SIGTERM must stop it all the same
         nonlocal terminated
-        terminated = True
-        signal.raise_signal(signal.SIGINT)
+        terminated = terminated or signum == signal.SIGTERM
+        raise KeyboardInterrupt
 
     from ..errors import PeiraWarning
 
-    previous = _install(signal.SIGTERM, on_sigterm)
+    # installed whatever the inherited disposition (SIG_IGN included)
+    previous = _install(signal.SIGTERM, on_signal)
+    previous_int = _install(signal.SIGINT, on_signal)
     caught: list[warnings.WarningMessage] = []
     try:
         try:
@@ -117,3 +121,5 @@ def guard(func: Command, args: argparse.Namespace) -> int:
     finally:
         if previous is not None:
             _install(signal.SIGTERM, previous)
+        if previous_int is not None:
+            _install(signal.SIGINT, previous_int)
