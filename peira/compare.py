@@ -106,6 +106,8 @@ def pairwise(
     runs: Sequence[str] | None = None,
     rule: Rule = "ci",
     level: float = 0.95,
+    cases: pl.DataFrame | None = None,
+    allow_missing: bool = False,
 ) -> pl.DataFrame:
     """Every head-to-head comparison between runs on one metric, on their common support.
 
@@ -123,6 +125,13 @@ def pairwise(
         ``"ci"`` (default, non-overlapping intervals) or ``"paired"``.
     level
         Confidence level of the intervals.
+    cases
+        The cases every run should cover (the split analysed); default: every
+        case some run of ``pairs`` answered.
+    allow_missing
+        Decide between runs that lack part of the cases (the leaderboard's
+        completeness gate, :class:`~peira.metrics.GateThresholds`); by
+        default such a pair gets no verdict.
 
     Returns
     -------
@@ -135,7 +144,8 @@ def pairwise(
         without eligible pairs), ``rule``, ``winner`` (run id, or null for a
         tie or n/a), ``n_common`` (the (case, sample) pairs both runs
         answered), ``n_set_aside_a``, ``n_set_aside_b`` (pairs only one run
-        answered, left out) and the interval metadata; sorted by run_a, run_b.
+        answered, left out), ``note`` (why there is no verdict, when a run
+        is incomplete) and the interval metadata; sorted by run_a, run_b.
 
     Notes
     -----
@@ -143,7 +153,11 @@ def pairwise(
     (docs/spec/scoring-rule.md, "Comparing runs"): a run that lacks part of
     the cases is compared with the other on the cases both answered, never
     on its own subset against the other's whole. Runs with the same support
-    are compared on all their pairs, in one pass.
+    are compared on all their pairs, in one pass. A run that lacks cases or
+    arms fails the leaderboard's completeness gate: its comparisons get the
+    verdict ``"n/a"`` and no winner (a run that kept only the cases it did
+    not flip would otherwise win on the cases it kept), unless
+    ``allow_missing``.
     """
     r = _check_rule(rule)
     higher = _metric(metric)
@@ -251,6 +265,21 @@ def pairwise(
         paired_verdict.alias("paired_verdict"),
         pl.lit(r).alias("rule"),
     )
+    gaps = {} if allow_missing else _incomplete(lf, cases)
+    if gaps:
+        note = pl.concat_str(
+            pl.col("run_a").replace_strict(gaps, default=None, return_dtype=pl.String),
+            pl.col("run_b").replace_strict(gaps, default=None, return_dtype=pl.String),
+            separator="; ",
+            ignore_nulls=True,
+        )
+        blocked = note.str.len_chars().fill_null(0) > 0
+        out = out.with_columns(
+            pl.when(blocked).then(pl.lit("n/a")).otherwise(pl.col(v)).alias(v)
+            for v in ("ci_verdict", "paired_verdict")
+        ).with_columns(pl.when(blocked).then(note).otherwise(None).alias("note"))
+    else:
+        out = out.with_columns(pl.lit(None, dtype=pl.String).alias("note"))
     decided = pl.col("ci_verdict" if r == "ci" else "paired_verdict")
     out = out.with_columns(
         pl.when(decided == "a")
@@ -283,9 +312,38 @@ def pairwise(
         "n_common",
         "n_set_aside_a",
         "n_set_aside_b",
+        "note",
         *_META,
     ]
     return out.select(cols).sort("run_a", "run_b")
+
+
+def _incomplete(lf: pl.LazyFrame, cases: pl.DataFrame | None) -> dict[str, str]:
+    """Runs failing the completeness gate → why (cases × samples without a complete pair)."""
+    cols = lf.collect_schema().names()
+    keys = lf.select(
+        "run_id",
+        "case_id",
+        "sample",
+        (pl.col("missing_arm").is_null() if "missing_arm" in cols else pl.lit(True)).alias("_ok"),
+    ).collect()
+    expected = (
+        cases.select("case_id").unique() if cases is not None else keys.select("case_id").unique()
+    )
+    want = keys.select("run_id", "sample").unique().join(expected, how="cross")
+    have = keys.filter("_ok").select("run_id", "case_id", "sample")
+    lacking = (
+        want.join(have, on=["run_id", "case_id", "sample"], how="anti")
+        .group_by("run_id")
+        .agg(pl.len().alias("n"))
+        .join(want.group_by("run_id").agg(pl.len().alias("of")), on="run_id")
+        .sort("run_id")
+    )
+    return {
+        run: f"{run} is incomplete ({n} of {of} case×sample pairs missing; unranked by the "
+        "leaderboard): no verdict"
+        for run, n, of in lacking.iter_rows()
+    }
 
 
 def head_to_head(
@@ -297,6 +355,8 @@ def head_to_head(
     metric: str = "robustness",
     rule: Rule = "ci",
     level: float = 0.95,
+    cases: pl.DataFrame | None = None,
+    allow_missing: bool = False,
 ) -> dict[str, object]:
     """Compare two runs; the row of :func:`pairwise` as a dict, oriented a → b.
 
@@ -310,9 +370,16 @@ def head_to_head(
         raise KeyError(
             f"no pairs for run(s) {', '.join(map(repr, missing))}; known: {sorted(present)}"
         )
-    row = pairwise(pairs, plan, metric=metric, runs=[run_a, run_b], rule=rule, level=level).row(
-        0, named=True
-    )
+    row = pairwise(
+        pairs,
+        plan,
+        metric=metric,
+        runs=[run_a, run_b],
+        rule=rule,
+        level=level,
+        cases=cases,
+        allow_missing=allow_missing,
+    ).row(0, named=True)
     if row["run_a"] != run_a:  # pairwise orders a < b; flip back to the caller's order
         swap = {
             "run_a": "run_b",
@@ -393,7 +460,16 @@ def leaderboard(
     ranked_ids = gates.filter(pl.col("ranked"))["run_id"].to_list()
     beaten: dict[str, list[str]] = {run: [] for run in ranked_ids}
     if len(ranked_ids) >= 2:
-        duel = pairwise(lf, plan, metric=metric, runs=ranked_ids, rule=r, level=level)
+        duel = pairwise(
+            lf,
+            plan,
+            metric=metric,
+            runs=ranked_ids,
+            rule=r,
+            level=level,
+            cases=cases,
+            allow_missing=(thresholds or GateThresholds()).allow_missing,
+        )
         for a, b, w in duel.select("run_a", "run_b", "winner").iter_rows():
             if w is not None:
                 beaten[b if w == a else a].append(w)

@@ -273,7 +273,11 @@ def resolve_parser(parser: str | PathLike | Mapping[str, Any] | ParserConfig) ->
             raise ParserConfigError("inline parser config: must be a JSON object")
         return ParserConfig.from_mapping(inline, name=str(inline.get("name", "inline")))
     p = Path(parser)
-    if p.is_file():
+    try:
+        is_file = p.is_file()
+    except (OSError, ValueError):  # not a usable path (too long, a NUL byte): not a file
+        is_file = False
+    if is_file:
         try:
             _json.check_size(p, limit=16 * 1024**2)
             cfg = _json.loads(p.read_bytes().decode("utf-8-sig"))

@@ -349,6 +349,13 @@ class Responses(pa.DataFrameModel):
     def unit_interval(cls, data: PolarsData) -> pl.LazyFrame:
         return _unit(data)
 
+    @pa.check("latency_ms", "tokens_in", "tokens_out", "cost_usd", name="finite_non_negative")
+    def finite_non_negative(cls, data: PolarsData) -> pl.LazyFrame:
+        # a negative or infinite latency, token count or cost is not a measurement
+        c = pl.col(data.key)
+        ok = c.cast(pl.Float64).is_finite() & (c >= 0)
+        return data.lazyframe.select(ok.fill_null(True))
+
     @pa.check("verdict_score", "verdict_threshold", name="in_unit_interval")
     def verdict_unit_interval(cls, data: PolarsData) -> pl.LazyFrame:
         return _unit(data)

@@ -68,7 +68,7 @@ RAW_MARKERS = (
     "object of type",
     "NoneType",
     "unhashable type",
-    "has no attribute",
+    "object has no attribute",
 )
 
 OK, VIOLATION, UNUSABLE = 0, 1, 2
@@ -872,10 +872,11 @@ def partition_cases() -> list[Case]:
         log.filter(pl.col("run_id") == _run0(ws)).write_parquet(d / "part-0.parquet")
 
     def agree(ws: Path) -> None:
-        d = ws / "scratch" / "log" / f"run_id={_run0(ws)}"
-        d.mkdir(parents=True)
         log = pl.read_parquet(ws / "ds/responses.parquet")
-        log.filter(pl.col("run_id") == _run0(ws)).write_parquet(d / "part-0.parquet")
+        for run in log["run_id"].unique().to_list():
+            d = ws / "scratch" / "log" / f"run_id={run}"
+            d.mkdir(parents=True)
+            log.filter(pl.col("run_id") == run).write_parquet(d / "part-0.parquet")
 
     def checkpoint_beside(ws: Path) -> None:  # a run's LOG.parts/ inside a log directory
         shutil.copytree(ws / "logs", ws / "scratch" / "log")
@@ -977,22 +978,39 @@ def _malformed_rows_check(ws: Path, res: Result) -> str | None:
 # --- verdicts (compare applies the leaderboard's gates), leaks, messages
 
 
+def keep_only_unflipped(log: pl.DataFrame, cases: pl.DataFrame, run: str) -> pl.DataFrame:
+    """``run``'s log without every case it flipped (a run that 'lost' its failures)."""
+    from peira.pairs import build_pairs
+
+    pairs = build_pairs(log.filter(pl.col("run_id") == run), cases)
+    flipped = pairs.filter(pl.col("flipped"))["case_id"].unique()
+    return log.filter(~((pl.col("run_id") == run) & pl.col("case_id").is_in(flipped.implode())))
+
+
 def verdict_cases() -> list[Case]:
     def incomplete(ws: Path) -> None:
-        shutil.copytree(ws / "ds", ws / "scratch" / "ds")
-        log = pl.read_parquet(ws / "scratch/ds/responses.parquet")
-        (ws / "scratch/ds/responses.parquet").unlink()
-        _drop_half_cases_of_first_run(log).write_parquet(ws / "scratch/ds/responses.parquet")
+        from peira.synth import generate
+
+        bench = generate(400, 3, seed=11)
+        d = ws / "scratch" / "ds"
+        bench.write(d)
+        worst = bench.models.sort("run_id")["run_id"][-1]  # the weakest archetype
+        (d / "worst.txt").write_text(worst)
+        log = keep_only_unflipped(bench.responses, bench.cases, worst)
+        (d / "responses.parquet").unlink()
+        log.write_parquet(d / "responses.parquet")
 
     def no_winner(ws: Path, res: Result) -> str | None:
-        run0 = _run0(ws)
+        worst = (ws / "scratch" / "ds" / "worst.txt").read_text()
         try:
             rows = [json.loads(x) for x in res.stdout.splitlines() if x.strip()]
         except ValueError:
             return "compare --format json printed something else"
+        if not rows:
+            return "compare printed no rows"
         for r in rows:
-            if r.get("winner") == run0:
-                return f"an incomplete run ({run0}) declared the winner"
+            if r.get("winner") == worst:
+                return f"an incomplete run ({worst}) declared the winner"
         return None
 
     cases = []
@@ -1000,8 +1018,8 @@ def verdict_cases() -> list[Case]:
         for split in ("public", "all"):
             cases.append(
                 Case("verdict", f"compare-incomplete/{rule}/{split}",
-                     ("compare", "--dataset", "{ws}/scratch/ds", "--missing", "malformed",
-                      "--rule", rule, "--split", split, "--format", "json", *RESAMPLES),
+                     ("compare", "--dataset", "{ws}/scratch/ds", "--rule", rule, "--split",
+                      split, "--format", "json", "--resamples", "200"),
                      (OK,), (), incomplete, check=no_winner)
             )  # fmt: skip
     return cases

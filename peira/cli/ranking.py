@@ -69,17 +69,20 @@ def cmd_compare(args: argparse.Namespace) -> int:
             metric=args.metric,
             rule=args.rule,
             level=args.level,
+            cases=cases,
         )
         table = pl.DataFrame([row])
     elif args.run_a or args.run_b:
         raise PeiraError("compare needs two runs (RUN_A RUN_B), or none for every pair")
     else:
-        table = pairwise(pairs, plan, metric=args.metric, rule=args.rule, level=args.level)
+        table = pairwise(
+            pairs, plan, metric=args.metric, rule=args.rule, level=args.level, cases=cases
+        )
     if args.format in ("table", "markdown"):
         table = table.select(
             "run_a", "run_b", "estimate_a", "estimate_b", "diff", "diff_lo", "diff_hi",
             "p_holm", "ci_verdict", "paired_verdict", "winner", "n_common",
-            "n_set_aside_a", "n_set_aside_b",
+            "n_set_aside_a", "n_set_aside_b", "note",
         )  # fmt: skip
     return c.emit(table, args.format)
 

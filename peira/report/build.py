@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import html
 import json
 import os
 import platform
@@ -124,8 +125,12 @@ def _once_warnings() -> Iterator[None]:
 
 def _inputs(ctx: ReportContext) -> dict[str, Any]:
     ds, cases = ctx.dataset, ctx.dataset.cases
+    version = ds.version
+    if ctx.config.publication:  # a holdout-only dataset_version is holdout metadata
+        public = cases.filter(pl.col("split") == "public")["dataset_version"]
+        version = "+".join(public.unique().sort().to_list())
     out: dict[str, Any] = {
-        "dataset_version": ds.version,
+        "dataset_version": version,
         "dataset_hash": dataset_hash(cases, ds.variants),
         "results_hash": results_hash(ctx.responses),
         "n_cases": cases.height,
@@ -401,6 +406,8 @@ def write_report(
 ) -> Path:
     """Write the HTML report to ``out`` atomically; returns the path."""
     text = report_html(ctx, figures=figures, progress=progress)
+    if ctx.config.publication:  # the same scan as peira publish, before anything is written
+        check_publication({Path(out).name: text.encode("utf-8")}, ctx.dataset)
     with atomic_path(out) as tmp:
         tmp.write_text(text, encoding="utf-8")
     return Path(out)
@@ -416,6 +423,9 @@ def _holdout_secrets(dataset: Dataset) -> tuple[list[str], list[str]]:
     public_scen = set(cases.filter(pl.col("split") == "public")["scenario_id"].to_list())
     ids = set(hold["case_id"].to_list())
     ids |= set(hold["scenario_id"].to_list()) - public_scen
+    # metadata: a dataset_version only holdout cases carry names the holdout
+    public_versions = set(cases.filter(pl.col("split") == "public")["dataset_version"].to_list())
+    ids |= set(hold["dataset_version"].to_list()) - public_versions
     v = dataset.variants.join(hold.select("case_id"), on="case_id", how="semi")
     texts = {t for col in ("prompt", "input") for t in v[col].to_list() if t and t.strip()}
     return sorted(i for i in ids if i), sorted(texts)
@@ -439,9 +449,10 @@ def _found(text: str, needle: str) -> bool:
 def check_publication(files: Mapping[str, bytes], dataset: Dataset) -> None:
     """Refuse outputs that name a holdout case or scenario or quote a holdout prompt.
 
-    Every file is searched (text files as UTF-8, others byte for byte) for
-    each holdout case_id, each scenario_id used only by holdout cases, and
-    the prompt and input text of every holdout variant. Identifiers count
+    Every file is searched (text files as UTF-8, others byte for byte; HTML
+    and SVG also unescaped) for each holdout case_id, each scenario_id and
+    dataset_version used only by holdout cases, and the prompt and input
+    text of every holdout variant. Identifiers count
     when they are not part of a longer alphanumeric token.
 
     Raises
@@ -454,6 +465,8 @@ def check_publication(files: Mapping[str, bytes], dataset: Dataset) -> None:
     hits: list[str] = []
     for path, data in sorted(files.items()):
         text = data.decode("utf-8", errors="surrogateescape")
+        if path.endswith((".html", ".htm", ".svg")):  # escaped text counts too
+            text += "\n" + html.unescape(text)
         kinds = []
         n_ids = sum(_found(text, i) for i in ids)
         if n_ids:
