@@ -1278,7 +1278,7 @@ def sample(cases: Sequence[Case], per_class: dict[str, int], seed: int = 13) -> 
 
 #: The default suite: every class, a few hundred cases.
 DEFAULT_PER_CLASS = {"json": 45, "flags": 60, "output": 70, "data": 60, "adapter": 14,
-                     "partition": 9, "verdict": 4, "leak": 2, "usage": 24}  # fmt: skip
+                     "partition": 9, "verdict": 2, "leak": 2, "usage": 24}  # fmt: skip
 
 
 def prepare(root: Path) -> tuple[Path, Path]:
