@@ -1,6 +1,6 @@
 """The write policy: every output Peira writes goes through here.
 
-Rules (``docs/spec`` and the README state them for users):
+Rules (``docs/spec/outputs.md`` states them for users):
 
 - **Never over an input.** An output path that is, or lies inside, an input
   of the same command is refused, ``force`` or not.
