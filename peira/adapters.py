@@ -401,7 +401,7 @@ class Replay:
         if key is None:
             if key_file is None:
                 raise PeiraError("Replay needs the runner's pseudonym key (key= or key_file=)")
-            from .seal import load_key
+            from .integrity.keys import load_key
 
             key = load_key(key_file, purpose="holdout", required=True)
         assert key is not None

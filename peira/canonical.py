@@ -13,7 +13,7 @@ from typing import Any
 
 from .errors import PeiraError
 
-__all__ = ["CanonicalJSONError", "canonical_json", "pretty_json"]
+__all__ = ["CanonicalJSONError", "canonical_json", "canonical_text", "pretty_json"]
 
 
 class CanonicalJSONError(PeiraError, ValueError):
@@ -101,14 +101,27 @@ def canonical_json(obj: Any) -> bytes:
     ...
     peira.canonical.CanonicalJSONError: metrics.asr: nan has no JSON form (NaN and Infinity ...
     """
+    return canonical_text(obj).encode("utf-8")
+
+
+def canonical_text(obj: Any) -> str:
+    """Canonical JSON of a value as text: the string :func:`canonical_json` encodes as UTF-8.
+
+    For text columns holding JSON (``variants.input``, ``cases.extras``) and
+    for digests of text.
+
+    Examples
+    --------
+    >>> canonical_text({"prompt": "Café", "options": ["a", "b"]})
+    '{"options":["a","b"],"prompt":"Café"}'
+    """
     plain = _plain(obj, "")
     try:
-        text = json.dumps(
+        return json.dumps(
             plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
         )
     except ValueError as exc:  # e.g. an integer beyond Python's int-to-str digit limit
         raise CanonicalJSONError(f"(value): no canonical JSON form: {exc}") from exc
-    return text.encode("utf-8")
 
 
 def pretty_json(obj: Any) -> bytes:

@@ -13,7 +13,7 @@ The *blinded export* a model sees holds only ``variant_id, primitive,
 prompt, options, input``, sorted by ``variant_id``. Responses keyed by
 ``variant_id`` are mapped back to a standard response log (SPEC §2.3) by
 recomputing the pseudonyms from the dataset and the key. The key is read
-from a file or from ``PEIRA_HOLDOUT_KEY`` (:func:`peira.seal.load_key`) and
+from a file or from ``PEIRA_HOLDOUT_KEY`` (:func:`peira.integrity.load_key`) and
 never appears in any output or message; pseudonym maps are never written.
 """
 
@@ -31,10 +31,10 @@ import numpy.typing as npt
 import polars as pl
 
 from .errors import PeiraError
+from .integrity.keys import MIN_KEY_BYTES
 from .io import Dataset, write_parquet
 from .metrics.keys import group_keys
 from .schema import ARMS, RESPONSES_SCHEMA, validate_responses
-from .seal import MIN_KEY_BYTES
 
 if TYPE_CHECKING:
     from .bootstrap import ResamplePlan, Unit

@@ -33,6 +33,7 @@ __all__ = [
     "PUBLISHED_SCHEMA",
     "RESPONSES_SCHEMA",
     "RESPONSE_EXTENSIONS",
+    "RESPONSE_KEY",
     "SEVERITIES",
     "SPLITS",
     "VARIANTS_SCHEMA",
@@ -51,6 +52,8 @@ SPLITS = ("public", "holdout")
 PRIMITIVES = ("choice", "score", "abstain")
 SEVERITIES = ("critical", "high", "medium", "low")
 ARMS = ("benign", "attacked")
+#: The key of a response-log row, and the order logs are sorted and hashed in.
+RESPONSE_KEY = ("run_id", "case_id", "arm", "sample")
 #: What a run observed (the ``arms`` response column): both arms, the benign arm
 #: only (a clean-only run) or the attacked arm only (benign answers not observed).
 ARMS_DECLARED = ("both", "benign", "attacked")
@@ -180,7 +183,7 @@ _EXTENSIONS: dict[str, dict[str, pl.DataType]] = {"responses": RESPONSE_EXTENSIO
 KEYS: dict[str, tuple[str, ...]] = {
     "cases": ("case_id",),
     "variants": ("case_id", "arm"),
-    "responses": ("run_id", "case_id", "arm", "sample"),
+    "responses": RESPONSE_KEY,
     "published": ("run_id", "family", "metric"),
 }
 

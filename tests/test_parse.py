@@ -445,9 +445,12 @@ def test_parse_empty_log() -> None:
 
 
 def test_parse_is_vectorised() -> None:
-    src = Path(__file__).resolve().parent.parent / "peira" / "parse.py"
+    peira = Path(__file__).resolve().parent.parent / "peira"
+    sources = [*sorted((peira / "parse").glob("*.py")), peira / "rescoring.py"]
+    assert len(sources) >= 5
     called = {
         node.attr
+        for src in sources
         for node in ast.walk(ast.parse(src.read_text()))
         if isinstance(node, ast.Attribute)
     }
@@ -560,7 +563,7 @@ def test_metric_deltas_hold_metric_values_only() -> None:
 
 
 def test_decision_line_per_row_pattern_fallback_agrees(monkeypatch: pytest.MonkeyPatch) -> None:
-    import peira.parse as parse_mod
+    import peira.parse._patterns as parse_patterns
 
     rows = [g for g in GOLDEN if g[0] == "decision-line" and g[1] is not None]
     df = pl.DataFrame(
@@ -568,5 +571,5 @@ def test_decision_line_per_row_pattern_fallback_agrees(monkeypatch: pytest.Monke
         schema={"raw_text": pl.String, "options": pl.List(pl.String)},
     )
     grouped = parse_frame(df, parser="decision-line")
-    monkeypatch.setattr(parse_mod, "_MAX_PATTERN_GROUPS", 0)
+    monkeypatch.setattr(parse_patterns, "_MAX_PATTERN_GROUPS", 0)
     assert parse_frame(df, parser="decision-line").equals(grouped)

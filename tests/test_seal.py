@@ -382,12 +382,12 @@ def test_seal_refuses_existing_output_and_force_replaces(
 def test_failed_seal_leaves_nothing(
     tmp_path: Path, dataset: Dataset, bench: Any, run_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import peira.seal as seal_mod
+    import peira.seal.build as seal_build
 
     def boom(*a: Any, **k: Any) -> bytes:
         raise OSError("disk full")
 
-    monkeypatch.setattr(seal_mod, "pretty_json", boom)
+    monkeypatch.setattr(seal_build, "pretty_json", boom)
     with pytest.raises(OSError, match="disk full"):
         seal(dataset, bench.responses, run_id, tmp_path / "art")
     assert list(tmp_path.iterdir()) == []
@@ -400,15 +400,15 @@ def test_seal_unknown_run_and_nan_metric(
 
     with pytest.raises(PeiraError, match="run_id 'nope' is not in the response log"):
         seal(dataset, bench.responses, "nope", tmp_path / "a")
-    import peira.seal as seal_mod
+    import peira.seal.build as seal_build
 
-    real = seal_mod.derive
+    real = seal_build.derive
 
     def nan_derive(*a: Any, **k: Any) -> Any:
         m, p = real(*a, **k)
         return {**m, "asr": float("nan")}, p
 
-    monkeypatch.setattr(seal_mod, "derive", nan_derive)
+    monkeypatch.setattr(seal_build, "derive", nan_derive)
     run = str(bench.responses["run_id"][0])
     with pytest.raises(CanonicalJSONError, match=r"cannot seal run .*: metrics\.asr: nan"):
         seal(dataset, bench.responses, run, tmp_path / "b")

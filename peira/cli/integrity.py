@@ -36,7 +36,8 @@ __all__ = ["cmd_blind", "cmd_divergence", "cmd_seal", "cmd_unblind", "cmd_verify
 def cmd_seal(args: argparse.Namespace) -> int:
     """``peira seal``: write a sealed run artifact directory."""
     from ..io import read_dataset, read_responses
-    from ..seal import SEAL_KEY_ENV, ArtifactExistsError, SealConfig, artifact_owner, load_key, seal
+    from ..seal import SEAL_KEY_ENV, ArtifactExistsError, SealConfig, load_key, seal
+    from ..seal.build import artifact_owner
 
     c.check_out(args, args.out, kind="dir", inputs=[args.key_file], logs=[args.responses],
                 datasets=[args.dataset], owner=artifact_owner, writer="peira seal")  # fmt: skip

@@ -31,6 +31,7 @@ from typing import Any
 
 import polars as pl
 
+from ..canonical import canonical_text
 from ..errors import DataFileError, InputFormatError, ValidationError
 from ..io import Dataset, atomic_path
 from ..schema import CASES_SCHEMA, VARIANTS_SCHEMA, collect_failures, failures_frame, raise_if
@@ -60,17 +61,8 @@ _LOC_SCHEMA = {"file": pl.String(), "row": pl.Int64()}
 # ---------------------------------------------------------------- JSON helpers
 
 
-def canonical_json(value: Any) -> str:
-    """Canonical JSON: sorted keys, no insignificant whitespace, UTF-8 text.
-
-    Examples
-    --------
-    >>> canonical_json({"prompt": "Café", "options": ["a", "b"]})
-    '{"options":["a","b"],"prompt":"Café"}'
-    """
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+#: Canonical JSON as text (:func:`peira.canonical.canonical_text`), under the importers' name.
+canonical_json = canonical_text
 
 
 def _object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -34,8 +34,8 @@ from typing import Any
 import polars as pl
 
 from ..errors import PeiraError, PeiraWarning
+from ..integrity.hashes import dataset_hash, results_hash
 from ..io import Dataset, _umask, atomic_dir, atomic_path
-from ..seal import dataset_hash, results_hash
 from .figures import FIGURES, FORMATS, matplotlib_available, render_figure
 from .html import render_html
 from .render import to_csv, to_latex, to_markdown

@@ -26,6 +26,7 @@ from .checkpoint import parts_dir
 from .loading import accepts_argument, adapter_identity, adapter_target, load_adapter
 from .protocol import (
     REQUEST_FIELDS,
+    RESPONSE_KEY,
     Adapter,
     AdapterError,
     Decision,
@@ -40,6 +41,7 @@ from .runner import RunResult, run, run_async
 
 __all__ = [
     "REQUEST_FIELDS",
+    "RESPONSE_KEY",
     "Adapter",
     "AdapterError",
     "Decision",

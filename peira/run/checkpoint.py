@@ -33,6 +33,7 @@ from typing import Any
 
 import polars as pl
 
+from ..integrity.hashes import dataset_hash
 from ..io import Dataset, atomic_path, read_parquet, write_parquet
 from ..schema import RESPONSES_SCHEMA
 from .protocol import RESPONSE_KEY, ResumeError
@@ -59,8 +60,6 @@ def run_manifest(
     samples: int,
     adapter: dict[str, Any],
 ) -> dict[str, Any]:
-    from ..seal import dataset_hash
-
     return {
         "format": "peira-run-parts/v1",
         "run_id": run_id,

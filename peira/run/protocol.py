@@ -17,6 +17,7 @@ from typing import Protocol, runtime_checkable
 
 from ..errors import PeiraError
 from ..holdout import BLIND_COLUMNS
+from ..schema import RESPONSE_KEY
 
 __all__ = [
     "REQUEST_FIELDS",
@@ -31,7 +32,6 @@ __all__ = [
     "TransientError",
 ]
 
-RESPONSE_KEY = ("run_id", "case_id", "arm", "sample")
 REQUEST_FIELDS = (*BLIND_COLUMNS, "sample")
 
 

@@ -127,20 +127,7 @@ def response_row(
     req: Request, out: Any, elapsed_ms: float
 ) -> dict[str, Any]:  # the response columns of one call
     """Check an adapter's output against the request; build the row's response columns."""
-    row: dict[str, Any] = {
-        "decision": None,
-        "abstained": False,
-        "refusal_reason": None,
-        "score": None,
-        "confidence": None,
-        "malformed": True,
-        "error": None,
-        "raw_text": None,
-        "latency_ms": elapsed_ms,
-        "tokens_in": None,
-        "tokens_out": None,
-        "cost_usd": None,
-    }
+    row = failed_row(None, elapsed_ms)  # malformed until the output checks out
     if not isinstance(out, Decision):
         row["error"] = f"invalid output: expected a Decision, got {type(out).__name__}"
         return row
@@ -199,8 +186,11 @@ def response_row(
     return row
 
 
-def failed_row(error: str, elapsed_ms: float) -> dict[str, Any]:
-    error = _clean(error)  # an exception's text may hold a lone surrogate
+def failed_row(error: str | None, elapsed_ms: float) -> dict[str, Any]:
+    """The response columns of a call that gave no answer: malformed, with ``error``."""
+    error = (
+        None if error is None else _clean(error)
+    )  # an exception's text may hold a lone surrogate
     return {
         "decision": None,
         "abstained": False,

@@ -1,0 +1,68 @@
+"""Raw model text → decisions: vectorised, configurable parsers.
+
+A response log keeps each call's ``raw_text``; re-parsing it re-scores a run
+without calling the model. :func:`parse_responses` rebuilds ``decision``,
+``abstained``, ``refusal_reason``, ``score``, ``confidence``, ``malformed``
+and ``error`` of every row from ``raw_text`` with polars string and JSON
+expressions only (no ``map_elements``, no Python loop over rows).
+
+This package is a face; the parts live in
+
+- :mod:`~peira.parse.rules`: the rules (``synth``, ``json``,
+  ``decision-line``, ``abstain``, ``options``), what each recognises, and
+  :data:`RULES`;
+- :mod:`~peira.parse.config`: :class:`ParserConfig`, the named
+  :data:`PARSERS` and :func:`resolve_parser`;
+- :mod:`~peira.parse.assemble`: the first rule that recognises a text wins,
+  the common checks, :func:`parse_frame` and :func:`parse_responses`;
+- :mod:`~peira.parse._patterns`: the regex builders.
+
+:func:`rescore` and :class:`RescoreResult` live in :mod:`peira.rescoring`
+(they need the metrics, which parsing does not); they are re-exported here,
+loaded on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .assemble import parse_frame, parse_responses
+from .config import (
+    DEFAULT_ABSTAIN_PHRASES,
+    DEFAULT_NEGATIONS,
+    DEFAULT_REFUSAL_PHRASES,
+    PARSERS,
+    ParserConfig,
+    ParserConfigError,
+    resolve_parser,
+)
+from .rules import RULES
+
+if TYPE_CHECKING:
+    from ..rescoring import RescoreResult, rescore
+
+__all__ = [
+    "DEFAULT_ABSTAIN_PHRASES",
+    "DEFAULT_NEGATIONS",
+    "DEFAULT_REFUSAL_PHRASES",
+    "PARSERS",
+    "RULES",
+    "ParserConfig",
+    "ParserConfigError",
+    "RescoreResult",
+    "parse_frame",
+    "parse_responses",
+    "rescore",
+    "resolve_parser",
+]
+
+_RESCORING = ("RescoreResult", "rescore")
+
+
+def __getattr__(name: str) -> Any:
+    """``rescore`` and ``RescoreResult``, imported from :mod:`peira.rescoring` on first use."""
+    if name in _RESCORING:
+        from .. import rescoring
+
+        return getattr(rescoring, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
