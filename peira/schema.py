@@ -193,6 +193,16 @@ def _unit(data: PolarsData) -> pl.LazyFrame:
     return data.lazyframe.select(c.is_null() | (c.is_between(0.0, 1.0) & c.is_not_nan()))
 
 
+_CONTROL = r"[\x00-\x1f\x7f-\x9f]"
+
+
+def _printable(data: PolarsData) -> pl.LazyFrame:
+    """No control character (ESC, CR, LF, NUL, ...): identifiers are shown in terminals
+    and tables, where one could forge a row or rewrite the screen."""
+    c = pl.col(data.key)
+    return data.lazyframe.select(c.is_null() | c.str.contains(_CONTROL).not_())
+
+
 def _in_options(col: str) -> pl.Expr:
     return pl.col(col).is_null() | pl.col("options").list.contains(pl.col(col)).fill_null(False)
 
@@ -222,6 +232,12 @@ class Cases(pa.DataFrameModel):
     @pa.check("expected_score", name="in_unit_interval")
     def expected_score_unit(cls, data: PolarsData) -> pl.LazyFrame:
         return _unit(data)
+
+    @pa.check(
+        "case_id", "scenario_id", "suite", "family", "dataset_version", name="no_control_characters"
+    )
+    def case_ids_printable(cls, data: PolarsData) -> pl.LazyFrame:
+        return _printable(data)
 
     @pa.dataframe_check(name="options_valid")
     def options_valid(cls, data: PolarsData) -> pl.LazyFrame:
@@ -277,6 +293,10 @@ class Variants(pa.DataFrameModel):
         strict = True
         ordered = False
         unique = ["case_id", "arm"]  # noqa: RUF012
+
+    @pa.check("case_id", name="no_control_characters")
+    def variant_ids_printable(cls, data: PolarsData) -> pl.LazyFrame:
+        return _printable(data)
 
 
 def _agrees_with_run(col: str, c: pl.Expr | None = None) -> pl.Expr:
@@ -351,6 +371,10 @@ class Responses(pa.DataFrameModel):
     @pa.check("score", "confidence", name="in_unit_interval")
     def unit_interval(cls, data: PolarsData) -> pl.LazyFrame:
         return _unit(data)
+
+    @pa.check("run_id", "model", "model_version", "case_id", name="no_control_characters")
+    def response_ids_printable(cls, data: PolarsData) -> pl.LazyFrame:
+        return _printable(data)
 
     @pa.check("latency_ms", "tokens_in", "tokens_out", "cost_usd", name="finite_non_negative")
     def finite_non_negative(cls, data: PolarsData) -> pl.LazyFrame:

@@ -757,6 +757,17 @@ def _drop_half_cases_of_first_run(df: pl.DataFrame) -> pl.DataFrame:
     return df.filter(~((pl.col("run_id") == run0) & pl.col("case_id").is_in(drop)))
 
 
+def _rename_first_run(suffix: str) -> Callable[[pl.DataFrame], pl.DataFrame]:
+    def fn(df: pl.DataFrame) -> pl.DataFrame:
+        run0 = df["run_id"].sort()[0]
+        return df.with_columns(
+            pl.when(pl.col("run_id") == run0).then(pl.col("run_id") + suffix)
+            .otherwise(pl.col("run_id")).alias("run_id")
+        )  # fmt: skip
+
+    return fn
+
+
 #: name: (setup, exit code of validate, exit code of the other commands)
 DATA_MUTATIONS: dict[str, tuple[Callable[[Path], None], tuple[int, ...], tuple[int, ...]]] = {
     "cases-truncated": (_mutate_bytes("cases.parquet", lambda b: b[: len(b) // 2]),
@@ -786,6 +797,15 @@ DATA_MUTATIONS: dict[str, tuple[Callable[[Path], None], tuple[int, ...], tuple[i
                         (VIOLATION,), (VIOLATION,)),
     "cases-newline-in-id": (_mutate_parquet("cases.parquet", _first("case_id", "c1\nm01 0.99")),
                             (VIOLATION,), (VIOLATION,)),
+    "cases-esc-in-family": (_mutate_parquet("cases.parquet", _first("family", "fam\x1b[31mily")),
+                            (VIOLATION,), (VIOLATION,)),
+    "responses-cr-in-whole-run-id": (_mutate_parquet("responses.parquet",
+                                                     _rename_first_run("\r0.99 m99")),
+                                     (VIOLATION,), (VIOLATION,)),
+    "responses-nul-in-model": (_mutate_parquet("responses.parquet",
+                                               lambda d: d.with_columns(
+                                                   pl.col("model") + "\x00")),
+                               (VIOLATION,), (VIOLATION,)),
     "variants-options-differ": (_mutate_parquet("variants.parquet", _options_differ),
                                 (VIOLATION,), (VIOLATION,)),
     "responses-cr-in-run-id": (_mutate_parquet("responses.parquet", _first("run_id", "m\rX")),
