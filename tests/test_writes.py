@@ -380,3 +380,57 @@ def test_lock_is_reentrant_within_a_process(tmp_path: Path) -> None:
     with output_lock(out), output_lock(out):
         write_parquet(FRAME, out)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["log.parquet"]
+
+
+def _peira_cli(argv: list[str], limit: int | None = None) -> subprocess.CompletedProcess[str]:
+    def cap() -> None:
+        if limit is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return subprocess.run(
+        [sys.executable, "-m", "peira", *argv],
+        capture_output=True,
+        text=True,
+        preexec_fn=cap,
+        cwd=Path(__file__).resolve().parents[1],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        timeout=600,
+        check=False,
+    )
+
+
+def test_commands_on_a_full_disk_fail_cleanly(tiny_fs: Path, tmp_path: Path) -> None:
+    """tables, synth and run writing to a full file system: one line, exit 2, nothing left."""
+    from peira.synth import generate
+
+    generate(60, 2, seed=1).write(tmp_path / "ds")
+    (tiny_fs / "filler").write_bytes(b"\0" * 240_000)
+    ds = str(tmp_path / "ds")
+    for argv in (
+        ["tables", "--dataset", ds, "--no-figures", "--resamples", "20", "--out",
+         str(tiny_fs / "tables")],
+        ["synth", "--cases", "3000", "--models", "8", "--out", str(tiny_fs / "bench")],
+        ["run", "--adapter", "peira.adapters:Constant", "--dataset", ds, "--out",
+         str(tiny_fs / "run.parquet"), "--samples", "20", "--no-progress"],
+    ):  # fmt: skip
+        proc = _peira_cli(argv)
+        assert proc.returncode == 2, (argv[0], proc.stderr)
+        assert "no space left on the device" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr
+        left = sorted(p.name for p in tiny_fs.iterdir())
+        if argv[0] == "run":  # completed calls stay checkpointed for a resume
+            left = [n for n in left if n != "run.parquet.parts"]
+        assert left == ["filler"], (argv[0], left)
+
+
+def test_a_file_size_limit_mid_write_is_a_clean_error(tmp_path: Path) -> None:
+    from peira.synth import generate
+
+    generate(60, 2, seed=1).write(tmp_path / "ds")
+    proc = _peira_cli(
+        ["synth", "--cases", "2000", "--models", "6", "--out", str(tmp_path / "big")],
+        limit=200_000,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "file too large" in proc.stderr and "Traceback" not in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]

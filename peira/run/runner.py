@@ -51,6 +51,7 @@ from typing import IO, Any
 
 import polars as pl
 
+from ..errors import PeiraError
 from ..io import Dataset, check_output, output_lock, read_dataset, read_parquet, write_parquet
 from ..schema import RESPONSES_SCHEMA, validate_responses
 from .checkpoint import Checkpoint, open_parts, part_files, parts_dir, run_manifest
@@ -299,6 +300,7 @@ async def run_async(
 
     t0 = time.perf_counter()
     interrupted: RunInterrupted | None = None
+    failure: BaseException | None = None
     ticker = (
         asyncio.create_task(ckpt.every_seconds(checkpoint_seconds))
         if checkpoint_seconds is not None
@@ -312,15 +314,21 @@ async def run_async(
         first = eg.exceptions[0]
         assert isinstance(first, RunInterrupted)
         interrupted = first
+    except* PeiraError as eg:  # a checkpoint part that cannot be written (a full disk)
+        failure = eg.exceptions[0]
     finally:
         stats.elapsed = time.perf_counter() - t0
         if ticker is not None:
             ticker.cancel()
+            if ticker.done() and not ticker.cancelled() and ticker.exception() is not None:
+                failure = failure or ticker.exception()
         ckpt.flush()
         if bar is not None:
             bar.close()
     if interrupted is not None:
         raise interrupted
+    if failure is not None:
+        raise failure
 
     files = part_files(pdir)
     parts = [read_parquet(f).cast(RESPONSES_SCHEMA) for f in files]  # type: ignore[arg-type]
