@@ -235,7 +235,9 @@ def scan_responses(path: PathLike) -> pl.LazyFrame:
     files = parquet_files(path)
     p = Path(path)
     if p.is_dir():
-        return pl.scan_parquet(p, hive_partitioning=True)
+        frames, disagree = _partition_frames(p, files)
+        raise_if(disagree, str(path))  # a partition never relabels a stored column
+        return pl.concat(frames, how="diagonal_relaxed").drop("_file")
     return pl.scan_parquet([str(f) for f in files])
 
 
@@ -309,6 +311,13 @@ def _read_partitioned(root: Path, files: list[Path]) -> tuple[pl.DataFrame, pl.D
     """Read a directory log: hive values become columns; a stored column that
     disagrees with its partition value is a failure (check ``partition_agrees``),
     never silently relabelled."""
+    frames, failures = _partition_frames(root, files)
+    return pl.concat(frames, how="diagonal_relaxed").collect(), failures
+
+
+def _partition_frames(root: Path, files: list[Path]) -> tuple[list[pl.LazyFrame], pl.DataFrame]:
+    """One lazy frame per file (hive columns added, ``_file`` its path) and the
+    failures of stored columns that disagree with their partition values."""
     from .schema import RESPONSES_SCHEMA
 
     frames: list[pl.LazyFrame] = []
@@ -324,7 +333,6 @@ def _read_partitioned(root: Path, files: list[Path]) -> tuple[pl.DataFrame, pl.D
             dtype = RESPONSES_SCHEMA.get(key, pl.String())
             add.append(pl.lit(value).cast(dtype, strict=False).alias(key))
         frames.append(lf.with_columns(*add, pl.lit(str(f)).alias("_file")))
-    df = pl.concat(frames, how="diagonal_relaxed").collect()
     rows = []
     for f, key, value in checks:
         stored = pl.read_parquet(f, columns=[key])[key]
@@ -343,7 +351,7 @@ def _read_partitioned(root: Path, files: list[Path]) -> tuple[pl.DataFrame, pl.D
                     f"({int(bad.sum())} row(s))",
                 }
             )
-    return df, failures_frame(rows)
+    return frames, failures_frame(rows)
 
 
 def read_dataset(directory: PathLike) -> Dataset:

@@ -434,3 +434,50 @@ def test_a_file_size_limit_mid_write_is_a_clean_error(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stderr
     assert "file too large" in proc.stderr and "Traceback" not in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]
+
+
+# ---------------------------------------------------------------- reading what writers leave
+
+
+def test_a_partition_never_relabels_a_stored_column(tmp_path: Path) -> None:
+    from peira.errors import ValidationError
+    from peira.io import read_responses, scan_responses
+    from tests.builders import make_responses, pair_rows
+
+    log = make_responses(*pair_rows("c1", "deny", "deny", run_id="m1"))
+    good = tmp_path / "good" / "run_id=m1"
+    good.mkdir(parents=True)
+    log.write_parquet(good / "part-0.parquet")
+    assert read_responses(tmp_path / "good")["run_id"].to_list() == ["m1", "m1"]
+    assert scan_responses(tmp_path / "good").collect()["run_id"].to_list() == ["m1", "m1"]
+    bad = tmp_path / "bad" / "run_id=other"
+    bad.mkdir(parents=True)
+    log.write_parquet(bad / "part-0.parquet")
+    for reader in (read_responses, lambda p: scan_responses(p).collect()):
+        with pytest.raises(ValidationError, match="partition_agrees") as info:
+            reader(tmp_path / "bad")
+        assert "'m1' stored, 'other' in the directory name (2 row(s))" in str(info.value)
+    # hive values fill a column the files do not store, typed as the data model says
+    bare = tmp_path / "bare" / "run_id=m1"
+    bare.mkdir(parents=True)
+    log.drop("run_id").write_parquet(bare / "part-0.parquet")
+    assert read_responses(tmp_path / "bare")["run_id"].to_list() == ["m1", "m1"]
+
+
+def test_directory_logs_skip_hidden_files_and_run_checkpoints(tmp_path: Path) -> None:
+    from peira.io import read_responses
+    from tests.builders import make_responses, pair_rows
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    log = make_responses(*pair_rows("c1", "deny", "deny", run_id="m1"))
+    write_parquet(log, logs / "m1.parquet")
+    other = make_responses(*pair_rows("c1", "deny", "deny", run_id="m2"))
+    parts = logs / "m2.parquet.parts"  # a run in progress (or interrupted) beside the logs
+    parts.mkdir()
+    (parts / "manifest.json").write_text("{}")
+    other.write_parquet(parts / "part-00001.parquet")
+    other.write_parquet(logs / (w._tag(logs / "m3.parquet") + "peira-tmp-x"))  # litter
+    (logs / ".hidden").mkdir()
+    other.write_parquet(logs / ".hidden" / "x.parquet")
+    assert read_responses(logs)["run_id"].unique().to_list() == ["m1"]
