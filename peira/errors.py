@@ -1,29 +1,53 @@
 """Exception tree of Peira.
 
 Every error raised on purpose by the library derives from :class:`PeiraError`
-and from the builtin exception it refines, so callers can catch either.
+and from the builtin exception it refines, so callers can catch either. Each
+carries the exit code of the ``peira`` command as the class attribute
+``exit_code``: 1 when the data break the contract, 2 for everything else
+Peira refuses on purpose (bad arguments, unreadable input, an output it will
+not overwrite), 130 for an interrupted run.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
     import polars as pl
 
 __all__ = [
+    "AdapterError",
+    "ArtifactExistsError",
     "DataFileError",
     "InputFormatError",
+    "KeyMaterialError",
     "MissingArmsError",
     "OutputError",
+    "ParserConfigError",
     "PeiraError",
     "PeiraWarning",
+    "ResumeError",
+    "RunError",
+    "RunInterrupted",
+    "TransientError",
     "ValidationError",
 ]
 
+EXIT_VIOLATIONS = 1  # the data break the contract
+EXIT_USAGE = 2  # anything else refused on purpose
+EXIT_INTERRUPTED = 130  # the shell's code for SIGINT
+
 
 class PeiraError(Exception):
-    """Root of every error Peira raises on purpose."""
+    """Root of every error Peira raises on purpose.
+
+    Attributes
+    ----------
+    exit_code : int
+        What the ``peira`` command returns for this error (class attribute).
+    """
+
+    exit_code: ClassVar[int] = EXIT_USAGE
 
 
 class PeiraWarning(UserWarning):
@@ -40,13 +64,17 @@ class ValidationError(PeiraError, ValueError):
         ``key``, ``column``, ``check`` and ``value``.
     """
 
+    exit_code = EXIT_VIOLATIONS
+
     def __init__(self, message: str, failures: pl.DataFrame) -> None:
         super().__init__(message)
         self.failures = failures
 
 
 class InputFormatError(PeiraError, ValueError):
-    """A file in a reference format cannot be read (names file and line)."""
+    """A file in a reference format cannot be read (names file and line): unreadable input."""
+
+    exit_code = EXIT_USAGE
 
 
 class DataFileError(PeiraError, OSError):
@@ -62,9 +90,72 @@ class MissingArmsError(PeiraError, ValueError):
         ``run_id, case_id, sample, missing_arm`` of every incomplete pair.
     """
 
+    exit_code = EXIT_VIOLATIONS
+
     def __init__(self, message: str, missing: pl.DataFrame) -> None:
         super().__init__(message)
         self.missing = missing
+
+
+# ---------------------------------------------------------------- keys (peira.integrity)
+
+
+class KeyMaterialError(PeiraError, ValueError):
+    """A secret key is missing, unreadable or too short (the key itself is never shown)."""
+
+
+# ---------------------------------------------------------------- sealing (peira.seal)
+
+
+class ArtifactExistsError(PeiraError, FileExistsError):
+    """The output directory of :func:`peira.seal.seal` exists already."""
+
+
+# ---------------------------------------------------------------- parsing (peira.parse)
+
+
+class ParserConfigError(PeiraError, ValueError):
+    """A parser name or configuration is unknown or invalid."""
+
+
+# ---------------------------------------------------------------- running a model (peira.run)
+
+
+class RunError(PeiraError, RuntimeError):
+    """A run cannot start or complete (bad arguments, inconsistent checkpoints)."""
+
+
+class ResumeError(RunError):
+    """Existing checkpoint parts do not belong to this run."""
+
+
+class RunInterrupted(RunError):
+    """The adapter raised ``KeyboardInterrupt`` or ``SystemExit`` (in ``cause``).
+
+    Raised by :func:`peira.run.run_async` after completed calls are
+    checkpointed; :func:`peira.run.run` re-raises ``cause`` itself.
+    """
+
+    exit_code = EXIT_INTERRUPTED
+
+    def __init__(self, message: str, cause: BaseException) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+class AdapterError(PeiraError, TypeError):
+    """An adapter cannot be loaded or does not follow the protocol."""
+
+
+class TransientError(PeiraError):
+    """Raised by an adapter for a failure worth retrying (rate limit, 5xx, lost connection).
+
+    The runner retries it; one that outlasts the retries makes the row
+    malformed, so it never reaches the caller of :func:`peira.run.run`.
+    """
+
+
+# ---------------------------------------------------------------- writing (peira._writes)
 
 
 class OutputError(PeiraError, OSError):
@@ -74,4 +165,4 @@ class OutputError(PeiraError, OSError):
     the message names the path and what to do.
     """
 
-    exit_code = 2
+    exit_code = EXIT_USAGE

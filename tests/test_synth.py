@@ -378,7 +378,7 @@ REFUSED = re.compile(r"^REFUSED: (?P<refusal_reason>.+)$")
 
 
 def parse(raw: str | None, options: list[str]) -> dict[str, Any]:
-    """A reference parser of the raw_text grammar documented in peira.synth."""
+    """A reference parser of the raw_text grammar documented in docs/synth.md."""
     out: dict[str, Any] = {
         "decision": None,
         "abstained": False,

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _common as c
+
+if TYPE_CHECKING:
+    import polars as pl
 
 __all__ = ["cmd_metrics", "cmd_score", "register"]
 
@@ -25,13 +28,71 @@ def cmd_score(args: argparse.Namespace) -> int:
             f"--by {', '.join(unknown)}: not a column of the pair table; "
             f"choose among {', '.join(strings)}"
         )
+    published = _published(args)
     if args.format in ("table", "markdown"):
         table = headline(score_pairs(pairs, cases, by=args.by), args.by)
-    else:
-        table = score_pairs(
-            pairs, cases, by=args.by, plan=c.plan(args, cases), level=args.level, method=args.method
-        )
+        c.emit(table, args.format)
+        if published is not None:
+            _emit_published(args, pairs, cases, published)
+        return c.EXIT_OK
+    table = score_pairs(
+        pairs, cases, by=args.by, plan=c.plan(args, cases), level=args.level, method=args.method
+    )
+    if published is not None:
+        from ..published import published_columns
+
+        table = published_columns(table, published, args.by)
     return c.emit(table, args.format)
+
+
+def _published(args: argparse.Namespace) -> pl.DataFrame | None:
+    """The source's own figures: ``--published FILE``, else ``published.parquet`` beside
+    the dataset (docs/spec/data-model.md)."""
+    from ..published import read_published
+
+    if args.published:
+        from pathlib import Path
+
+        from ..io import read_parquet
+        from ..schema import validate_published
+
+        p = Path(args.published)
+        return validate_published(read_parquet(p), source=str(p))
+    d, _ = c.dataset_and_log(args)
+    return read_published(d)
+
+
+def _emit_published(
+    args: argparse.Namespace, pairs: pl.DataFrame, cases: pl.DataFrame, published: pl.DataFrame
+) -> None:
+    """The source's figures beside Peira's estimate and cluster interval."""
+    import polars as pl
+
+    from ..published import beside
+
+    rows = beside(pairs, published, c.plan(args, cases), level=args.level)
+    if rows.is_empty():
+        return
+    shown = rows.select(
+        "run_id",
+        *(["family"] if rows["family"].is_not_null().any() else []),
+        "metric",
+        pl.col("estimate").alias("peira"),
+        pl.col("lo").alias("peira_lo"),
+        pl.col("hi").alias("peira_hi"),
+        "published",
+        pl.col("published_stderr").alias("stderr"),
+        pl.col("published_lo").alias("pub_lo"),
+        pl.col("published_hi").alias("pub_hi"),
+        "source",
+    )
+    unit = "cluster" if args.unit == "cluster" else "case"
+    print(
+        f"\nbeside the source's own figures: Peira's estimate with its {args.level:.0%} "
+        f"{unit}-bootstrap interval (B={args.resamples}); the source's estimate ± its "
+        "standard error (normal interval) where it reports one"
+    )
+    c.emit(shown, args.format)
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:
@@ -46,6 +107,10 @@ def register(sub: Any) -> None:
     s = c.add_command(sub, "score", cmd_score, "per-run metrics (default: the bundled demo data)")
     c.add_data_options(s, split="all", method=True)
     s.add_argument("--by", action="append", default=[], help="breakdown column (repeatable)")
+    s.add_argument(
+        "--published",
+        help="the source's own figures (default: published.parquet beside the dataset)",
+    )
 
     m = c.add_command(sub, "metrics", cmd_metrics, "list every metric: kind, direction, definition")
     c.add_format_option(m)

@@ -21,10 +21,13 @@ The generic JSON helpers of the importers (:func:`canonical_json`,
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import io
 import json
 import os
 import unicodedata
+import zlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -88,6 +91,17 @@ def _read_bytes(path: Path) -> bytes:
     if path.is_dir():
         raise DataFileError(f"{path}: is a directory, expected a file")
     data = path.read_bytes()
+    if path.suffix == ".gz":  # a gzip-compressed file reads as its content
+        try:
+            with gzip.GzipFile(fileobj=io.BytesIO(data)) as gz:
+                data = gz.read(_json.MAX_BYTES + 1)  # bounded: a small file may inflate hugely
+        except (OSError, EOFError, zlib.error) as exc:
+            raise InputFormatError(f"{path}: not a readable gzip file: {exc}") from exc
+        if len(data) > _json.MAX_BYTES:
+            raise InputFormatError(
+                f"{path}: decompresses to more than the {_json.MAX_BYTES:,} bytes a JSON file "
+                "may have"
+            )
     if not data.strip():
         raise InputFormatError(f"{path}: empty file")
     return data

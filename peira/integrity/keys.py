@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..canonical import canonical_json
-from ..errors import DataFileError, PeiraError
+from ..errors import DataFileError, KeyMaterialError
 
 __all__ = ["MIN_KEY_BYTES", "SEAL_KEY_ENV", "KeyMaterialError", "compute_lock", "load_key"]
 
@@ -24,10 +24,6 @@ PathLike = str | os.PathLike[str]
 
 SEAL_KEY_ENV = "PEIRA_SEAL_KEY"
 MIN_KEY_BYTES = 16
-
-
-class KeyMaterialError(PeiraError, ValueError):
-    """A secret key is missing, unreadable or too short (the key itself is never shown)."""
 
 
 def _strip_newline(data: bytes) -> bytes:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import PeiraError
+from ..errors import ParserConfigError
 from ..importers import _json
 from .rules import RULES
 
@@ -54,10 +54,6 @@ DEFAULT_REFUSAL_PHRASES = (
 DEFAULT_NEGATIONS = ("not", "no", "never", "cannot", "nor", "without")
 
 PathLike = str | os.PathLike[str]
-
-
-class ParserConfigError(PeiraError, ValueError):
-    """A parser name or configuration is unknown or invalid."""
 
 
 @dataclass(frozen=True)

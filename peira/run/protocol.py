@@ -1,5 +1,6 @@
 """The adapter protocol: what a model sees (:class:`Request`), what it answers
-(:class:`Decision`), the :class:`Adapter` shape, and the run errors.
+(:class:`Decision`) and the :class:`Adapter` shape; the run errors are re-exported
+from :mod:`peira.errors`.
 
 An *adapter* wraps a model: an object with ``name``, ``version`` and
 ``decide(request) -> Decision`` (a plain or an ``async def`` method). The
@@ -15,7 +16,13 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from ..errors import PeiraError
+from ..errors import (
+    AdapterError,
+    ResumeError,
+    RunError,
+    RunInterrupted,
+    TransientError,
+)
 from ..holdout import BLIND_COLUMNS
 from ..schema import RESPONSE_KEY
 
@@ -33,34 +40,6 @@ __all__ = [
 ]
 
 REQUEST_FIELDS = (*BLIND_COLUMNS, "sample")
-
-
-class RunError(PeiraError, RuntimeError):
-    """A run cannot start or complete (bad arguments, inconsistent checkpoints)."""
-
-
-class ResumeError(RunError):
-    """Existing checkpoint parts do not belong to this run."""
-
-
-class RunInterrupted(RunError):
-    """The adapter raised ``KeyboardInterrupt`` or ``SystemExit`` (in ``cause``).
-
-    Raised by :func:`run_async` after completed calls are checkpointed;
-    :func:`run` re-raises ``cause`` itself.
-    """
-
-    def __init__(self, message: str, cause: BaseException) -> None:
-        super().__init__(message)
-        self.cause = cause
-
-
-class AdapterError(PeiraError, TypeError):
-    """An adapter cannot be loaded or does not follow the protocol."""
-
-
-class TransientError(PeiraError):
-    """Raised by an adapter for a failure worth retrying (rate limit, 5xx, lost connection)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ import polars as pl
 
 from ..bootstrap import ResamplePlan, plan_for_cases, ratio_intervals
 from ..canonical import CanonicalJSONError, pretty_json
-from ..errors import PeiraError, PeiraWarning
+from ..errors import ArtifactExistsError, PeiraError, PeiraWarning
 from ..integrity.hashes import DATASET_SCHEME, dataset_hash, results_hash, results_scheme
 from ..integrity.keys import compute_lock
 from ..io import Dataset, atomic_dir, check_output, write_parquet
@@ -31,10 +31,6 @@ from ._layout import ARTIFACT_FILE, FORMAT, FORMAT_VERSION, RESPONSES_FILE
 __all__ = ["ArtifactExistsError", "SealConfig", "build_artifact", "derive", "seal"]
 
 PathLike = str | os.PathLike[str]
-
-
-class ArtifactExistsError(PeiraError, FileExistsError):
-    """The output directory of :func:`seal` exists already."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,181 @@
+"""What an importer of released results produces: a dataset, a response log and the
+source's own published figures, validated together and written as one directory.
+
+The tables follow docs/spec/data-model.md. :meth:`Imported.write` writes
+``cases.parquet``, ``variants.parquet``, ``responses.parquet`` and, when the
+source publishes figures, ``published.parquet`` into a temporary directory
+that is renamed onto the target only when everything is written, so the
+output appears whole or not at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from ..errors import DataFileError
+from ..io import atomic_dir, dataset_owner, write_parquet
+from ..schema import (
+    CASES_SCHEMA,
+    PUBLISHED_SCHEMA,
+    VARIANTS_SCHEMA,
+    validate_cases,
+    validate_published,
+    validate_responses,
+    validate_variants,
+)
+from .cases import canonical_json
+
+__all__ = [
+    "Imported",
+    "case_key",
+    "label_text",
+    "sort_labels",
+    "variants_of",
+]
+
+PathLike = str | os.PathLike[str]
+
+#: Files an import writes (``published.parquet`` only when the source publishes figures).
+FILES = ("cases.parquet", "variants.parquet", "responses.parquet", "published.parquet")
+
+
+@dataclass(frozen=True)
+class Imported:
+    """The tables imported from a released source (docs/spec/data-model.md).
+
+    Attributes
+    ----------
+    cases, variants, responses
+        The dataset and the response log.
+    published
+        The source's own figures per run (``published`` table), or None.
+    notes
+        What the importer inferred or assumed, one sentence each (shown by
+        ``peira import``).
+    """
+
+    cases: pl.DataFrame
+    variants: pl.DataFrame
+    responses: pl.DataFrame
+    published: pl.DataFrame | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    def validated(self, source: str) -> Imported:
+        """Every table validated (responses against the cases); raises on any violation."""
+        cases = validate_cases(self.cases, source=f"{source} (cases)")
+        variants = validate_variants(self.variants, cases=cases, source=f"{source} (variants)")
+        responses = validate_responses(self.responses, cases=cases, source=f"{source} (responses)")
+        published = (
+            None
+            if self.published is None
+            else validate_published(self.published, source=f"{source} (published)")
+        )
+        return Imported(cases, variants, responses, published, self.notes)
+
+    def write(self, out: PathLike, *, overwrite: bool = False) -> Path:
+        """Write the tables into the directory ``out``, whole or not at all.
+
+        Raises
+        ------
+        DataFileError
+            ``out`` exists and is not empty, unless ``overwrite`` is given and
+            it holds a dataset Peira wrote (``cases.parquet``); anything else
+            is never replaced.
+        """
+        target = Path(out)
+        if target.exists():
+            if not target.is_dir():
+                raise DataFileError(f"{target}: exists and is not a directory")
+            if any(target.iterdir()):
+                if not overwrite:
+                    raise DataFileError(
+                        f"{target}: exists and is not empty (pass --force to replace a "
+                        "dataset directory peira wrote)"
+                    )
+                if not (target / "cases.parquet").exists():
+                    raise DataFileError(
+                        f"{target}: not a dataset directory peira wrote (no cases.parquet); "
+                        "not replaced"
+                    )
+        files = ("cases.parquet", "variants.parquet", "responses.parquet", "published.parquet")
+        owner = dataset_owner(files)  # a Peira dataset: its files are replaced, others kept
+        with atomic_dir(target, owner=owner, writer="peira import") as tmp:
+            write_parquet(self.cases, tmp / "cases.parquet")
+            write_parquet(self.variants, tmp / "variants.parquet")
+            write_parquet(self.responses, tmp / "responses.parquet")
+            if self.published is not None and self.published.height:
+                write_parquet(self.published, tmp / "published.parquet")
+        return target
+
+    def summary(self) -> str:
+        """One line: counts of cases, runs, responses."""
+        runs = self.responses["run_id"].n_unique()
+        return (
+            f"{self.cases.height} cases, {self.variants.height} variants, "
+            f"{self.responses.height} responses of {runs} run(s)"
+        )
+
+
+def label_text(value: str) -> str:
+    """A label as text: ``"1.0"`` (a float written by a tool) becomes ``"1"``.
+
+    >>> label_text("1.0"), label_text("2"), label_text("positive")
+    ('1', '2', 'positive')
+    """
+    s = value.strip()
+    try:
+        f = float(s)
+    except ValueError:
+        return s
+    if f.is_integer() and abs(f) < 2**53:
+        return str(int(f))
+    return s
+
+
+def sort_labels(labels: Iterable[str]) -> list[str]:
+    """Distinct labels, numerically when all are integers, else as text.
+
+    >>> sort_labels(["10", "2", "1"]), sort_labels(["b", "a"])
+    (['1', '2', '10'], ['a', 'b'])
+    """
+    uniq = set(labels)
+    try:
+        return sorted(uniq, key=int)
+    except ValueError:
+        return sorted(uniq)
+
+
+def case_key(*parts: str) -> str:
+    """A stable id from text: the first 16 hex digits of SHA-256 over the parts."""
+    h = hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
+    return h[:16]
+
+
+def variants_of(
+    prompts: pl.DataFrame, cases: pl.DataFrame, arms: Sequence[str] = ("benign",)
+) -> pl.DataFrame:
+    """Variant rows from ``prompts`` (``case_id, arm, prompt``) and the cases' options."""
+    joined = prompts.filter(pl.col("arm").is_in(list(arms))).join(
+        cases.select("case_id", "options"), on="case_id", how="left"
+    )
+    inputs = [
+        canonical_json({"options": opts, "prompt": p})
+        for p, opts in zip(joined["prompt"].to_list(), joined["options"].to_list(), strict=True)
+    ]
+    return joined.with_columns(pl.Series("input", inputs, dtype=pl.String)).select(
+        [pl.col(c).cast(t) for c, t in VARIANTS_SCHEMA.items()]
+    )
+
+
+def empty_cases() -> pl.DataFrame:
+    return pl.DataFrame(schema=CASES_SCHEMA)
+
+
+def empty_published() -> pl.DataFrame:
+    return pl.DataFrame(schema=PUBLISHED_SCHEMA)

@@ -1,0 +1,711 @@
+"""Any table of results (CSV, TSV, JSONL, Parquet, or a DataFrame) with a column mapping.
+
+Two layouts (docs/spec/data-model.md):
+
+- **wide**: one row per pair, with ``benign_*`` and ``attacked_*`` fields
+  (``benign_decision``, ``attacked_decision``, ``benign_prompt``, …);
+- **long**: one row per model call, with an ``arm`` field (``benign`` /
+  ``attacked``) and per-call fields (``decision``, ``prompt``, …).
+
+The mapping names, for each Peira field, the column that holds it:
+
+==================  ====================================================
+field               meaning
+==================  ====================================================
+run_id, model       the run (default: ``run=``, else the file's stem)
+case_id             the case (default: derived from the benign prompt and
+                    the expected label)
+sample              repeated-sampling index (default 0)
+expected            the gold decision (``expected_decision``)
+options             the case's options: a list, or text split on ``|``
+                    (default: every label seen, or ``options=``)
+family, scenario_id, severity, split, target
+                    case labels (defaults: ``main`` family, one scenario
+                    per case, no severity, public, no target)
+[arm_]decision      the answer (``benign_decision`` … in the wide layout)
+[arm_]prompt        the exact input answered
+[arm_]confidence, [arm_]score, [arm_]raw_text
+[arm_]correct       an external verdict (boolean, or 1/0, true/false,
+                    yes/no, C/I)
+[arm_]verdict_score a verdict score in [0, 1] (with ``threshold=``)
+[arm_]abstained, [arm_]malformed, [arm_]error
+no_attack           the attack produced no adversarial input (attacked)
+verdict_source      who gave the verdict (default ``verdict_source=``)
+arm                 ``benign`` / ``attacked`` (long layout only)
+==================  ====================================================
+
+Columns the mapping does not name are kept in ``extras`` (canonical JSON
+per row). A run whose table has no attacked field (wide) or no attacked row
+(long) is clean-only (``arms = "benign"``); one with no benign field or row
+declares its benign answers unobserved (``arms = "attacked"``); ``arms=``
+overrides. What was inferred is listed in the result's ``notes``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import polars as pl
+
+from ..errors import InputFormatError
+from ..schema import ARMS_DECLARED, CASES_SCHEMA, RESPONSE_EXTENSIONS, RESPONSES_SCHEMA
+from ._bundle import Imported, case_key, sort_labels, variants_of
+
+__all__ = ["CALL_FIELDS", "CASE_FIELDS", "from_frame", "read_table"]
+
+PathLike = str | os.PathLike[str]
+Layout = Literal["wide", "long"]
+
+#: Fields that describe the case or the run (both layouts).
+CASE_FIELDS = (
+    "run_id",
+    "model",
+    "case_id",
+    "sample",
+    "expected",
+    "options",
+    "family",
+    "scenario_id",
+    "severity",
+    "split",
+    "target",
+    "verdict_source",
+)
+#: Fields of one call: bare in the long layout, ``benign_``/``attacked_`` in the wide one.
+CALL_FIELDS = (
+    "decision",
+    "prompt",
+    "confidence",
+    "score",
+    "raw_text",
+    "correct",
+    "verdict_score",
+    "abstained",
+    "malformed",
+    "error",
+)
+_ARMS = ("benign", "attacked")
+_TRUE = ("true", "1", "yes", "c", "correct", "t", "y")
+_FALSE = ("false", "0", "no", "i", "incorrect", "f", "n")
+_FORMATS = {
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".tab": "tsv",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".parquet": "parquet",
+}
+
+
+def _fields(layout: Layout) -> set[str]:
+    if layout == "long":
+        return {*CASE_FIELDS, *CALL_FIELDS, "arm", "no_attack"}
+    return {*CASE_FIELDS, "no_attack", *[f"{a}_{f}" for a in _ARMS for f in CALL_FIELDS]}
+
+
+def _read(path: Path, fmt: str | None) -> pl.DataFrame:
+    if not path.exists():
+        raise InputFormatError(f"{path}: no such file")
+    kind = fmt or _FORMATS.get(path.suffix.lower())
+    if kind is None:
+        raise InputFormatError(
+            f"{path}: cannot tell the format from {path.suffix!r}; pass a format "
+            f"({', '.join(sorted(set(_FORMATS.values())))})"
+        )
+    try:
+        if kind == "csv":
+            return pl.read_csv(path, infer_schema=False)
+        if kind == "tsv":
+            return pl.read_csv(path, separator="\t", infer_schema=False, quote_char=None)
+        if kind == "jsonl":
+            return pl.read_ndjson(path, infer_schema_length=None)
+        if kind == "parquet":
+            return pl.read_parquet(path)
+    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
+        raise InputFormatError(f"{path}: cannot read as {kind}: {exc}") from exc
+    raise InputFormatError(f"{path}: unknown format {kind!r}")
+
+
+def read_table(
+    path: PathLike,
+    mapping: Mapping[str, str],
+    *,
+    format: str | None = None,
+    **options: Any,
+) -> Imported:
+    """Read a CSV, TSV, JSONL or Parquet file of results with a column mapping.
+
+    Parameters
+    ----------
+    path
+        The file. Its format comes from the suffix (``.csv``, ``.tsv``,
+        ``.jsonl``, ``.parquet``) unless ``format`` is given.
+    mapping
+        Peira field → column (see the module notes).
+    options
+        As in :func:`from_frame`; ``run`` defaults to the file's stem.
+
+    Raises
+    ------
+    InputFormatError
+        Unreadable file, a mapping naming a missing column, a label outside
+        the options, duplicate (run, case, arm, sample) rows, missing pairing
+        fields: the message names the file, the row and the field.
+    """
+    p = Path(path)
+    df = _read(p, format)
+    if options.get("run") is None:
+        options["run"] = p.stem
+    return from_frame(df, mapping, source=str(p), **options)
+
+
+def _bool(df: pl.DataFrame, col: str, src: str, field_: str) -> pl.Series:
+    s = df[col]
+    if s.dtype == pl.Boolean:
+        return s
+    if s.dtype.is_numeric():
+        bad = s.is_not_null() & s.is_in([0, 1]).not_()
+        if bad.any():
+            i = int(bad.arg_true()[0])
+            raise InputFormatError(
+                f"{src}: row {i + 1}: field {field_!r} (column {col!r}): {s[i]!r} is not a "
+                "boolean (map a score in [0, 1] to verdict_score with a threshold)"
+            )
+        return s.cast(pl.Boolean)
+    text = s.cast(pl.String).str.strip_chars().str.to_lowercase()
+    bad = text.is_not_null() & (text != "") & text.is_in([*_TRUE, *_FALSE]).not_()
+    if bad.any():
+        i = int(bad.arg_true()[0])
+        raise InputFormatError(
+            f"{src}: row {i + 1}: field {field_!r} (column {col!r}): {s[i]!r} is not a boolean"
+        )
+    return (
+        pl.select(
+            pl.when(text.is_in(list(_TRUE)))
+            .then(True)
+            .when(text.is_in(list(_FALSE)))
+            .then(False)
+            .otherwise(None)
+        )
+        .to_series()
+        .alias(col)
+    )
+
+
+def _number(df: pl.DataFrame, col: str, src: str, field_: str) -> pl.Series:
+    s = df[col]
+    if s.dtype.is_numeric():
+        return s.cast(pl.Float64)
+    text = s.cast(pl.String).str.strip_chars()
+    v = text.cast(pl.Float64, strict=False)
+    bad = text.is_not_null() & (text != "") & v.is_null()
+    if bad.any():
+        i = int(bad.arg_true()[0])
+        raise InputFormatError(
+            f"{src}: row {i + 1}: field {field_!r} (column {col!r}): {s[i]!r} is not a number"
+        )
+    return v
+
+
+def _label(df: pl.DataFrame, col: str) -> pl.Series:
+    """A label column as text; integral floats (``1.0``) as integers (``1``)."""
+    s = df[col]
+    if s.dtype == pl.List(pl.String):
+        return s
+    if s.dtype.is_float():
+        whole = (s == s.floor()) & s.is_not_null()
+        return pl.select(
+            pl.when(whole).then(s.cast(pl.Int64).cast(pl.String)).otherwise(s.cast(pl.String))
+        ).to_series()
+    text = s.cast(pl.String).str.strip_chars()
+    f = text.cast(pl.Float64, strict=False)
+    whole = f.is_not_null() & (f == f.floor()) & (f.abs() < 2.0**53)
+    out = pl.select(
+        pl.when(whole).then(f.cast(pl.Int64).cast(pl.String)).otherwise(text)
+    ).to_series()
+    return out.alias(col)
+
+
+def from_frame(
+    frame: Any,
+    mapping: Mapping[str, str],
+    *,
+    layout: Layout | None = None,
+    run: str | None = None,
+    options: Sequence[str] | None = None,
+    arms: str | None = None,
+    threshold: float | None = None,
+    verdict_source: str | None = None,
+    family: str = "main",
+    dataset_version: str = "imported",
+    source: str = "frame",
+) -> Imported:
+    """Import results from a pandas, pyarrow or polars frame with a column mapping.
+
+    Parameters
+    ----------
+    frame
+        A polars, pandas or Arrow table (anything with ``__arrow_c_stream__``).
+    mapping
+        Peira field → column (see :mod:`peira.importers.table`).
+    layout
+        ``"wide"`` (one row per pair) or ``"long"`` (one row per call);
+        default: long when ``arm`` is mapped, else wide.
+    run
+        The run id when ``run_id`` is not mapped (default ``"run"``).
+    options
+        The options of every case (default: every label seen, sorted).
+    arms
+        Declare what the runs observed (``both``, ``benign``, ``attacked``);
+        default: inferred from the fields or rows present (see the notes).
+    threshold
+        The threshold of ``verdict_score`` columns (correct ⇔ score ≥ it).
+    verdict_source
+        Who gave the verdicts, when no column says it.
+    family, dataset_version
+        Case labels when not mapped.
+    source
+        The name used in messages (a file name).
+
+    Returns
+    -------
+    Imported
+        Cases, variants, responses (validated) and notes of what was inferred.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> df = pl.DataFrame({"text": ["good", "bad"], "label": [1, 0],
+    ...     "pred": [1, 0], "adv_pred": [0, 0]})
+    >>> imp = from_frame(df, {"benign_prompt": "text", "expected": "label",
+    ...     "benign_decision": "pred", "attacked_decision": "adv_pred"}, run="m")
+    >>> imp.summary()
+    '2 cases, 2 variants, 4 responses of 1 run(s)'
+    """
+    df = _as_polars(frame)
+    mapping = dict(mapping)
+    lay: Layout = layout or ("long" if "arm" in mapping else "wide")
+    if lay not in ("wide", "long"):
+        raise InputFormatError(f"{source}: layout must be 'wide' or 'long', not {lay!r}")
+    known = _fields(lay)
+    unknown = sorted(set(mapping) - known)
+    if unknown:
+        raise InputFormatError(
+            f"{source}: unknown field(s) {unknown} in the {lay} mapping; fields: "
+            f"{', '.join(sorted(known))}"
+        )
+    for field_, col in mapping.items():
+        if col not in df.columns:
+            raise InputFormatError(
+                f"{source}: the mapping {field_}={col!r} names a column the table lacks "
+                f"(columns: {', '.join(df.columns)})"
+            )
+    if arms is not None and arms not in ARMS_DECLARED:
+        raise InputFormatError(f"arms must be one of {', '.join(ARMS_DECLARED)}, not {arms!r}")
+    if df.height == 0:
+        raise InputFormatError(f"{source}: no rows")
+    if threshold is not None and not 0.0 <= threshold <= 1.0:
+        raise InputFormatError(f"threshold must be in [0, 1], not {threshold!r}")
+    notes: list[str] = []
+    calls = _long(df, mapping, source, notes) if lay == "long" else _wide(df, mapping, source)
+    return _assemble(
+        calls,
+        df,
+        mapping,
+        lay,
+        source=source,
+        run=run or "run",
+        options=options,
+        arms=arms,
+        threshold=threshold,
+        verdict_source=verdict_source,
+        family=family,
+        dataset_version=dataset_version,
+        notes=notes,
+    )
+
+
+def _as_polars(frame: Any) -> pl.DataFrame:
+    try:
+        from .._frames import as_polars
+    except ImportError:  # pragma: no cover - until the shared helper lands
+        if isinstance(frame, pl.LazyFrame):
+            return frame.collect()
+        if isinstance(frame, pl.DataFrame):
+            return frame
+        if hasattr(frame, "__arrow_c_stream__"):
+            return pl.DataFrame(frame)
+        if type(frame).__module__.partition(".")[0] == "pandas":
+            return pl.from_pandas(frame)
+        raise InputFormatError(
+            f"expected a polars, pandas or Arrow table, not {type(frame).__name__}"
+        ) from None
+    out: pl.DataFrame = as_polars(frame, name="frame")
+    return out
+
+
+def _call_columns(
+    df: pl.DataFrame, mapping: Mapping[str, str], prefix: str, source: str
+) -> dict[str, pl.Series]:
+    """The per-call fields of one arm as typed series (absent fields are left out)."""
+    out: dict[str, pl.Series] = {}
+    for f in CALL_FIELDS:
+        key = f"{prefix}{f}"
+        if key not in mapping:
+            continue
+        col = mapping[key]
+        if f in ("correct", "abstained", "malformed"):
+            out[f] = _bool(df, col, source, key)
+        elif f in ("confidence", "score", "verdict_score"):
+            out[f] = _number(df, col, source, key)
+        elif f == "decision":
+            out[f] = _label(df, col)
+        else:
+            out[f] = df[col].cast(pl.String)
+    return out
+
+
+def _wide(df: pl.DataFrame, mapping: Mapping[str, str], source: str) -> pl.DataFrame:
+    parts = []
+    for arm in _ARMS:
+        cols = _call_columns(df, mapping, f"{arm}_", source)
+        if not cols:
+            continue
+        part = pl.DataFrame(
+            {"_row": pl.int_range(1, df.height + 1, eager=True), "arm": [arm] * df.height}
+        ).with_columns(*[s.alias(k) for k, s in cols.items()])
+        if arm == "attacked" and "no_attack" in mapping:
+            part = part.with_columns(
+                _bool(df, mapping["no_attack"], source, "no_attack").alias("no_attack")
+            )
+        parts.append(part)
+    if not parts:
+        raise InputFormatError(
+            f"{source}: the wide mapping names no field of either arm (benign_decision, "
+            "attacked_decision, …)"
+        )
+    return pl.concat(parts, how="diagonal_relaxed")
+
+
+def _long(
+    df: pl.DataFrame, mapping: Mapping[str, str], source: str, notes: list[str]
+) -> pl.DataFrame:
+    arm_col = mapping["arm"]
+    arm = df[arm_col].cast(pl.String).str.strip_chars().str.to_lowercase()
+    bad = arm.is_null() | arm.is_in(list(_ARMS)).not_()
+    if bad.any():
+        i = int(bad.arg_true()[0])
+        raise InputFormatError(
+            f"{source}: row {i + 1}: field 'arm' (column {arm_col!r}): {df[arm_col][i]!r} is not "
+            "'benign' or 'attacked'"
+        )
+    cols = _call_columns(df, mapping, "", source)
+    out = pl.DataFrame({"_row": pl.int_range(1, df.height + 1, eager=True), "arm": arm})
+    out = out.with_columns(*[s.alias(k) for k, s in cols.items()])
+    if "no_attack" in mapping:
+        out = out.with_columns(
+            _bool(df, mapping["no_attack"], source, "no_attack").alias("no_attack")
+        )
+    return out
+
+
+def _assemble(
+    calls: pl.DataFrame,
+    df: pl.DataFrame,
+    mapping: Mapping[str, str],
+    layout: Layout,
+    *,
+    source: str,
+    run: str,
+    options: Sequence[str] | None,
+    arms: str | None,
+    threshold: float | None,
+    verdict_source: str | None,
+    family: str,
+    dataset_version: str,
+    notes: list[str],
+) -> Imported:
+    n = df.height
+    idx = pl.int_range(1, n + 1, eager=True).alias("_row")
+
+    def col(field_: str, default: Any = None, *, label: bool = False) -> pl.Series:
+        if field_ in mapping:
+            s = _label(df, mapping[field_]) if label else df[mapping[field_]]
+            return s.alias(field_)
+        return pl.repeat(default, n, eager=True, dtype=pl.String).alias(field_)
+
+    per_row = pl.DataFrame([idx]).with_columns(
+        col("run_id", run).cast(pl.String).alias("run_id"),
+        col("expected", label=True).alias("expected_decision"),
+        col("family", family).cast(pl.String).alias("family"),
+        col("severity").cast(pl.String).alias("severity"),
+        col("split", "public").cast(pl.String).alias("split"),
+        col("target", label=True).alias("target_decision"),
+    )
+    per_row = per_row.with_columns(
+        (col("model").cast(pl.String) if "model" in mapping else per_row["run_id"]).alias("model"),
+        (
+            _number(df, mapping["sample"], source, "sample").cast(pl.Int32)
+            if "sample" in mapping
+            else pl.repeat(0, n, eager=True, dtype=pl.Int32)
+        ).alias("sample"),
+    )
+    if "expected" not in mapping:
+        raise InputFormatError(
+            f"{source}: the mapping lacks 'expected' (the column of the gold decision)"
+        )
+    missing_gold = per_row["expected_decision"].is_null()
+    if missing_gold.any():
+        i = int(missing_gold.arg_true()[0])
+        raise InputFormatError(
+            f"{source}: row {i + 1}: field 'expected' (column {mapping['expected']!r}) is empty"
+        )
+    # the case: mapped, else the benign input and the gold label
+    prompt_field = "prompt" if layout == "long" else "benign_prompt"
+    if "case_id" in mapping:
+        cid = df[mapping["case_id"]].cast(pl.String)
+        if cid.is_null().any():
+            i = int(cid.is_null().arg_true()[0])
+            raise InputFormatError(
+                f"{source}: row {i + 1}: field 'case_id' (column {mapping['case_id']!r}) is empty"
+            )
+    elif prompt_field in mapping and layout == "wide":
+        text = df[mapping[prompt_field]].cast(pl.String)
+        cid = pl.Series(
+            "case_id",
+            [
+                "t-" + case_key(t or "", g)
+                for t, g in zip(text.to_list(), per_row["expected_decision"].to_list(), strict=True)
+            ],
+        )
+        notes.append(f"case ids derived from {mapping[prompt_field]!r} and the expected label")
+    else:
+        raise InputFormatError(
+            f"{source}: missing pairing field: map 'case_id'"
+            + (" (or 'benign_prompt')" if layout == "wide" else "")
+            + " so that the answers of one case can be paired"
+        )
+    per_row = per_row.with_columns(cid.alias("case_id"))
+    scen = (
+        df[mapping["scenario_id"]].cast(pl.String)
+        if "scenario_id" in mapping
+        else per_row["case_id"]
+    )
+    per_row = per_row.with_columns(scen.alias("scenario_id"))
+    if "scenario_id" not in mapping:
+        notes.append("no scenario_id mapped: each case is its own cluster")
+    opt_lists: pl.Series | None = None
+    if "options" in mapping:
+        raw = df[mapping["options"]]
+        opt_lists = raw if raw.dtype == pl.List(pl.String) else raw.cast(pl.String).str.split("|")
+        opt_lists = opt_lists.list.eval(pl.element().str.strip_chars())
+    calls = calls.join(per_row, on="_row", how="left")
+    if verdict_source is not None or "verdict_source" in mapping:
+        vs = col("verdict_source", verdict_source).cast(pl.String)
+        calls = calls.join(pl.DataFrame([idx, vs]), on="_row", how="left")
+    judged = pl.lit(False)
+    for c in ("correct", "verdict_score"):
+        if c in calls.columns:
+            judged = judged | pl.col(c).is_not_null()
+    calls = calls.with_columns(judged.alias("_judged"))
+    if opt_lists is None:
+        labels = [
+            *per_row["expected_decision"].to_list(),
+            *per_row["target_decision"].drop_nulls().to_list(),
+        ]
+        if "decision" in calls.columns:
+            labels += calls.filter(pl.col("_judged").not_())["decision"].drop_nulls().to_list()
+        if options is not None:
+            opts = [str(o) for o in options]
+        else:
+            opts = sort_labels(labels)
+            notes.append(f"options inferred from the labels seen: {', '.join(opts[:20])}")
+        if len(opts) < 2:
+            raise InputFormatError(
+                f"{source}: only the label(s) {opts} occur; give the options (--options)"
+            )
+        per_case_opts = pl.Series("options", [opts] * n, dtype=pl.List(pl.String))
+    else:
+        per_case_opts = opt_lists.alias("options")
+    per_row = per_row.with_columns(per_case_opts)
+    calls = calls.join(per_row.select("_row", "options"), on="_row", how="left")
+    # labels outside the options, row by row
+    for fld, colname in (("expected", "expected_decision"), ("target", "target_decision")):
+        out = per_row.filter(
+            pl.col(colname).is_not_null() & pl.col("options").list.contains(pl.col(colname)).not_()
+        )
+        if out.height:
+            r = out.row(0, named=True)
+            raise InputFormatError(
+                f"{source}: row {r['_row']}: field {fld!r} (column {mapping[fld]!r}): label "
+                f"{r[colname]!r} is not one of the options ({', '.join(r['options'])})"
+            )
+    if "decision" in calls.columns:
+        out = calls.filter(
+            pl.col("decision").is_not_null()
+            & pl.col("_judged").not_()
+            & pl.col("options").list.contains(pl.col("decision")).not_()
+        )
+        if out.height:
+            r = out.row(0, named=True)
+            fld = "decision" if layout == "long" else f"{r['arm']}_decision"
+            raise InputFormatError(
+                f"{source}: row {r['_row']}: field {fld!r} (column {mapping[fld]!r}): label "
+                f"{r['decision']!r} is not one of the options ({', '.join(r['options'])})"
+            )
+    # arms: declared, or inferred from what the table holds
+    have = set(calls["arm"].unique().to_list())
+    declared = arms or (
+        "both" if have == set(_ARMS) else "benign" if have == {"benign"} else "attacked"
+    )
+    if arms is None and declared != "both":
+        notes.append(
+            "no attacked answers: clean-only run(s) (arms='benign')"
+            if declared == "benign"
+            else "no benign answers: arms='attacked' (eligible by declaration)"
+        )
+    if declared in ("benign", "attacked") and have != {declared}:
+        raise InputFormatError(
+            f"{source}: arms={declared!r} but the table holds {sorted(have)} answers"
+        )
+    # duplicate keys
+    keys = ["run_id", "case_id", "arm", "sample"]
+    dup = calls.filter(pl.struct(keys).is_duplicated())
+    if dup.height:
+        first = dup.sort("_row").row(0, named=True)
+        rows = dup.filter(pl.all_horizontal([pl.col(k) == first[k] for k in keys]))[
+            "_row"
+        ].to_list()
+        raise InputFormatError(
+            f"{source}: rows {rows[0]} and {rows[1]}: duplicate (run_id, case_id, arm, sample) = "
+            f"({first['run_id']!r}, {first['case_id']!r}, {first['arm']!r}, {first['sample']})"
+        )
+    responses = _responses(calls, df, mapping, declared, threshold)
+    cases = _cases(per_row, dataset_version, source)
+    prompts = (
+        calls.filter(pl.col("arm") == "benign")
+        .select("case_id", "arm", "prompt")
+        .drop_nulls("prompt")
+        if "prompt" in calls.columns
+        else pl.DataFrame(schema={"case_id": pl.String, "arm": pl.String, "prompt": pl.String})
+    )
+    missing = cases.join(prompts, on="case_id", how="anti").select(
+        "case_id", pl.lit("benign").alias("arm"), pl.lit("").alias("prompt")
+    )
+    if missing.height:
+        notes.append(
+            f"{missing.height} case(s) without a benign input: their benign variant has an "
+            "empty prompt"
+        )
+    variants = variants_of(
+        pl.concat([prompts.unique("case_id", keep="first", maintain_order=True), missing]),
+        cases,
+    )
+    unmapped = [c for c in df.columns if c not in set(mapping.values())]
+    if unmapped:
+        notes.append(
+            f"kept in extras: {', '.join(unmapped[:12])}" + (" …" if len(unmapped) > 12 else "")
+        )
+    return Imported(cases, variants, responses, None, tuple(notes)).validated(source)
+
+
+def _responses(
+    calls: pl.DataFrame,
+    df: pl.DataFrame,
+    mapping: Mapping[str, str],
+    arms: str,
+    threshold: float | None,
+) -> pl.DataFrame:
+    unmapped = sorted(c for c in df.columns if c not in set(mapping.values()))
+    if unmapped:
+        extras = (
+            df.select(pl.struct(unmapped).struct.json_encode().alias("extras"))
+            .with_row_index("_row", offset=1)
+            .with_columns(pl.col("_row").cast(pl.Int64))
+        )
+        calls = calls.join(extras, on="_row", how="left")
+
+    def get(name: str, dtype: pl.DataType, default: Any = None) -> pl.Expr:
+        if name in calls.columns:
+            return pl.col(name).cast(dtype)
+        return pl.lit(default, dtype=dtype)
+
+    no_attack = get("no_attack", pl.Boolean(), False).fill_null(False)
+    abstained = get("abstained", pl.Boolean(), False).fill_null(False)
+    malformed_given = get("malformed", pl.Boolean(), False).fill_null(False)
+    decision = get("decision", pl.String())
+    no_answer = decision.is_null() & abstained.not_() & no_attack.not_()
+    malformed = malformed_given | no_answer
+    error = pl.coalesce(
+        get("error", pl.String()),
+        pl.when(no_answer & malformed_given.not_()).then(pl.lit("no decision in the table")),
+    )
+    score_v = get("verdict_score", pl.Float64())
+    out = calls.select(
+        pl.col("run_id"),
+        pl.col("model"),
+        pl.lit("").alias("model_version"),
+        pl.col("case_id"),
+        pl.col("arm"),
+        pl.col("sample").cast(pl.Int32),
+        pl.when(malformed | abstained).then(None).otherwise(decision).alias("decision"),
+        (abstained & malformed.not_()).alias("abstained"),
+        pl.lit(None, dtype=pl.String).alias("refusal_reason"),
+        get("score", pl.Float64()).alias("score"),
+        get("confidence", pl.Float64()).alias("confidence"),
+        malformed.alias("malformed"),
+        pl.when(malformed).then(error).alias("error"),
+        get("raw_text", pl.String()).alias("raw_text"),
+        *[
+            pl.lit(None, dtype=RESPONSES_SCHEMA[c]).alias(c)
+            for c in ("latency_ms", "tokens_in", "tokens_out", "cost_usd")
+        ],
+        get("prompt", pl.String()).alias("prompt"),
+        (no_attack & (pl.col("arm") == "attacked")).alias("no_attack"),
+        pl.lit(arms).alias("arms"),
+        get("correct", pl.Boolean()).alias("correct"),
+        score_v.alias("verdict_score"),
+        pl.when(score_v.is_not_null())
+        .then(pl.lit(threshold, dtype=pl.Float64))
+        .alias("verdict_threshold"),
+        get("verdict_source", pl.String()).alias("verdict_source"),
+        get("extras", pl.String()).alias("extras"),
+    )
+    return out.select(
+        [pl.col(c).cast(t) for c, t in {**RESPONSES_SCHEMA, **RESPONSE_EXTENSIONS}.items()]
+    ).sort("run_id", "case_id", "arm", "sample")
+
+
+def _cases(per_row: pl.DataFrame, version: str, source: str) -> pl.DataFrame:
+    cols = ["case_id", "scenario_id", "family", "severity", "split", "options",
+            "expected_decision", "target_decision"]  # fmt: skip
+    first = per_row.unique("case_id", keep="first", maintain_order=True)
+    # one case, one set of labels: a case whose rows disagree is an error
+    distinct = per_row.select(cols).unique().group_by("case_id").agg(pl.len().alias("n"))
+    clash = distinct.filter(pl.col("n") > 1)
+    if clash.height:
+        cid = clash["case_id"][0]
+        rows = per_row.filter(pl.col("case_id") == cid)["_row"].to_list()
+        raise InputFormatError(
+            f"{source}: rows {rows[0]} and {rows[-1]}: case {cid!r} has different labels "
+            "(expected, options, family, …) in different rows"
+        )
+    return first.select(
+        "case_id",
+        "scenario_id",
+        "split",
+        pl.lit("main").alias("suite"),
+        "family",
+        pl.lit("choice").alias("primitive"),
+        "severity",
+        "options",
+        "expected_decision",
+        pl.lit(None, dtype=pl.String).alias("positive_decision"),
+        "target_decision",
+        pl.lit(None, dtype=pl.Float64).alias("expected_score"),
+        pl.lit(version).alias("dataset_version"),
+        pl.lit(None, dtype=pl.String).alias("extras"),
+    ).select([pl.col(c).cast(t) for c, t in CASES_SCHEMA.items()])

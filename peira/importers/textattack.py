@@ -1,0 +1,412 @@
+"""TextAttack ``--log-to-csv`` results → a dataset, a response log and TextAttack's summary.
+
+Each CSV file (or ``.csv.gz``) is one run (named by its stem unless run ids are given). Its
+rows hold ``ground_truth_output, original_output, perturbed_output,
+original_text, perturbed_text, result_type`` (and usually ``num_queries,
+original_score, perturbed_score``); TextAttack marks the words an attack
+changed with ``[[`` and ``]]``, which are removed to recover the model's
+input. The mapping to docs/spec/data-model.md:
+
+- a **case** per distinct (original sentence, ground truth) — files over the
+  same sentences share cases, so attack methods or victims on one dataset
+  compare and rank against each other; each case is its own scenario (no
+  grouping in the source); options are the labels seen in the files (or
+  those given);
+- the **benign** response is the model's original prediction on the
+  original sentence (``prompt`` = the sentence);
+- the **attacked** response depends on ``result_type``: ``Successful`` — the
+  prediction on the perturbed sentence (``prompt`` = that sentence);
+  ``Failed`` — the search found no adversarial input: ``no_attack``, with
+  the prediction on its last attempt; ``Skipped`` — the original prediction
+  was already wrong, no attack ran: ``no_attack`` and no decision;
+- ``num_queries`` and ``result_type`` are kept as columns, the scores and any
+  other field in ``extras``.
+
+TextAttack's own summary (the console log ``<stem>.txt`` beside the CSV,
+when present) becomes the ``published`` table: "Original accuracy" →
+``benign_accuracy``, "Accuracy under attack" → ``accuracy_under_attack``,
+"Attack success rate" → ``asr``; Peira's values equal them (TextAttack
+prints percentages rounded to two decimals).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ..errors import InputFormatError
+from ..schema import CASES_SCHEMA, PUBLISHED_SCHEMA, RESPONSES_SCHEMA
+from ._bundle import Imported, case_key, sort_labels, variants_of
+
+__all__ = ["RESULT_TYPES", "read_summary", "read_textattack"]
+
+PathLike = str | os.PathLike[str]
+
+#: ``result_type`` values of TextAttack's CSV log and what each means here.
+RESULT_TYPES = ("Successful", "Failed", "Skipped")
+REQUIRED = (
+    "ground_truth_output",
+    "original_output",
+    "perturbed_output",
+    "original_text",
+    "perturbed_text",
+    "result_type",
+)
+_MARK = re.compile(r"\[\[|\]\]")
+_SUMMARY = {
+    "Number of successful attacks": "n_successful",
+    "Number of failed attacks": "n_failed",
+    "Number of skipped attacks": "n_skipped",
+    "Original accuracy": "benign_accuracy",
+    "Accuracy under attack": "accuracy_under_attack",
+    "Attack success rate": "asr",
+}
+_SUMMARY_LINE = re.compile(r"^(" + "|".join(map(re.escape, _SUMMARY)) + r"):\s*([0-9.]+)(%?)\s*$")
+
+
+def _label(col: str) -> pl.Expr:
+    """A label as text; ``"1.0"`` (a float written by TextAttack) becomes ``"1"``
+    (vectorised :func:`~peira.importers._bundle.label_text`)."""
+    s = pl.col(col).str.strip_chars()
+    f = s.cast(pl.Float64, strict=False)
+    whole = f.is_not_null() & (f == f.floor()) & (f.abs() < 2.0**53)
+    return pl.when(whole).then(f.cast(pl.Int64).cast(pl.String)).otherwise(s)
+
+
+def read_summary(path: PathLike) -> dict[str, float] | None:
+    """TextAttack's printed summary from a console log, or None when it has none.
+
+    Keys: ``n_successful``, ``n_failed``, ``n_skipped`` (counts),
+    ``benign_accuracy``, ``accuracy_under_attack``, ``asr`` (fractions; the
+    log prints percentages).
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise InputFormatError(f"{p}: cannot read the TextAttack log: {exc}") from exc
+    found: dict[str, float] = {}
+    for line in text.splitlines()[-40:]:
+        m = _SUMMARY_LINE.match(line.strip())
+        if m:
+            value = float(m.group(2))
+            found[_SUMMARY[m.group(1)]] = value / 100.0 if m.group(3) else value
+    return found if "asr" in found or "benign_accuracy" in found else None
+
+
+def _stem(path: Path) -> str:
+    """The file's name without ``.csv`` (or ``.csv.gz``): the default run id."""
+    name = path.name
+    for suffix in (".gz", ".csv", ".tsv"):
+        name = name.removesuffix(suffix)
+    return name
+
+
+def _read_csv(path: Path) -> pl.DataFrame:
+    if not path.exists():
+        raise InputFormatError(f"{path}: no such file")
+    try:
+        df = pl.read_csv(path, infer_schema=False, encoding="utf8")
+    except pl.exceptions.PolarsError as exc:
+        raise InputFormatError(f"{path}: not a readable CSV file: {exc}") from exc
+    missing = [c for c in REQUIRED if c not in df.columns]
+    if missing:
+        raise InputFormatError(
+            f"{path}: no column {missing[0]!r}; a TextAttack --log-to-csv file has "
+            f"{', '.join(REQUIRED)}"
+        )
+    if df.height == 0:
+        raise InputFormatError(f"{path}: no rows")
+    for col in REQUIRED:
+        nulls = df[col].is_null()
+        if nulls.any():
+            row = int(nulls.arg_true()[0]) + 1
+            raise InputFormatError(f"{path}: row {row}: field {col!r} is empty")
+    bad = df["result_type"].is_in(list(RESULT_TYPES)).not_()
+    if bad.any():
+        i = int(bad.arg_true()[0])
+        raise InputFormatError(
+            f"{path}: row {i + 1}: unknown result_type {df['result_type'][i]!r} "
+            f"(known: {', '.join(RESULT_TYPES)})"
+        )
+    return df
+
+
+def _check_consistency(path: Path, df: pl.DataFrame) -> None:
+    """Each row's result_type agrees with its labels (untargeted classification)."""
+    rt = pl.col("result_type")
+    gt, o, p = pl.col("_gt"), pl.col("_orig"), pl.col("_pert")
+    rules = [
+        ((rt == "Skipped") & (o == gt), "result_type 'Skipped' but original_output is right"),
+        ((rt != "Skipped") & (o != gt), "original_output is wrong but the row was attacked"),
+        (
+            (rt == "Successful") & (p == gt),
+            "result_type 'Successful' but perturbed_output is right",
+        ),
+        ((rt == "Failed") & (p != gt), "result_type 'Failed' but perturbed_output is wrong"),
+    ]
+    for cond, what in rules:
+        hit = df.select(cond.alias("x"))["x"]
+        if hit.any():
+            i = int(hit.arg_true()[0])
+            raise InputFormatError(
+                f"{path}: row {i + 1}: field 'result_type': {what} "
+                f"(ground_truth_output={df['ground_truth_output'][i]!r}, "
+                f"original_output={df['original_output'][i]!r}, "
+                f"perturbed_output={df['perturbed_output'][i]!r})"
+            )
+
+
+def read_textattack(
+    paths: Sequence[PathLike],
+    *,
+    run_ids: Sequence[str] | None = None,
+    labels: Sequence[str] | None = None,
+    family: str = "textattack",
+    dataset_version: str = "textattack",
+    summaries: bool = True,
+) -> Imported:
+    """Read TextAttack CSV logs (docs/spec/data-model.md; mapping in the module notes).
+
+    Parameters
+    ----------
+    paths
+        One or more ``--log-to-csv`` files; each is a run.
+    run_ids
+        Run ids, one per file (default: each file's stem).
+    labels
+        The options, in order (default: the labels seen in the files,
+        sorted); a label outside them is an error.
+    family
+        The family of every case (default ``"textattack"``).
+    dataset_version
+        Written into every case.
+    summaries
+        Read TextAttack's summary from ``<stem>.txt`` beside each CSV into
+        the ``published`` table (when present).
+
+    Returns
+    -------
+    Imported
+        Cases, variants (benign only: attacked inputs are per run), responses
+        and the published summaries, validated.
+
+    Raises
+    ------
+    InputFormatError
+        A missing column, an empty field, an unknown ``result_type``, a row
+        whose ``result_type`` contradicts its labels, a label outside
+        ``labels``, two files with one run id: the message names the file,
+        the row and the field.
+    """
+    files = [Path(p) for p in paths]
+    if not files:
+        raise InputFormatError("no TextAttack CSV file given")
+    if run_ids is not None and len(run_ids) != len(files):
+        raise InputFormatError(
+            f"{len(run_ids)} run id(s) for {len(files)} file(s); give one --run per file"
+        )
+    names = list(run_ids) if run_ids is not None else [_stem(f) for f in files]
+    seen: dict[str, Path] = {}
+    for name, f in zip(names, files, strict=True):
+        if name in seen:
+            raise InputFormatError(
+                f"{f}: run id {name!r} is also the run id of {seen[name]}; name the runs "
+                "with --run (one per file)"
+            )
+        seen[name] = f
+    frames = []
+    notes: list[str] = []
+    published: list[dict[str, Any]] = []
+    for run, f in zip(names, files, strict=True):
+        raw = _read_csv(f)
+        df = raw.with_columns(
+            _label("ground_truth_output").alias("_gt"),
+            _label("original_output").alias("_orig"),
+            _label("perturbed_output").alias("_pert"),
+            pl.col("original_text").str.replace_all(_MARK.pattern, "").alias("_text"),
+            pl.col("perturbed_text").str.replace_all(_MARK.pattern, "").alias("_ptext"),
+            pl.int_range(1, pl.len() + 1).alias("_row"),
+            pl.lit(run).alias("_run"),
+            pl.lit(str(f)).alias("_file"),
+        )
+        _check_consistency(f, df)
+        # the k-th occurrence of a sentence with its label is the same case in every file
+        df = df.with_columns(pl.int_range(pl.len()).over("_text", "_gt").alias("_k"))
+        frames.append(df)
+        if summaries:
+            txt = f.with_name(_stem(f) + ".txt")
+            summary = read_summary(txt) if txt.exists() else None
+            if summary is None:
+                notes.append(f"{f.name}: no TextAttack summary beside it; nothing to compare with")
+            else:
+                published += _published(run, txt, summary, df)
+    allrows = pl.concat(frames, how="diagonal_relaxed")
+    seen_labels = pl.concat([allrows["_gt"], allrows["_orig"], allrows["_pert"]]).to_list()
+    if labels is None:
+        options = sort_labels(seen_labels)
+        notes.append(f"options inferred from the labels seen: {', '.join(options)}")
+        if len(options) < 2:
+            raise InputFormatError(
+                f"{files[0]}: only one label ({options[0]!r}) occurs; give the options with --labels"
+            )
+    else:
+        options = [str(x) for x in labels]
+        for col, field_ in (("_gt", "ground_truth_output"), ("_orig", "original_output"),
+                            ("_pert", "perturbed_output")):  # fmt: skip
+            out = allrows.filter(pl.col(col).is_in(options).not_())
+            if out.height:
+                r = out.row(0, named=True)
+                raise InputFormatError(
+                    f"{r['_file']}: row {r['_row']}: field {field_!r}: label {r[col]!r} "
+                    f"is not one of the options ({', '.join(options)})"
+                )
+    keys = allrows.select("_text", "_gt").unique(maintain_order=True)
+    keys = keys.with_columns(
+        pl.Series(
+            "_base",
+            ["ta-" + case_key(t, g) for t, g in keys.iter_rows()],
+            dtype=pl.String,
+        )
+    )
+    allrows = allrows.join(keys, on=["_text", "_gt"], how="left", maintain_order="left")
+    allrows = allrows.with_columns(
+        pl.when(pl.col("_k") == 0)
+        .then(pl.col("_base"))
+        .otherwise(pl.format("{}-{}", pl.col("_base"), pl.col("_k")))
+        .alias("case_id")
+    )
+    cases = _cases(allrows, options, family, dataset_version)
+    responses = _responses(allrows)
+    prompts = allrows.select(
+        "case_id", pl.lit("benign").alias("arm"), pl.col("_text").alias("prompt")
+    )
+    variants = variants_of(prompts.unique("case_id", keep="first", maintain_order=True), cases)
+    shared = allrows.group_by("case_id").agg(pl.col("_run").n_unique().alias("n"))
+    if len(files) > 1:
+        notes.append(
+            f"{shared.filter(pl.col('n') > 1).height} of {cases.height} cases occur in "
+            "more than one file (one case per sentence and label)"
+        )
+    notes.append("no scenario grouping in the source: each case is its own cluster")
+    pub = pl.DataFrame(published, schema=PUBLISHED_SCHEMA) if published else None
+    return Imported(cases, variants, responses, pub, tuple(notes)).validated(
+        ", ".join(str(f) for f in files[:3]) + (" …" if len(files) > 3 else "")
+    )
+
+
+def _published(run: str, txt: Path, s: dict[str, float], df: pl.DataFrame) -> list[dict[str, Any]]:
+    counts = df["result_type"].value_counts()
+    got = dict(zip(counts["result_type"], counts["count"], strict=True))
+    n = df.height
+    n_attacked = int(got.get("Successful", 0)) + int(got.get("Failed", 0))
+    printed = (s.get("n_successful"), s.get("n_failed"), s.get("n_skipped"))
+    mine = (got.get("Successful", 0), got.get("Failed", 0), got.get("Skipped", 0))
+    if None not in printed and tuple(int(x) for x in printed if x is not None) != tuple(mine):
+        raise InputFormatError(
+            f"{txt}: the summary counts successful/failed/skipped {printed} attacks but the CSV "
+            f"beside it holds {mine}; the two files are not of one run"
+        )
+    rows = []
+    for metric, count in (
+        ("benign_accuracy", n),
+        ("accuracy_under_attack", n),
+        ("asr", n_attacked),
+    ):
+        if metric in s:
+            rows.append(
+                {
+                    "run_id": run,
+                    "family": None,
+                    "metric": metric,
+                    "estimate": s[metric],
+                    "stderr": None,
+                    "n": count,
+                    "source": f"textattack summary ({txt.name}, percent to 2 decimals)",
+                }
+            )
+    return rows
+
+
+def _cases(rows: pl.DataFrame, options: list[str], family: str, version: str) -> pl.DataFrame:
+    first = rows.unique("case_id", keep="first", maintain_order=True)
+    return first.select(
+        "case_id",
+        pl.col("case_id").alias("scenario_id"),
+        pl.lit("public").alias("split"),
+        pl.lit("main").alias("suite"),
+        pl.lit(family).alias("family"),
+        pl.lit("choice").alias("primitive"),
+        pl.lit(None, dtype=pl.String).alias("severity"),
+        pl.lit(options, dtype=pl.List(pl.String)).alias("options"),
+        pl.col("_gt").alias("expected_decision"),
+        pl.lit(None, dtype=pl.String).alias("positive_decision"),
+        pl.lit(None, dtype=pl.String).alias("target_decision"),
+        pl.lit(None, dtype=pl.Float64).alias("expected_score"),
+        pl.lit(version).alias("dataset_version"),
+        pl.lit(None, dtype=pl.String).alias("extras"),
+    ).select([pl.col(c).cast(t) for c, t in CASES_SCHEMA.items()])
+
+
+def _responses(rows: pl.DataFrame) -> pl.DataFrame:
+    known = {*REQUIRED, "num_queries"}
+    other = [c for c in rows.columns if not c.startswith("_") and c not in known and c != "case_id"]
+    # other fields as one JSON object per row, keys sorted (canonical for string values)
+    extras = pl.struct(sorted(other)).struct.json_encode() if other else pl.lit(None, pl.String)
+    rows = rows.with_columns(extras.alias("_extras"))
+    rt = pl.col("result_type")
+    queries = (
+        pl.col("num_queries").cast(pl.Float64, strict=False).cast(pl.Int64, strict=False)
+        if ("num_queries" in rows.columns)
+        else pl.lit(None, dtype=pl.Int64)
+    )
+    base: list[pl.Expr] = [
+        pl.col("_run").alias("run_id"),
+        pl.col("_run").alias("model"),
+        pl.lit("").alias("model_version"),
+        pl.col("case_id"),
+    ]
+    null_s = pl.lit(None, dtype=pl.String)
+    benign = rows.select(
+        *base,
+        pl.lit("benign").alias("arm"),
+        pl.col("_orig").alias("decision"),
+        pl.col("_text").alias("prompt"),
+        pl.lit(False).alias("no_attack"),
+        null_s.alias("result_type"),
+        pl.lit(None, dtype=pl.Int64).alias("num_queries"),
+        null_s.alias("extras"),
+    )
+    attacked = rows.select(
+        *base,
+        pl.lit("attacked").alias("arm"),
+        pl.when(rt == "Skipped").then(None).otherwise(pl.col("_pert")).alias("decision"),
+        pl.when(rt == "Skipped").then(None).otherwise(pl.col("_ptext")).alias("prompt"),
+        (rt != "Successful").alias("no_attack"),
+        rt.alias("result_type"),
+        queries.alias("num_queries"),
+        pl.col("_extras").alias("extras"),
+    )
+    both = pl.concat([benign, attacked])
+    core = {
+        c: pl.lit(None, dtype=t).alias(c)
+        for c, t in RESPONSES_SCHEMA.items()
+        if c not in both.columns
+    }
+    core["sample"] = pl.lit(0, dtype=pl.Int32).alias("sample")
+    core["abstained"] = pl.lit(False).alias("abstained")
+    core["malformed"] = pl.lit(False).alias("malformed")
+    out = both.with_columns(*core.values())
+    return out.select(
+        *[pl.col(c).cast(t) for c, t in RESPONSES_SCHEMA.items()],
+        "prompt",
+        "no_attack",
+        "extras",
+        "result_type",
+        "num_queries",
+    ).sort("run_id", "case_id", "arm", "sample")
