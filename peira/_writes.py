@@ -58,6 +58,7 @@ __all__ = [
     "atomic_path",
     "check_output",
     "clean_litter",
+    "discard_tree",
     "is_peira_file",
     "output_lock",
     "umask",
@@ -75,6 +76,7 @@ HTML_STAMP = b'<meta name="generator" content="peira'
 DirOwner = Callable[[Path], Collection[str] | None]
 
 _STAGE, _OLD, _TMP, _LOCK = "peira-stage-", "peira-old-", "peira-tmp-", "peira-lock"
+_TRASH = "peira-trash-"  # a tree being removed: never restored, removed by any clean_litter
 
 
 def umask() -> int:
@@ -429,8 +431,24 @@ def _litter(target: Path) -> list[Path]:
     return [
         target.parent / n
         for n in sorted(names)
-        if n.startswith(stem) and n[len(stem) :].startswith((_STAGE, _OLD, _TMP, "probe-"))
+        if (n.startswith(stem) and n[len(stem) :].startswith((_STAGE, _OLD, _TMP, "probe-")))
+        or (n.startswith(".") and f".{_TRASH}" in n)
     ]
+
+
+def discard_tree(path: PathLike) -> None:
+    """Remove a directory as one step: renamed to hidden trash first, then deleted.
+
+    A kill during the deletion leaves only the trash (removed by the next
+    write beside it), never a half-deleted directory under the real name.
+    """
+    p = Path(path)
+    if not p.exists():
+        return
+    trash = Path(tempfile.mkdtemp(prefix=_tag(p) + _TRASH, dir=p.parent))
+    os.rmdir(trash)
+    os.rename(p, trash)
+    shutil.rmtree(trash, ignore_errors=True)
 
 
 def _remove(p: Path) -> None:

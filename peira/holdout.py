@@ -71,6 +71,8 @@ class PseudonymCollisionError(PeiraError, ValueError):
 class UnblindError(PeiraError, ValueError):
     """Blinded responses cannot be mapped back (wrong key, unknown or missing ids)."""
 
+    exit_code = 1  # the data do not match (a violation), not an unreadable input
+
 
 def _check_key(key: bytes) -> None:
     if not isinstance(key, bytes | bytearray):

@@ -1376,7 +1376,7 @@ def _kind(problem: str) -> str:
         return "files changed/left"
     if "adapter calls" in problem:
         return "work before refusing"
-    if "incomplete" in problem:
+    if "incomplete output" in problem:
         return "partial output"
     return "wrong result"
 

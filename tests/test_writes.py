@@ -481,3 +481,18 @@ def test_directory_logs_skip_hidden_files_and_run_checkpoints(tmp_path: Path) ->
     (logs / ".hidden").mkdir()
     other.write_parquet(logs / ".hidden" / "x.parquet")
     assert read_responses(logs)["run_id"].unique().to_list() == ["m1"]
+
+
+def test_a_discarded_tree_goes_at_once_and_its_trash_is_cleaned(tmp_path: Path) -> None:
+    parts = tmp_path / "log.parquet.parts"
+    parts.mkdir()
+    (parts / "manifest.json").write_text("{}")
+    (parts / "part-00001.parquet").write_bytes(b"x")
+    w.discard_tree(parts)
+    assert list(tmp_path.iterdir()) == []
+    # a kill during the deletion leaves hidden trash, never a half checkpoint under its name
+    trash = tmp_path / (w._tag(parts) + "peira-trash-abc")
+    trash.mkdir()
+    (trash / "part-00002.parquet").write_bytes(b"x")
+    write_parquet(FRAME, tmp_path / "log.parquet")  # the next write beside it cleans it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["log.parquet"]

@@ -40,7 +40,6 @@ import contextlib
 import inspect
 import os
 import secrets
-import shutil
 import sys
 import threading
 import time
@@ -51,6 +50,7 @@ from typing import IO, Any
 
 import polars as pl
 
+from .._writes import discard_tree
 from ..errors import PeiraError
 from ..io import Dataset, check_output, output_lock, read_dataset, read_parquet, write_parquet
 from ..schema import RESPONSES_SCHEMA, validate_responses
@@ -342,7 +342,7 @@ async def run_async(
     log = log.select(list(RESPONSES_SCHEMA))
     write_parquet(log, out_path)
     if not keep_parts:
-        shutil.rmtree(pdir, ignore_errors=True)
+        discard_tree(pdir)  # renamed away first: a kill mid-removal leaves no half checkpoint
     return RunResult(
         responses=log,
         path=out_path,
