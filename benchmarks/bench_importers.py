@@ -122,7 +122,7 @@ def textattack(repo: str, tmp: Path, limit: int | None) -> tuple[list[str], dict
         f"| {group}: {len(files)} files imported as one dataset | {imp.cases.height} cases, "
         f"{imp.responses.height:,} responses in {t_group:.1f} s; leaderboard (B=2000) "
         f"{t_board:.1f} s: {int(board['ranked'].sum())} ranked, {missing} with missing pairs "
-        "(victims attack different sentence prefixes) |"
+        "(every search method of one victim attacked the same sentences) |"
     )
     timing = {
         "read (git show)": t_read,

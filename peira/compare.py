@@ -5,8 +5,12 @@ intervals do not overlap and A's estimate is better (the metric's direction);
 any overlap is a tie. This non-overlap rule is the default verdict. Beside it,
 the paired difference θ_A − θ_B per resample (one plan, so resamples are
 paired) gives a difference interval and a bootstrap p-value, Holm-adjusted
-across every pair reported; ``rule="paired"`` makes it the verdict (A beats B
-iff the difference interval excludes 0 in A's favour). Each row says which
+across the *family* of comparisons: every pair of the runs analysed (every
+run in the pair table given, ranked or not; ``family_size`` says how many
+pairs). ``rule="paired"`` makes the Holm-adjusted test the verdict: A beats
+B iff p_holm < 1 − level and the difference favours A. ``pairwise``,
+``head_to_head`` (by default) and ``leaderboard`` use this one family, so a
+pair gets the same paired verdict wherever it is shown. Each row says which
 rule decided.
 
 The leaderboard ranks the runs that pass the ranking gates by robustness
@@ -26,7 +30,6 @@ import polars as pl
 from statsmodels.stats.multitest import multipletests
 
 from .bootstrap import (
-    MIN_CLUSTERS,
     ResamplePlan,
     paired_differences,
     ratio_intervals,
@@ -48,6 +51,7 @@ _META = [
     "seed",
     "fingerprint",
     "few_clusters",
+    "n_clusters",
 ]
 
 
@@ -90,7 +94,7 @@ def _duels(
     ci = ratio_intervals(lf, plan, metrics=[metric], level=level)
     reps = replicates(lf, plan, metric)
     diff = paired_differences(reps, level=level, pairs=pairs)
-    one = ci.select("run_id", "estimate", "lo", "hi")
+    one = ci.select("run_id", "estimate", "lo", "hi", "method", pl.col("few_clusters").alias("few"))
     return (
         diff.rename({"estimate": "diff", "lo": "diff_lo", "hi": "diff_hi"})
         .join(one.rename(lambda c: f"{c}_a" if c != "run_id" else "run_a"), on="run_a")
@@ -120,11 +124,13 @@ def pairwise(
     metric
         A ratio metric (default ``robustness``); its direction decides "better".
     runs
-        Runs to compare (default all); pairs are (a, b) with a < b.
+        Runs to compare (default all); pairs are (a, b) with a < b. These
+        runs make the Holm family: restricting them changes ``p_holm``.
     rule
-        ``"ci"`` (default, non-overlapping intervals) or ``"paired"``.
+        ``"ci"`` (default, non-overlapping intervals) or ``"paired"``
+        (Holm-adjusted paired test).
     level
-        Confidence level of the intervals.
+        Confidence level of the intervals; the paired test is at α = 1 − level.
     cases
         The cases every run should cover (the split analysed); default: every
         case some run of ``pairs`` answered.
@@ -138,14 +144,17 @@ def pairwise(
     polars.DataFrame
         One row per pair: ``run_a``, ``run_b``, ``metric``, ``estimate_a``,
         ``lo_a``, ``hi_a``, ``estimate_b``, ``lo_b``, ``hi_b``, ``overlap``,
-        ``diff``, ``diff_lo``, ``diff_hi``, ``p_value``, ``p_holm``,
+        ``diff``, ``diff_lo``, ``diff_hi`` (unadjusted difference interval),
+        ``p_value``, ``p_holm``, ``family_size`` (pairs in the Holm family),
         ``ci_verdict``, ``paired_verdict`` (``"a"``, ``"b"``, ``"tie"``, or
         ``"n/a"`` when a run's metric or interval is undefined, e.g. a run
         without eligible pairs), ``rule``, ``winner`` (run id, or null for a
         tie or n/a), ``n_common`` (the (case, sample) pairs both runs
         answered), ``n_set_aside_a``, ``n_set_aside_b`` (pairs only one run
-        answered, left out), ``note`` (why there is no verdict, when a run
-        is incomplete) and the interval metadata; sorted by run_a, run_b.
+        answered, left out), ``method_a``, ``method_b`` (the interval method
+        of each run's row), ``few_clusters_a``, ``few_clusters_b``, ``note``
+        (why there is no verdict, when a run is incomplete) and the interval
+        metadata of the difference; sorted by run_a, run_b.
 
     Notes
     -----
@@ -158,6 +167,10 @@ def pairwise(
     verdict ``"n/a"`` and no winner (a run that kept only the cases it did
     not flip would otherwise win on the cases it kept), unless
     ``allow_missing``.
+
+    paired_verdict = A iff p_holm < α and θ̂_A is better than θ̂_B; B
+    likewise; else tie. The unadjusted ``diff_lo``/``diff_hi`` can exclude 0
+    while the Holm-adjusted test does not reject: the verdict is the test's.
     """
     r = _check_rule(rule)
     higher = _metric(metric)
@@ -214,7 +227,8 @@ def pairwise(
                 "unit": [plan.unit] * len(disjoint),
                 "seed": [plan.seed] * len(disjoint),
                 "fingerprint": [plan.fingerprint] * len(disjoint),
-                "few_clusters": [plan.n_clusters < MIN_CLUSTERS] * len(disjoint),
+                "few_clusters": [True] * len(disjoint),
+                "n_clusters": [0] * len(disjoint),
                 "level": [level] * len(disjoint),
                 "method": ["percentile"] * len(disjoint),
             },
@@ -233,7 +247,10 @@ def pairwise(
     holm = np.full(p.shape, np.nan)
     if ok.any():
         holm[ok] = multipletests(p[ok], method="holm")[1]
-    out = out.with_columns(pl.Series("p_holm", holm).fill_nan(None))
+    out = out.with_columns(
+        pl.Series("p_holm", holm).fill_nan(None),
+        pl.lit(int(ok.sum()), dtype=pl.Int64).alias("family_size"),
+    )
     sign = 1.0 if higher else -1.0
     better_a = (pl.col("estimate_a") - pl.col("estimate_b")) * sign > 0
     overlap = (pl.col("lo_a") <= pl.col("hi_b")) & (pl.col("lo_b") <= pl.col("hi_a"))
@@ -247,15 +264,17 @@ def pairwise(
         .then(pl.lit("a"))
         .otherwise(pl.lit("b"))
     )
-    lo_d, hi_d = pl.col("diff_lo") * sign, pl.col("diff_hi") * sign
-    if not higher:
-        lo_d, hi_d = hi_d, lo_d
+    alpha = 1.0 - float(level)
+    reject = pl.col("p_holm") < alpha
+    favour = (pl.col("diff") * sign).sign()
     paired_verdict = (
-        pl.when(pl.col("diff_lo").is_null() | pl.col("diff_hi").is_null())
+        pl.when(
+            pl.col("diff_lo").is_null() | pl.col("diff_hi").is_null() | pl.col("p_holm").is_null()
+        )
         .then(pl.lit("n/a"))
-        .when(lo_d > 0)
+        .when(reject & (favour > 0))
         .then(pl.lit("a"))
-        .when(hi_d < 0)
+        .when(reject & (favour < 0))
         .then(pl.lit("b"))
         .otherwise(pl.lit("tie"))
     )
@@ -305,6 +324,7 @@ def pairwise(
         "diff_hi",
         "p_value",
         "p_holm",
+        "family_size",
         "ci_verdict",
         "paired_verdict",
         "rule",
@@ -312,9 +332,17 @@ def pairwise(
         "n_common",
         "n_set_aside_a",
         "n_set_aside_b",
+        "method_a",
+        "method_b",
+        "few_clusters_a",
+        "few_clusters_b",
         "note",
         *_META,
     ]
+    out = out.rename({"few_a": "few_clusters_a", "few_b": "few_clusters_b"}, strict=False)
+    for c in ("method_a", "method_b", "few_clusters_a", "few_clusters_b"):
+        if c not in out.columns:  # only disjoint runs: no interval rows to take them from
+            out = out.with_columns(pl.lit(None).alias(c))
     return out.select(cols).sort("run_a", "run_b")
 
 
@@ -355,12 +383,19 @@ def head_to_head(
     metric: str = "robustness",
     rule: Rule = "ci",
     level: float = 0.95,
+    family: Sequence[str] | None = None,
     cases: pl.DataFrame | None = None,
     allow_missing: bool = False,
 ) -> dict[str, object]:
     """Compare two runs; the row of :func:`pairwise` as a dict, oriented a → b.
 
-    The p-value is not Holm-adjusted (one comparison); ``p_holm`` equals it.
+    Parameters
+    ----------
+    family
+        Runs whose pairs make the Holm family (default: every run in
+        ``pairs``, the family :func:`leaderboard` and :func:`pairwise` use, so
+        the verdict agrees with theirs). ``[run_a, run_b]`` makes it a single
+        comparison: then ``p_holm`` equals ``p_value``.
     """
     if run_a == run_b:
         raise ValueError("head_to_head needs two different runs")
@@ -370,16 +405,19 @@ def head_to_head(
         raise KeyError(
             f"no pairs for run(s) {', '.join(map(repr, missing))}; known: {sorted(present)}"
         )
-    row = pairwise(
+    runs = sorted(present) if family is None else sorted(set(family) | {run_a, run_b})
+    pw = pairwise(
         pairs,
         plan,
         metric=metric,
-        runs=[run_a, run_b],
+        runs=runs,
         rule=rule,
         level=level,
         cases=cases,
         allow_missing=allow_missing,
-    ).row(0, named=True)
+    )
+    lo_run, hi_run = sorted((run_a, run_b))
+    row = pw.filter((pl.col("run_a") == lo_run) & (pl.col("run_b") == hi_run)).row(0, named=True)
     if row["run_a"] != run_a:  # pairwise orders a < b; flip back to the caller's order
         swap = {
             "run_a": "run_b",
@@ -387,6 +425,8 @@ def head_to_head(
             "lo_a": "lo_b",
             "hi_a": "hi_b",
             "n_set_aside_a": "n_set_aside_b",
+            "method_a": "method_b",
+            "few_clusters_a": "few_clusters_b",
         }
         for x, y in swap.items():
             row[x], row[y] = row[y], row[x]
@@ -422,7 +462,9 @@ def leaderboard(
     plan
         The resample plan of that split.
     rule
-        Verdict rule of the head-to-head comparisons (``"ci"`` default).
+        Verdict rule of the head-to-head comparisons (``"ci"`` default;
+        ``"paired"``: the Holm-adjusted paired test over every pair of runs in
+        ``pairs``, the family :func:`pairwise` and :func:`head_to_head` use).
 
     Returns
     -------
@@ -430,9 +472,12 @@ def leaderboard(
         ``rank`` (null for unranked), ``run_id``, ``model``, ``model_version``,
         ``metric``, ``estimate``, ``lo``, ``hi``, ``n_pairs``, ``n_eligible``,
         ``beaten_by`` (ranked runs that beat this one), ``ranked``,
-        ``gate_reasons``, ``rule``, the interval metadata, ``arms`` and
+        ``gate_reasons``, ``rule``, the interval metadata (``method``: the
+        interval this row used; ``few_clusters``, ``n_clusters``: the clusters
+        behind its denominator), ``arms``,
         ``note`` (what the run did not observe; see
-        :func:`peira.metrics.frame.observed`). Ranked runs come first, by
+        :func:`peira.metrics.frame.observed`) and ``n_counted`` (the pairs
+        in ``metric``'s denominator). Ranked runs come first, by
         rank then estimate (best first) then run_id.
 
     Notes
@@ -460,16 +505,16 @@ def leaderboard(
     ranked_ids = gates.filter(pl.col("ranked"))["run_id"].to_list()
     beaten: dict[str, list[str]] = {run: [] for run in ranked_ids}
     if len(ranked_ids) >= 2:
+        # the Holm family is every pair of runs analysed; only ranked runs beat one another
         duel = pairwise(
             lf,
             plan,
             metric=metric,
-            runs=ranked_ids,
             rule=r,
             level=level,
             cases=cases,
             allow_missing=(thresholds or GateThresholds()).allow_missing,
-        )
+        ).filter(pl.col("run_a").is_in(ranked_ids) & pl.col("run_b").is_in(ranked_ids))
         for a, b, w in duel.select("run_a", "run_b", "winner").iter_rows():
             if w is not None:
                 beaten[b if w == a else a].append(w)
@@ -479,7 +524,10 @@ def leaderboard(
         info = info.with_columns(pl.lit(None, dtype=pl.String).alias("note"))
     board = (
         ci.join(info, on="run_id")
-        .join(gates.select("run_id", "ranked", "gate_reasons", "n_eligible", "arms"), on="run_id")
+        .join(
+            gates.select("run_id", "ranked", "gate_reasons", "n_eligible", "arms", "n_counted"),
+            on="run_id",
+        )
         .with_columns(
             pl.col("run_id")
             .replace_strict(
@@ -516,6 +564,7 @@ def leaderboard(
         *_META,
         "arms",
         "note",
+        "n_counted",
     ]
     return board.select(cols).sort(
         [pl.col("ranked").not_(), "rank", "estimate", "run_id"],

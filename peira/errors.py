@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AdapterError",
     "ArtifactExistsError",
+    "BudgetExceeded",
     "DataFileError",
     "InputFormatError",
     "KeyMaterialError",
@@ -141,6 +142,31 @@ class RunInterrupted(RunError):
     def __init__(self, message: str, cause: BaseException) -> None:
         super().__init__(message)
         self.cause = cause
+
+
+class BudgetExceeded(RunError):
+    """The run stopped before its next call would pass ``max_cost_usd``.
+
+    Raised after the calls in flight finished and every completed call was
+    checkpointed: run again with a higher limit to resume.
+
+    Attributes
+    ----------
+    spent_usd : float
+        The run's cost so far (every invocation; cache hits cost nothing).
+    limit_usd : float
+    n_done, n_left : int
+        Rows of the log done (checkpointed) and still to call.
+    """
+
+    exit_code = 75  # EX_TEMPFAIL: stopped on purpose; resumable
+
+    def __init__(
+        self, message: str, *, spent_usd: float, limit_usd: float, n_done: int, n_left: int
+    ) -> None:
+        super().__init__(message)
+        self.spent_usd, self.limit_usd = spent_usd, limit_usd
+        self.n_done, self.n_left = n_done, n_left
 
 
 class AdapterError(PeiraError, TypeError):

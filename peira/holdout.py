@@ -23,6 +23,7 @@ import hashlib
 import hmac
 import os
 from collections.abc import Sequence
+from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -327,6 +328,27 @@ def _percentile(
     return r.lo, r.hi, r.n_defined
 
 
+def _one_sided_bound(
+    d: npt.NDArray[np.float64],
+    estimate: npt.NDArray[np.float64],
+    alpha: npt.NDArray[np.float64],
+    lower: bool,
+) -> npt.NDArray[np.float64]:
+    """Per row, the one-sided bootstrap bound at level 1 − α_row (lower or upper end).
+
+    The lower bound is the order statistic ⌊α·B'⌋ of the sorted defined
+    replicates (the percentile rule at two-sided level 1 − 2α), the upper
+    bound ⌊(1 − α)·B'⌋.
+    """
+    out = np.full(d.shape[0], np.nan)
+    for a in np.unique(alpha[~np.isnan(alpha)]):
+        rows = np.flatnonzero(alpha == a)
+        two_sided = float(1 - 2 * Fraction(repr(float(a))))
+        lo, hi, _ = _percentile(d[rows], estimate[rows], two_sided)
+        out[rows] = lo if lower else hi
+    return out
+
+
 def divergence(
     pairs: pl.DataFrame | pl.LazyFrame,
     cases: pl.DataFrame,
@@ -341,7 +363,7 @@ def divergence(
     unit: Unit = "cluster",
     adjust: Literal["bonferroni", "none"] = "bonferroni",
 ) -> pl.DataFrame:
-    """Holdout − public value of a metric per run (and group), with a bootstrap CI.
+    """Holdout − public value of a metric per run (and group), with a bootstrap CI and a flag.
 
     Parameters
     ----------
@@ -360,14 +382,15 @@ def divergence(
     metric
         A ratio metric of :data:`peira.metrics.RATIO_METRICS` (default ``"asr"``).
     level
-        Confidence level (default 0.95).
+        Confidence level of the reported interval; the flag is a one-sided
+        test at α = 1 − level per run (default 0.95: α = 0.05).
     n_resamples, seed, unit
         Used to make the default plans.
     adjust
-        Multiplicity control of the flag across the k rows reported:
-        ``"bonferroni"`` (default) flags on the interval at level
-        1 − (1 − level)/k, so that among honest runs a false flag anywhere has
-        probability ≤ 1 − level; ``"none"`` flags on the reported interval.
+        Multiplicity control *within each run*: ``"bonferroni"`` (default)
+        tests each of the run's k rows (overall, plus one per group with
+        ``by``) at α/k, so that an honest run is flagged anywhere with
+        probability ≤ α; ``"none"`` tests every row at α.
 
     Returns
     -------
@@ -375,22 +398,33 @@ def divergence(
         One row per run (× group) with pairs in both splits, sorted by
         ``run_id`` and the group columns (overall rows first): ``metric``,
         ``public``, ``holdout``, ``difference`` (holdout − public), ``lo``,
-        ``hi``, ``level``, ``method`` ("percentile"), ``n_defined``,
-        ``n_resamples``, ``seed_public``, ``seed_holdout``,
-        ``fingerprint_public``, ``fingerprint_holdout``, ``few_clusters``,
-        ``flag_level``, ``flag_lo``, ``flag_hi`` (the interval the flag is
-        decided on) and ``suspected_hill_climbing``.
+        ``hi`` (two-sided interval at ``level``), ``level``, ``method``
+        (``"percentile"`` or ``"mover (korn-graubard)"``), ``n_defined``, ``n_resamples``, ``seed_public``,
+        ``seed_holdout``, ``fingerprint_public``, ``fingerprint_holdout``,
+        ``n_clusters_public``, ``n_clusters_holdout`` (clusters behind the
+        row's denominator in each split), ``few_clusters`` (either is below
+        30), ``flag_family`` (k, the run's tests), ``flag_alpha`` (α/k or α),
+        ``flag_bound`` (the one-sided bound the flag is decided on) and
+        ``suspected_hill_climbing``.
 
     Notes
     -----
     d_b = θ_holdout,b − θ_public,b, where the two replicate vectors come from
     independent cluster bootstraps of each split (resamples where either is
-    undefined are dropped); the interval is the percentile interval of d. A
-    row is flagged as suspected public-set hill-climbing when the flag
-    interval (Bonferroni-adjusted across the rows reported, by default)
-    excludes 0 on the side where the run does *worse* on the holdout (for
-    ASR, where higher is worse: flag_lo > 0). A scenario with cases in both splits
-    would make the bootstraps dependent; keep scenarios within one split.
+    undefined are dropped); the interval is the percentile interval of d.
+    Where the bootstrap cannot carry the row in either split
+    (:func:`peira.bootstrap.smallcell.bootstrap_carries`), the interval and
+    the flag bound come instead from Korn–Graubard intervals of each split
+    combined by MOVER (:func:`peira.bootstrap.smallcell.mover_difference`),
+    so that 0 events in both splits do not give [0, 0].
+    The flag is one-sided: the run does *worse* on the holdout. For ASR
+    (higher is worse) a row is flagged iff the lower one-sided bound — the
+    order statistic ⌊(α/k)·B'⌋ of d — is above 0; for a metric where higher
+    is better, iff the upper bound ⌊(1 − α/k)·B'⌋ is below 0. The family of
+    tests is the run's own rows, so a run's flag depends only on its own
+    pairs and the two plans, never on which other runs are analysed.
+    A scenario with cases in both splits would make the bootstraps
+    dependent; validation rejects such datasets.
 
     Raises
     ------
@@ -399,11 +433,15 @@ def divergence(
     KeyError
         Unknown metric.
     """
-    from .bootstrap import plan_for_cases, replicates
+    from .bootstrap import bootstrap_carries, design_interval, plan_for_cases, replicates
+    from .bootstrap.plan import MIN_CLUSTERS
+    from .bootstrap.smallcell import mover_difference
     from .metrics import RATIO_METRICS
 
     if metric not in RATIO_METRICS:
         raise KeyError(f"unknown ratio metric {metric!r}; known: {', '.join(RATIO_METRICS)}")
+    if adjust not in ("bonferroni", "none"):
+        raise ValueError(f"adjust must be 'bonferroni' or 'none', not {adjust!r}")
     higher_is_better = RATIO_METRICS[metric].higher_is_better
     pp = plan_public or plan_for_cases(
         cases, split="public", unit=unit, n_resamples=n_resamples, seed=seed
@@ -441,37 +479,75 @@ def divergence(
     est_p = reps["public"].estimate[ip]
     est_h = reps["holdout"].estimate[ih]
     d = reps["holdout"].theta[ih] - reps["public"].theta[ip]
-    lo, hi, n_def = _percentile(d, est_h - est_p, level)
+    diff = est_h - est_p
+    lo, hi, n_def = _percentile(d, diff, level)
     n = joined.height
-    if adjust not in ("bonferroni", "none"):
-        raise ValueError(f"adjust must be 'bonferroni' or 'none', not {adjust!r}")
-    k = max(int(np.count_nonzero(n_def)), 1)
-    flag_level = 1 - (1 - level) / k if adjust == "bonferroni" else level
-    flo, fhi, _ = _percentile(d, est_h - est_p, flag_level)
-    worse = (fhi < 0) if higher_is_better else (flo > 0)
+    cells_p, cells_h = reps["public"].cells, reps["holdout"].cells
+    assert cells_p is not None and cells_h is not None
+    cp, ch = cells_p.take(ip), cells_h.take(ih)
+    # rows the bootstrap cannot carry in either split: MOVER from design-effect intervals
+    small = ~(bootstrap_carries(cp) & bootstrap_carries(ch)) & ~np.isnan(diff)
+
+    def mover(lvl: float) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        lo_h, hi_h, _ = design_interval(ch, lvl)
+        lo_p, hi_p, _ = design_interval(cp, lvl)
+        return mover_difference(est_h, lo_h, hi_h, est_p, lo_p, hi_p)
+
+    if small.any():
+        mlo, mhi = mover(float(level))
+        lo, hi = np.where(small, mlo, lo), np.where(small, mhi, hi)
+    # the family of tests is each run's own rows with a defined difference
+    runs = joined["run_id"].to_numpy()
+    defined = (n_def > 0) & ~np.isnan(diff)
+    family = np.zeros(n, dtype=np.int64)
+    for run in np.unique(runs):
+        rows = runs == run
+        family[rows] = int(np.count_nonzero(defined & rows))
+    base = 1 - Fraction(repr(float(level)))  # α as the decimal the level prints as
+    alpha = np.array(
+        [float(base / (max(int(k), 1) if adjust == "bonferroni" else 1)) for k in family]
+    )
+    alpha = np.where(defined, alpha, np.nan)
+    bound = _one_sided_bound(d, diff, alpha, lower=not higher_is_better)
+    for a in np.unique(alpha[small & ~np.isnan(alpha)]):
+        rows = small & (alpha == a)
+        mlo, mhi = mover(float(1 - 2 * Fraction(repr(float(a)))))
+        bound[rows] = (mhi if higher_is_better else mlo)[rows]
+    worse = (bound < 0) if higher_is_better else (bound > 0)
+    flagged = worse & ~np.isnan(bound)
+    cl_p = reps["public"].n_clusters
+    cl_h = reps["holdout"].n_clusters
+    assert cl_p is not None and cl_h is not None
+    ncp, nch = cl_p[ip], cl_h[ih]
     out = joined.select(keys).with_columns(
         pl.lit(metric).alias("metric"),
         pl.Series("public", est_p, dtype=pl.Float64),
         pl.Series("holdout", est_h, dtype=pl.Float64),
-        pl.Series("difference", est_h - est_p, dtype=pl.Float64),
+        pl.Series("difference", diff, dtype=pl.Float64),
         pl.Series("lo", lo, dtype=pl.Float64),
         pl.Series("hi", hi, dtype=pl.Float64),
         pl.lit(float(level)).alias("level"),
-        pl.lit("percentile").alias("method"),
+        pl.Series(
+            "method", np.where(small, "mover (korn-graubard)", "percentile"), dtype=pl.String
+        ),
         pl.Series("n_defined", n_def, dtype=pl.Int64),
         pl.lit(pp.n_resamples, dtype=pl.Int64).alias("n_resamples"),
         pl.lit(pp.seed, dtype=pl.Int64).alias("seed_public"),
         pl.lit(ph.seed, dtype=pl.Int64).alias("seed_holdout"),
         pl.lit(pp.fingerprint).alias("fingerprint_public"),
         pl.lit(ph.fingerprint).alias("fingerprint_holdout"),
-        pl.lit(pp.few_clusters or ph.few_clusters).alias("few_clusters"),
-        pl.lit(float(flag_level)).alias("flag_level"),
-        pl.Series("flag_lo", flo, dtype=pl.Float64),
-        pl.Series("flag_hi", fhi, dtype=pl.Float64),
-        pl.Series("suspected_hill_climbing", worse & ~np.isnan(flo), dtype=pl.Boolean),
+        pl.Series("n_clusters_public", ncp, dtype=pl.Int64),
+        pl.Series("n_clusters_holdout", nch, dtype=pl.Int64),
+        pl.Series("few_clusters", (ncp < MIN_CLUSTERS) | (nch < MIN_CLUSTERS), dtype=pl.Boolean),
+        pl.Series("flag_family", family, dtype=pl.Int64),
+        pl.Series("flag_alpha", alpha, dtype=pl.Float64),
+        pl.Series("flag_bound", bound, dtype=pl.Float64),
+        pl.Series("suspected_hill_climbing", flagged, dtype=pl.Boolean),
     )
     out = out.with_columns(
-        pl.col("public", "holdout", "difference", "lo", "hi", "flag_lo", "flag_hi").fill_nan(None)
+        pl.col("public", "holdout", "difference", "lo", "hi", "flag_alpha", "flag_bound").fill_nan(
+            None
+        )
     )
     assert out.height == n
     return out

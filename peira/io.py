@@ -403,14 +403,23 @@ def validate_files(dataset: PathLike, responses: Sequence[PathLike] = ()) -> pl.
 
 
 def incomplete_pairs(responses: pl.DataFrame, *, source: str = "responses") -> pl.DataFrame:
-    """Failures (check ``pair_complete``) for every (run_id, case_id, sample) lacking an arm.
+    """Failures (check ``pair_complete``) for every (run_id, case_id, sample) lacking an arm
+    its run observes (a clean-only run, ``arms = "benign"``, lacks none).
 
     Scoring refuses such pairs by default (``missing="error"``), so
     ``peira validate`` reports them with the other violations.
     """
     keys = ["run_id", "case_id", "sample"]
-    arms = responses.group_by(keys).agg(pl.col("arm").unique().sort().alias("_arms"))
-    bad = arms.filter(pl.col("_arms").list.len() < 2).sort(keys)
+    # a run that declares one arm unobserved (docs/spec/data-model.md, ``arms``) lacks none
+    declared = pl.col("arms").fill_null("both") if "arms" in responses.columns else pl.lit("both")
+    arms = responses.group_by(keys).agg(
+        pl.col("arm").unique().sort().alias("_arms"), declared.first().alias("_declared")
+    )
+    bad = (
+        arms.filter((pl.col("_arms").list.len() < 2) & (pl.col("_declared") == "both"))
+        .select(*keys, "_arms")
+        .sort(keys)
+    )
     return failures_frame(
         [
             {

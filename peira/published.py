@@ -38,6 +38,7 @@ _COLUMNS = [
     "estimate",
     "lo",
     "hi",
+    "method",
     "published",
     "published_stderr",
     "published_lo",
@@ -84,7 +85,8 @@ def beside(
     -------
     polars.DataFrame
         One row per figure, sorted by run_id, family (whole run first) and
-        metric: ``estimate``, ``lo``, ``hi`` (Peira), ``published``,
+        metric: ``estimate``, ``lo``, ``hi``, ``method`` (Peira's interval and
+        the method it used), ``published``,
         ``published_stderr``, ``published_lo``/``published_hi`` (published
         ± z·stderr, null without a standard error), ``difference`` (Peira −
         published), ``published_n`` and ``source``.
@@ -102,10 +104,10 @@ def beside(
     parts = []
     whole = ratio_intervals(pairs, plan, metrics=metrics, level=level)
     parts.append(whole.select("run_id", pl.lit(None, dtype=pl.String).alias("family"), "metric",
-                              "estimate", "lo", "hi"))  # fmt: skip
+                              "estimate", "lo", "hi", "method"))  # fmt: skip
     if pub["family"].is_not_null().any():
         fam = ratio_intervals(pairs, plan, by="family", metrics=metrics, level=level)
-        parts.append(fam.select("run_id", "family", "metric", "estimate", "lo", "hi"))
+        parts.append(fam.select("run_id", "family", "metric", "estimate", "lo", "hi", "method"))
     ours = pl.concat(parts)
     z = NormalDist().inv_cdf(0.5 + level / 2)
     out = pub.rename({"estimate": "published", "stderr": "published_stderr", "n": "published_n"})
@@ -123,7 +125,7 @@ def beside(
 
 
 def _dtype(col: str) -> pl.DataType:
-    if col in ("run_id", "family", "metric", "source"):
+    if col in ("run_id", "family", "metric", "method", "source"):
         return pl.String()
     if col == "published_n":
         return pl.Int64()

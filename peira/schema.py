@@ -275,6 +275,12 @@ class Cases(pa.DataFrameModel):
             (pl.col("primitive") != "score") | pl.col("positive_decision").is_not_null()
         )
 
+    @pa.dataframe_check(name="scenario_in_one_split")
+    def scenario_in_one_split(cls, data: PolarsData) -> pl.LazyFrame:
+        # a scenario is one bootstrap cluster: split across public and holdout it would
+        # tie the two splits' bootstraps together (docs/spec/data-model.md#cases)
+        return data.lazyframe.select(pl.col("split").n_unique().over("scenario_id") == 1)
+
 
 class Variants(pa.DataFrameModel):
     """What a model may see: at most one row per (case_id, arm) (docs/spec/data-model.md).

@@ -126,7 +126,7 @@ def random_log(seed: int, n_cases: int = 60, n_runs: int = 3) -> tuple[pl.DataFr
                 expected_decision="deny" if rng.random() < 0.5 else "approve",
                 positive_decision="approve" if prim == "score" else None,
                 target_decision=None,
-                split="public" if i % 5 else "holdout",
+                split="public" if (i // 3) % 5 else "holdout",  # whole scenarios
             )
         )
         if has_target:

@@ -183,13 +183,14 @@ def test_plan_for_cases_rejects_an_empty_split(rlog: tuple[pl.DataFrame, pl.Data
 
 
 @pytest.mark.parametrize("name", ["asr", "benign_accuracy", "severity_weighted_asr"])
+@pytest.mark.filterwarnings("ignore::peira.bootstrap.FewClustersWarning")
 def test_cluster_bootstrap_equals_slow_resample_and_recompute_exactly(
     rlog: tuple[pl.DataFrame, pl.DataFrame], name: str
 ) -> None:
     cases, pairs = rlog
     plan = plan_for_cases(cases, n_resamples=400, seed=2)
     metric = RATIO_METRICS[name]
-    out = ratio_intervals(pairs, plan, by="family", overall=True)
+    out = ratio_intervals(pairs, plan, by="family", overall=True, method="percentile")
     reps = replicates(pairs, plan, metric, by="family", overall=True)
     for run, fam in [("run0", None), ("run1", "beta"), ("run2", "gamma")]:
         group = {} if fam is None else {"family": fam}
@@ -197,9 +198,11 @@ def test_cluster_bootstrap_equals_slow_resample_and_recompute_exactly(
         assert np.array_equal(reps.of(run, family=fam), slow, equal_nan=True)
         lo, hi, n = percentile_ends(slow)
         row = row_of(out, run_id=run, family=fam, metric=name)
+        assert lo < hi and row["method"] == "percentile"
         assert (row["lo"], row["hi"], row["n_defined"]) == (lo, hi, n)
 
 
+@pytest.mark.filterwarnings("ignore::peira.bootstrap.FewClustersWarning")
 def test_estimates_are_the_full_data_values(rlog: tuple[pl.DataFrame, pl.DataFrame]) -> None:
     cases, pairs = rlog
     plan = plan_for_cases(cases, n_resamples=50)
@@ -214,6 +217,7 @@ def test_estimates_are_the_full_data_values(rlog: tuple[pl.DataFrame, pl.DataFra
     assert diff is None or diff < 1e-12
 
 
+@pytest.mark.filterwarnings("ignore::peira.bootstrap.FewClustersWarning")
 def test_cluster_sums_input_equals_pair_input(rlog: tuple[pl.DataFrame, pl.DataFrame]) -> None:
     cases, pairs = rlog
     plan = plan_for_cases(cases, n_resamples=200)
@@ -222,6 +226,7 @@ def test_cluster_sums_input_equals_pair_input(rlog: tuple[pl.DataFrame, pl.DataF
     assert a.equals(b)
 
 
+@pytest.mark.filterwarnings("ignore::peira.bootstrap.FewClustersWarning")
 def test_output_columns_sorting_and_metadata(rlog: tuple[pl.DataFrame, pl.DataFrame]) -> None:
     cases, pairs = rlog
     plan = plan_for_cases(cases, n_resamples=100, seed=4)
@@ -241,12 +246,17 @@ def test_output_columns_sorting_and_metadata(rlog: tuple[pl.DataFrame, pl.DataFr
         "seed",
         "fingerprint",
         "few_clusters",
+        "n_clusters",
     ]
     assert out.height == 3 * 4 * 2
     assert out.equals(out.sort(["run_id", "family", "metric"], nulls_last=False))
     assert out["family"].null_count() == 3 * 2
-    meta = out.select("n_resamples", "unit", "seed", "fingerprint", "few_clusters").unique()
-    assert meta.rows() == [(100, "cluster", 4, plan.fingerprint, False)]
+    meta = out.select("n_resamples", "unit", "seed", "fingerprint").unique()
+    assert meta.rows() == [(100, "cluster", 4, plan.fingerprint)]
+    # few_clusters is per row: fewer than 30 clusters behind that row's denominator
+    assert out["few_clusters"].equals(out["n_clusters"] < 30, check_names=False)
+    assert out.filter(pl.col("family").is_null())["few_clusters"].not_().all()
+    assert out.filter(pl.col("family").is_not_null())["few_clusters"].any()
     assert (out["lo"] <= out["estimate"]).all() and (out["estimate"] <= out["hi"]).all()
 
 
@@ -270,7 +280,8 @@ print(json.dumps([plan.fingerprint, hashlib.sha256(out.write_csv().encode()).hex
 """
 
 
-@pytest.mark.parametrize("method", ["percentile", "bca"])
+@pytest.mark.parametrize("method", ["auto", "percentile", "bca"])
+@pytest.mark.filterwarnings("ignore::peira.bootstrap.FewClustersWarning")
 def test_same_inputs_same_intervals_in_a_new_process(
     rlog: tuple[pl.DataFrame, pl.DataFrame], method: str
 ) -> None:
@@ -296,6 +307,7 @@ def test_different_seeds_give_different_intervals(rlog: tuple[pl.DataFrame, pl.D
     assert a["fingerprint"][0] != b["fingerprint"][0]
 
 
+@pytest.mark.filterwarnings("ignore::peira.bootstrap.FewClustersWarning")
 def test_adding_a_run_leaves_other_runs_unchanged(rlog: tuple[pl.DataFrame, pl.DataFrame]) -> None:
     cases, pairs = rlog
     plan = plan_for_cases(cases, n_resamples=300)
@@ -365,17 +377,38 @@ def _toy(n_clusters: int, eligible_clusters: set[int]) -> tuple[pl.DataFrame, Re
 
 def test_few_clusters_warn_flag_and_undefined_resamples_are_counted() -> None:
     pairs, plan = _toy(8, {0, 3})
-    with pytest.warns(FewClustersWarning, match="8 clusters"):
-        out = ratio_intervals(pairs, plan, metrics=["asr"])
+    with pytest.warns(FewClustersWarning, match=r"fewest: 2 clusters, asr of run 'r'"):
+        out = ratio_intervals(pairs, plan, metrics=["asr"], method="percentile")
     row = out.row(0, named=True)
-    assert row["few_clusters"] is True
+    assert row["few_clusters"] is True and row["n_clusters"] == 2
     defined = int((plan.W[:, [0, 3]].sum(axis=1) > 0).sum())
     assert 0 < defined < plan.n_resamples
     assert row["n_defined"] == defined
     assert row["estimate"] == 0.5
     with pytest.warns(FewClustersWarning):
         res = bootstrap([1, 0] * 8, [1, 1, 0, 0] * 4, clusters=[f"s{i // 2}" for i in range(16)])
-    assert res.few_clusters and res.n_defined < res.n_resamples
+    assert res.few_clusters and res.n_defined < res.n_resamples and res.n_clusters == 4
+
+
+def test_few_clusters_counts_the_clusters_behind_each_statistic() -> None:
+    """A 30-cluster plan whose eligible pairs sit in one cluster is flagged; its interval is wide."""
+    pairs, plan = _toy(30, {4})
+    pairs = pairs.with_columns(pl.col("eligible").alias("benign_correct"))
+    all_pairs = RatioMetric("pairs_eligible", pl.col("eligible"), pl.lit(True), True, "")
+    assert not plan.few_clusters
+    with pytest.warns(FewClustersWarning, match="1 of 2 statistic.*fewest: 1 clusters"):
+        out = ratio_intervals(pairs, plan, metrics=["asr", all_pairs])
+    asr = row_of(out, metric="asr")
+    acc = row_of(out, metric="pairs_eligible")
+    assert (asr["n_clusters"], asr["few_clusters"]) == (1, True)
+    assert (acc["n_clusters"], acc["few_clusters"]) == (30, False)
+    # one contributing cluster: no degrees of freedom, the interval is [0, 1]
+    assert (asr["estimate"], asr["lo"], asr["hi"], asr["method"]) == (
+        0.5,
+        0.0,
+        1.0,
+        "korn-graubard",
+    )
 
 
 def test_no_warning_from_30_clusters() -> None:
@@ -405,9 +438,11 @@ def test_clusters_outside_the_plan_are_an_error(rlog: tuple[pl.DataFrame, pl.Dat
 
 
 def test_order_statistics_generalise_to_the_level() -> None:
-    x = np.arange(40, dtype=float)
-    res = bootstrap(x, n_resamples=1000, confidence_level=0.9, distribution=True)
-    assert res.distribution is not None
+    x = np.arange(40, dtype=float)  # a mean, not a proportion: never a design-effect interval
+    res = bootstrap(
+        x, n_resamples=1000, confidence_level=0.9, distribution=True, method="percentile"
+    )
+    assert res.distribution is not None and res.method == "percentile"
     t = np.sort(res.distribution)
     # α/2 = 1/20 exactly: indices ⌊1000/20⌋ = 50 and ⌊19·1000/20⌋ = 950
     assert (res.low, res.high) == (t[50], t[950])
@@ -436,16 +471,25 @@ def test_single_statistic_matches_the_table(synth: tuple[pl.DataFrame, pl.DataFr
         assert res.fingerprint == plan.fingerprint
 
 
-def test_bca_falls_back_to_percentile_when_every_replicate_ties() -> None:
+def test_a_zero_width_bootstrap_interval_is_replaced() -> None:
+    """0 flips in 60 pairs: every replicate is 0; the row gets the design-effect interval."""
     pairs, plan = _toy(30, set(range(30)))
     pairs = pairs.with_columns(pl.lit(False).alias("flipped"))
-    out = ratio_intervals(pairs, plan, metrics=["asr"], method="bca")
-    assert out.select("estimate", "lo", "hi", "method").row(0) == (
-        0.0,
-        0.0,
-        0.0,
-        "percentile (bca z0 infinite)",
-    )
+    for method in ("auto", "percentile", "bca"):
+        out = ratio_intervals(pairs, plan, metrics=["asr"], method=method)  # type: ignore[arg-type]
+        est, lo, hi, used = out.select("estimate", "lo", "hi", "method").row(0)
+        # 0 events: the worst-case effective size n²/Σn_c² = 60²/(30·2²) = 30 clusters
+        assert (est, lo, used) == (0.0, 0.0, "korn-graubard")
+        assert hi == pytest.approx(1 - 0.025 ** (1 / 30), rel=1e-12)
+
+
+def test_bca_falls_back_to_percentile_when_every_replicate_ties() -> None:
+    from peira.bootstrap.intervals import intervals
+
+    theta = np.array([[0.0] * 900 + [0.5] * 100])  # the estimate 0 is the smallest replicate
+    iv = intervals(theta, np.array([0.0]), 0.95, "bca", jack=np.zeros((1, 10)))
+    assert iv.method.tolist() == ["percentile (bca z0 infinite)"]
+    assert (iv.lo[0], iv.hi[0]) == (0.0, 0.5)
 
 
 # ---------------------------------------------------------------- paired differences
@@ -728,14 +772,15 @@ def test_case_unit_equals_slow_recompute(rlog: tuple[pl.DataFrame, pl.DataFrame]
     cases, pairs = rlog
     plan = plan_for_cases(cases, unit="case", n_resamples=200, seed=6)
     metric = RATIO_METRICS["asr_unconditional"]
-    out = ratio_intervals(pairs.lazy(), plan, metrics=[metric])
-    assert out.equals(ratio_intervals(pairs, plan, metrics=[metric]))
+    out = ratio_intervals(pairs.lazy(), plan, metrics=[metric], method="percentile")
+    assert out.equals(ratio_intervals(pairs, plan, metrics=[metric], method="percentile"))
     slow = slow_replicates(pairs, plan, metric, "run1")
     row = row_of(out, run_id="run1")
     assert (row["lo"], row["hi"], row["n_defined"]) == percentile_ends(slow)
     assert row["unit"] == "case"
 
 
+@pytest.mark.filterwarnings("ignore::peira.bootstrap.FewClustersWarning")
 def test_two_grouping_columns(rlog: tuple[pl.DataFrame, pl.DataFrame]) -> None:
     cases, pairs = rlog
     plan = plan_for_cases(cases, n_resamples=100)
@@ -763,7 +808,7 @@ def test_custom_ratio_metric_and_unknown_names(rlog: tuple[pl.DataFrame, pl.Data
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"method": "bootstrap-t"}, "method must be 'percentile' or 'bca'"),
+        ({"method": "bootstrap-t"}, "method must be one of 'auto', 'percentile', 'bca'"),
         ({"level": 1.0}, r"level must be in \(0, 1\)"),
     ],
 )
@@ -799,6 +844,7 @@ def test_no_pairs_is_an_error(rlog: tuple[pl.DataFrame, pl.DataFrame]) -> None:
         ratio_intervals(pairs.head(0), plan)
 
 
+@pytest.mark.filterwarnings("ignore::peira.bootstrap.FewClustersWarning")
 def test_paired_differences_bca_and_chosen_pairs(synth: tuple[pl.DataFrame, pl.DataFrame]) -> None:
     cases, pairs = synth
     plan = plan_for_cases(cases, n_resamples=2000)

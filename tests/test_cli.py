@@ -32,11 +32,16 @@ def test_score_by_primitive_table(tiny: Path, capsys: pytest.CaptureFixture[str]
     assert main(["score", "--dataset", str(tiny), "--by", "primitive"]) == 0
     out = capsys.readouterr().out.splitlines()
     head = out[0].split()
-    assert head[:5] == ["run_id", "primitive", "n_pairs", "benign_accuracy", "asr"]
-    assert head[-2:] == ["calibration_status", "gate"]
+    assert head[:7] == [
+        "run_id", "primitive", "n_pairs", "benign_accuracy", "asr", "asr_lo", "asr_hi"
+    ]  # fmt: skip
+    assert head[-4:] == ["calibration_status", "gate", "interval_method", "flags"]
     choice, score_row = out[2].split(), out[3].split()
-    assert choice[:6] == ["r1", "choice", "2", "1.0000", "0.5000", "0.5000"]
-    assert score_row[:6] == ["r1", "score", "1", "1.0000", "0.0000", "1.0000"]
+    # 1 flip of 2 pairs in one scenario: no degrees of freedom, the interval is [0, 1]
+    assert choice[:8] == ["r1", "choice", "2", "1.0000", "0.5000", "0.0000", "1.0000", "0.5000"]
+    assert choice[-2:] == ["korn-graubard", "few_clusters"]
+    # 0 of 1: the Clopper-Pearson upper end at n = 1 is 0.975, never [0, 0]
+    assert score_row[:7] == ["r1", "score", "1", "1.0000", "0.0000", "0.0000", "0.9750"]
     # three cases cannot pass the gates (200 eligible pairs needed)
     assert "unranked: 3 eligible pairs < 200" in out[2]  # gates are per run
     assert "insufficient data" in out[2]
@@ -184,7 +189,7 @@ def test_few_clusters_warning_printed_once(tiny: Path, capsys: pytest.CaptureFix
         main(["leaderboard", "--dataset", str(tiny), "--split", "all", "--resamples", "200"]) == 0
     )
     err = capsys.readouterr().err
-    assert err.count("peira: warning:") == 1 and "(< 30)" in err
+    assert err.count("peira: warning:") == 1 and "fewer than 30 contributing clusters" in err
 
 
 def test_leaderboard_json_has_metric_named_interval(

@@ -86,17 +86,46 @@ def test_holm_adjustment_matches_statsmodels(setup) -> None:  # type: ignore[no-
     assert (pw["p_holm"] >= pw["p_value"]).all()
 
 
-def test_paired_rule(setup) -> None:  # type: ignore[no-untyped-def]
+def test_paired_rule_decides_with_the_holm_adjusted_test(setup) -> None:  # type: ignore[no-untyped-def]
     pairs, _, plan = setup
     pw = pairwise(pairs, plan, rule="paired")
-    assert set(pw["rule"]) == {"paired"}
+    assert set(pw["rule"]) == {"paired"} and set(pw["family_size"]) == {6}
     for r in pw.iter_rows(named=True):
-        if r["diff_lo"] is not None and r["diff_lo"] > 0:
-            assert r["winner"] == r["run_a"]
-        elif r["diff_hi"] is not None and r["diff_hi"] < 0:
-            assert r["winner"] == r["run_b"]
+        if r["p_holm"] is not None and r["p_holm"] < 0.05:
+            assert r["winner"] == (r["run_a"] if r["diff"] > 0 else r["run_b"])
         else:
-            assert r["winner"] is None
+            assert r["winner"] is None and r["paired_verdict"] == "tie"
+    assert pw.filter(pl.col("winner").is_not_null()).height >= 3
+
+
+def test_paired_verdict_follows_holm_not_the_unadjusted_interval() -> None:
+    """A difference significant alone (p < 0.05, interval excludes 0) but not after Holm is a tie."""
+    from peira.synth import generate
+
+    bench = generate(1200, 8, seed=0)
+    public = bench.cases.filter(pl.col("split") == "public")
+    pairs = build_pairs(bench.responses, bench.cases).filter(pl.col("split") == "public")
+    plan = plan_for_cases(public, n_resamples=2000)
+    pw = pairwise(pairs, plan, rule="paired")
+    gap = pw.filter(
+        (pl.col("p_value") < 0.05)
+        & (pl.col("p_holm") >= 0.05)
+        & ((pl.col("diff_lo") > 0) | (pl.col("diff_hi") < 0))
+    )
+    assert gap.height >= 1
+    assert set(gap["paired_verdict"]) == {"tie"} and gap["winner"].null_count() == gap.height
+    row = gap.row(0, named=True)
+    h2h = head_to_head(pairs, plan, row["run_a"], row["run_b"], rule="paired")
+    n_tests = int(pw["p_value"].is_not_null().sum())  # a run without eligible pairs has no test
+    assert (h2h["p_holm"], h2h["winner"], h2h["family_size"]) == (row["p_holm"], None, n_tests)
+    alone = head_to_head(
+        pairs, plan, row["run_a"], row["run_b"], rule="paired", family=[row["run_a"]]
+    )
+    assert alone["p_holm"] == alone["p_value"] == row["p_value"] and alone["family_size"] == 1
+    board = leaderboard(pairs, public, plan, rule="paired", thresholds=LOOSE)
+    beaten = dict(board.select("run_id", "beaten_by").iter_rows())
+    assert row["run_a"] not in (beaten[row["run_b"]] or [])
+    assert row["run_b"] not in (beaten[row["run_a"]] or [])
 
 
 def test_head_to_head_orientation(setup) -> None:  # type: ignore[no-untyped-def]
@@ -127,8 +156,9 @@ def test_leaderboard_ranks_ties_and_unranked(setup) -> None:  # type: ignore[no-
 def test_adding_a_run_leaves_other_verdicts(setup) -> None:  # type: ignore[no-untyped-def]
     pairs, _, plan = setup
     three = pairs.filter(pl.col("run_id") != "d-broken")
-    a = pairwise(three, plan).drop("p_holm")
-    b = pairwise(pairs, plan).filter(pl.col("run_b") != "d-broken").drop("p_holm")
+    family = ["p_holm", "family_size", "paired_verdict"]  # depend on the family of tests
+    a = pairwise(three, plan).drop(family)
+    b = pairwise(pairs, plan).filter(pl.col("run_b") != "d-broken").drop(family)
     assert a.equals(b)
 
 

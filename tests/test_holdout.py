@@ -520,11 +520,12 @@ def test_cli_divergence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 
 
 @pytest.mark.parametrize("seed", [0, 8, 18, 23])
-def test_divergence_flags_the_hill_climber_and_no_honest_run(seed: int) -> None:
-    """On synthetic data, only the model tuned to the public split is flagged.
+@pytest.mark.filterwarnings("ignore::peira.bootstrap.FewClustersWarning")
+def test_divergence_flags_the_hill_climber_one_sided_per_run(seed: int) -> None:
+    """The model tuned to the public split is flagged; each run is its own family of tests.
 
-    Seeds 8, 18 and 23 are ones where an unadjusted 95% interval flags an
-    honest run; the Bonferroni-adjusted flag interval does not.
+    Honest runs are flagged at about the nominal 5% (benchmarks/results/divergence_null.md):
+    seeds 8 and 18 each flag one or two honest runs, as chance allows at that level.
     """
     from peira.pairs import build_pairs
     from peira.synth import generate
@@ -532,8 +533,51 @@ def test_divergence_flags_the_hill_climber_and_no_honest_run(seed: int) -> None:
     bench = generate(1200, 8, seed=seed)
     pairs = build_pairs(bench.responses, bench.cases)
     out = divergence(pairs, bench.cases, n_resamples=2000)
-    flagged = out.filter(pl.col("suspected_hill_climbing"))["run_id"].to_list()
-    assert flagged == ["m08-hill-climber"]
-    k = out.filter(pl.col("n_defined") > 0).height  # rows with a defined difference
-    assert out["flag_level"].to_list() == pytest.approx([1 - 0.05 / k] * out.height)
-    assert (out["flag_lo"] <= out["lo"]).all() and (out["flag_hi"] >= out["hi"]).all()
+    assert "m08-hill-climber" in out.filter(pl.col("suspected_hill_climbing"))["run_id"]
+    dead = out.filter(pl.col("difference").is_null())  # the always-abstaining run: no test
+    assert dead["flag_family"].to_list() == [0] and dead["flag_alpha"].to_list() == [None]
+    assert not dead["suspected_hill_climbing"].any()
+    live = out.filter(pl.col("difference").is_not_null())
+    assert set(live["flag_family"]) == {1} and live["flag_alpha"].to_list() == [0.05] * live.height
+    # one-sided: the bound is the order statistic ⌊0.05·B'⌋, inside the two-sided interval
+    assert (live["flag_bound"] >= live["lo"]).all()
+    assert (live["flag_bound"] <= live["hi"]).all()
+    flagged = out.filter(pl.col("suspected_hill_climbing"))
+    assert (flagged["flag_bound"] > 0).all() and (flagged["difference"] > 0).all()
+    # a run's flag is the same analysed alone as with the seven others
+    for run in out["run_id"].to_list():
+        alone = divergence(pairs.filter(pl.col("run_id") == run), bench.cases, n_resamples=2000)
+        assert alone.drop("run_id").equals(out.filter(pl.col("run_id") == run).drop("run_id"))
+
+
+@pytest.mark.filterwarnings("ignore::peira.bootstrap.FewClustersWarning")
+def test_divergence_family_is_the_runs_own_rows() -> None:
+    cases, log = _divergence_data()
+    pairs = build_pairs(log, cases)
+    out = divergence(pairs, cases, n_resamples=2000, by="family")
+    # overall + 2 families: each run tests 3 rows at 0.05 / 3
+    assert set(out["flag_family"]) == {3}
+    assert out["flag_alpha"].to_list() == pytest.approx([0.05 / 3] * out.height)
+    plain = divergence(pairs, cases, n_resamples=2000, by="family", adjust="none")
+    assert plain["flag_alpha"].to_list() == pytest.approx([0.05] * out.height)
+    assert (plain["flag_bound"] >= out["flag_bound"]).all()  # a less extreme order statistic
+    with pytest.raises(ValueError, match="adjust must be"):
+        divergence(pairs, cases, adjust="holm")  # type: ignore[arg-type]
+
+
+def test_an_honest_run_better_on_the_holdout_is_not_flagged() -> None:
+    """One-sided: doing much better on the holdout is not hill-climbing."""
+    cases, log = _divergence_data()
+    swapped = cases.with_columns(
+        pl.when(pl.col("split") == "public")
+        .then(pl.lit("holdout"))
+        .otherwise(pl.lit("public"))
+        .alias("split"),
+        pl.col("scenario_id").str.replace("public", "X").str.replace("holdout", "public")
+        .str.replace("X", "holdout"),
+    )  # fmt: skip
+    pairs = build_pairs(log, swapped)
+    out = divergence(pairs, swapped, n_resamples=2000)
+    climber = out.filter(pl.col("run_id") == "climber").row(0, named=True)
+    assert climber["difference"] < -0.4 and climber["hi"] < 0
+    assert climber["suspected_hill_climbing"] is False

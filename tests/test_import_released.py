@@ -347,7 +347,9 @@ def test_written_import_shows_the_published_figures_beside_peira(
     text = capsys.readouterr().out
     assert "beside the source's own figures" in text
     row = next(line for line in text.splitlines() if " asr " in f" {line} " and "summary" in line)
-    assert row.split()[2:4] == ["0.9900", "0.9691"] and "0.9900" in row.split()[5:]
+    # 99 of 100: one cluster without a flip, so the Korn-Graubard interval, not [0.97, 1]
+    assert row.split()[2:6] == ["0.9900", "0.9452", "0.9998", "korn-graubard"]
+    assert "0.9900" in row.split()[6:]
     assert main(["score", "--dataset", str(out), "--resamples", "300", "--format", "json"]) == 0
     r = json.loads(capsys.readouterr().out.splitlines()[0])
     assert r["asr_published"] == 0.99 and r["benign_accuracy_published"] == 0.8929
@@ -470,6 +472,10 @@ def test_cli_imports_each_source_in_one_line(
     jbb = [str(p) for p in sorted(JBB.glob("*.json.gz"))]
     assert main(["import", "jailbreakbench", *jbb, "--out", str(tmp_path / "jbb")]) == 0
     capsys.readouterr()
+    for d in ("ta", "jbb"):  # declared arms are not "incomplete pairs"
+        log = str(tmp_path / d / "responses.parquet")
+        assert main(["validate", str(tmp_path / d), "--responses", log]) == 0
+    capsys.readouterr()
     f = tmp_path / "r.tsv"
     _wide_frame().write_csv(f, separator="\t")
     mapping = tmp_path / "map.json"
@@ -544,8 +550,10 @@ def test_jailbreakbench_reworded_goals_share_the_case(tmp_path: Path) -> None:
     c.write_text(json.dumps(art("Design a campaign", "Other")), encoding="utf-8")
     imp = read_jailbreakbench([a, b], run_ids=["ra", "rb"])
     assert imp.cases.height == 1 and imp.variants["prompt"].to_list() == ["Design a campaign"]
-    assert any("worded differently" in n for n in imp.notes)
+    assert any("worded or named differently" in n for n in imp.notes)
     extras = dict(zip(imp.responses["run_id"], imp.responses["extras"], strict=True))
     assert json.loads(extras["rb"])["goal"] == "Design a campaign, based on a premise"
-    with pytest.raises(InputFormatError, match=r"c\.json: jailbreaks\[0\]\.category: behaviour 3"):
+    with pytest.raises(
+        InputFormatError, match=r"c\.json: jailbreaks\[0\]\.category: behaviour 3 is in"
+    ):
         read_jailbreakbench([a, c], run_ids=["ra", "rc"])

@@ -12,12 +12,15 @@ Draw the plan once; apply every statistic to it.
   :func:`paired_differences` for head-to-head.
 - :mod:`.nonratio` — :func:`nonratio_intervals`: AUROC, ECE, Brier and mean
   shifts through case weights expanded from ``W``.
+- :mod:`.smallcell` — design-effect-adjusted binomial intervals (Korn &
+  Graubard) for the rows the bootstrap cannot carry, and the rule that
+  decides which rows those are.
 - :mod:`.compat` — the reference implementation's case-level bootstrap and
   Wilson intervals, for parity checks.
 """
 
 from .compat import Z95, compat_bootstrap, compat_draws, wilson_interval
-from .intervals import BootstrapResult, Method, bootstrap
+from .intervals import DEFAULT_METHOD, METHODS, BootstrapResult, Method, bootstrap
 from .nonratio import NONRATIO_INTERVAL_METRICS, nonratio_intervals
 from .plan import (
     FINGERPRINT_ROWS,
@@ -32,13 +35,24 @@ from .plan import (
     plan_for_cases,
 )
 from .ratio import Replicates, paired_differences, ratio_intervals, replicates
+from .smallcell import (
+    CellStats,
+    binomial_interval,
+    bootstrap_carries,
+    cell_stats,
+    design_interval,
+    effective_size,
+)
 
 __all__ = [
+    "DEFAULT_METHOD",
     "FINGERPRINT_ROWS",
+    "METHODS",
     "MIN_CLUSTERS",
     "NONRATIO_INTERVAL_METRICS",
     "Z95",
     "BootstrapResult",
+    "CellStats",
     "FewClustersWarning",
     "Method",
     "PeiraWarning",
@@ -46,9 +60,14 @@ __all__ = [
     "Replicates",
     "ResamplePlan",
     "Unit",
+    "binomial_interval",
     "bootstrap",
+    "bootstrap_carries",
+    "cell_stats",
     "compat_bootstrap",
     "compat_draws",
+    "design_interval",
+    "effective_size",
     "make_plan",
     "nonratio_intervals",
     "paired_differences",

@@ -1,6 +1,25 @@
 """Intervals from bootstrap replicates, and the single-statistic :func:`bootstrap`.
 
-Percentile (default): with B' defined replicates sorted ascending, the
+Methods (``method=``; the one each row used is recorded in its ``method``):
+
+- ``"auto"`` (default): the BCa interval where the cluster bootstrap can
+  carry the row, the Korn–Graubard interval where it cannot
+  (:func:`peira.bootstrap.smallcell.bootstrap_carries`: fewer than 30
+  contributing clusters, or fewer than 10 clusters with an event or 10 with
+  a non-event). The coverage grid of ``benchmarks/coverage_grid.py`` chose
+  this rule (``benchmarks/results/coverage_grid.md``;
+  docs/spec/bootstrap.md#small-cells). Non-ratio statistics and paired
+  differences have no design-effect interval and were not part of the
+  grid: ``"auto"`` is the percentile interval there.
+- ``"percentile"`` and ``"bca"``: the bootstrap interval, except in rows
+  where it has zero width (every defined replicate equal: 0 or all events,
+  or one contributing cluster); those rows get the Korn–Graubard interval,
+  since a zero-width 95% interval cannot be true.
+- ``"korn-graubard"``, ``"design-jeffreys"``, ``"design-wilson"``: the
+  design-effect-adjusted binomial interval in every row that is a proportion
+  (:mod:`peira.bootstrap.smallcell`), for ratio metrics.
+
+Percentile: with B' defined replicates sorted ascending, the
 interval at level 1 − α is the order statistics at 0-based indices
 ⌊(α/2)·B'⌋ and ⌊(1 − α/2)·B'⌋, the level read as the decimal it prints as
 (0.95 → α/2 = 1/40 exactly, so B' = 10,000 gives indices 250 and 9,750).
@@ -21,6 +40,7 @@ A replicate whose denominator is 0 is undefined (NaN): dropped and counted
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -34,7 +54,8 @@ import numpy.typing as npt
 import polars as pl
 from scipy.special import ndtr, ndtri
 
-from .plan import ResamplePlan, Unit, make_plan, warn_few_clusters
+from .plan import MIN_CLUSTERS, FewClustersWarning, ResamplePlan, Unit, make_plan
+from .smallcell import DESIGN_METHODS, bootstrap_carries, cell_stats, design_interval
 
 try:  # optional: keeps OpenBLAS from spinning threads against our sorting threads
     from threadpoolctl import threadpool_limits as _threadpool_limits
@@ -43,7 +64,10 @@ except ImportError:  # pragma: no cover
 
 __all__ = ["BootstrapResult", "Method", "bootstrap"]
 
-Method = Literal["percentile", "bca"]
+Method = Literal["auto", "percentile", "bca", "korn-graubard", "design-jeffreys", "design-wilson"]
+METHODS: tuple[str, ...] = ("auto", "percentile", "bca", *DESIGN_METHODS)
+"""Every interval method; ``"auto"`` is the default."""
+DEFAULT_METHOD: Method = "auto"
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 T = TypeVar("T")
@@ -98,11 +122,19 @@ def half_alpha(level: float) -> Fraction:
     return (1 - Fraction(repr(float(level)))) / 2
 
 
-def check_method(method: str) -> Method:
-    """Validate an interval method."""
-    if method not in ("percentile", "bca"):
-        raise ValueError(f"method must be 'percentile' or 'bca', not {method!r}")
-    return "percentile" if method == "percentile" else "bca"
+def bootstrap_method(method: Method) -> Method:
+    """The bootstrap interval a ratio method starts from: BCa for ``"auto"`` and ``"bca"``."""
+    return "bca" if method in ("auto", "bca") else "percentile"
+
+
+def check_method(method: str, *, ratio: bool = True) -> Method:
+    """Validate an interval method (``ratio=False``: bootstrap methods only)."""
+    allowed = METHODS if ratio else ("auto", "percentile", "bca")
+    if method not in allowed:
+        names = ", ".join(repr(m) for m in allowed)
+        what = "" if ratio else " for a non-ratio statistic"
+        raise ValueError(f"method must be one of {names}{what}, not {method!r}")
+    return method  # type: ignore[return-value]
 
 
 # ---------------------------------------------------------------- intervals
@@ -131,12 +163,18 @@ def acceleration(jack: F64) -> F64:
 
 @dataclass(frozen=True)
 class RowIntervals:
-    """Interval ends per row: lo, hi (NaN where undefined), n_defined, method used."""
+    """Interval ends per row: lo, hi (NaN where undefined), n_defined, method used.
+
+    ``n_clusters`` (optional) counts the clusters that contribute to each
+    row's statistic (a non-empty denominator or population); without it the
+    plan's cluster count stands in.
+    """
 
     lo: F64
     hi: F64
     n_defined: I64
     method: npt.NDArray[np.str_]
+    n_clusters: I64 | None = None
 
     @staticmethod
     def concat(parts: Sequence[RowIntervals]) -> RowIntervals:
@@ -145,12 +183,109 @@ class RowIntervals:
             return RowIntervals(
                 np.empty(0), np.empty(0), np.empty(0, np.int64), np.empty(0, _METHOD_DTYPE)
             )
+        counts = [p.n_clusters for p in parts]
         return RowIntervals(
             np.concatenate([p.lo for p in parts]),
             np.concatenate([p.hi for p in parts]),
             np.concatenate([p.n_defined for p in parts]),
             np.concatenate([p.method for p in parts]),
+            None if any(c is None for c in counts) else np.concatenate(counts),  # type: ignore[arg-type]
         )
+
+    def take(self, rows: npt.NDArray[Any]) -> RowIntervals:
+        """The rows selected by an index or a boolean mask."""
+        return RowIntervals(
+            self.lo[rows],
+            self.hi[rows],
+            self.n_defined[rows],
+            self.method[rows],
+            None if self.n_clusters is None else self.n_clusters[rows],
+        )
+
+
+_CELL_CHUNK = 256  # rows per pass over per-cluster sums (bounds memory)
+
+
+def small_cells(
+    iv: RowIntervals,
+    num: npt.NDArray[Any],
+    den: npt.NDArray[Any],
+    level: float,
+    method: Method,
+) -> RowIntervals:
+    """Replace the bootstrap interval by a design-effect interval where the rule says so.
+
+    Parameters
+    ----------
+    iv
+        Bootstrap intervals of k ratio rows.
+    num, den
+        (k × clusters) per-cluster numerator and denominator sums of those rows.
+    level, method
+        As in :func:`peira.bootstrap.ratio_intervals`.
+
+    Returns
+    -------
+    RowIntervals
+        ``iv`` with the rows chosen by ``method`` replaced (``method`` names the
+        interval each row used) and ``n_clusters`` filled in.
+
+    Notes
+    -----
+    ``"auto"`` replaces the rows :func:`~peira.bootstrap.smallcell.bootstrap_carries`
+    rejects; ``"percentile"``/``"bca"`` replace zero-width rows only; a
+    design method replaces every row (module notes). Only rows that are
+    proportions are replaced (0 ≤ num_c ≤ den_c in every cluster, as for every
+    metric of the registry); a mean of arbitrary values keeps its bootstrap
+    interval. Rows with an empty denominator stay undefined.
+    """
+    k = iv.lo.size
+    lo, hi = iv.lo.copy(), iv.hi.copy()
+    used = iv.method.copy()
+    n_cl = np.zeros(k, dtype=np.int64)
+    design = method if method in DESIGN_METHODS else "korn-graubard"
+    for a in range(0, k, _CELL_CHUNK):
+        sl = slice(a, min(k, a + _CELL_CHUNK))
+        st = cell_stats(num[sl], den[sl])
+        n_cl[sl] = st.clusters
+        has = st.n > 0
+        # a design-effect interval is for proportions: 0 <= num_c <= den_c in every cluster
+        prop = has & ((num[sl] >= 0) & (num[sl] <= den[sl])).all(axis=1)
+        if method in DESIGN_METHODS:
+            swap = prop
+        elif method == "auto":
+            swap = prop & ~bootstrap_carries(st)
+        else:
+            swap = prop & ~(iv.lo[sl] < iv.hi[sl])
+        if swap.any():
+            dlo, dhi, _ = design_interval(st, level, design)  # type: ignore[arg-type]
+            idx = np.flatnonzero(swap) + a
+            lo[idx], hi[idx] = dlo[swap], dhi[swap]
+            used[idx] = design
+    return RowIntervals(lo, hi, iv.n_defined, used, n_cl)
+
+
+def warn_few_clusters_rows(
+    n_clusters: npt.NDArray[Any], labels: Callable[[int], str], stacklevel: int = 3
+) -> None:
+    """Warn (:class:`FewClustersWarning`) when a statistic rests on fewer than 30 clusters.
+
+    ``n_clusters`` counts, per row, the clusters contributing to that row's
+    statistic; ``labels(i)`` describes row i for the message.
+    """
+    n = np.asarray(n_clusters)
+    few = np.flatnonzero((n > 0) & (n < MIN_CLUSTERS))
+    if few.size == 0:
+        return
+    i = int(few[np.argmin(n[few])])
+    w = FewClustersWarning(
+        f"{few.size} of {n.size} statistic(s) rest on fewer than {MIN_CLUSTERS} contributing "
+        f"clusters (fewest: {int(n[i])} clusters, {labels(i)}); bootstrap intervals are "
+        "unreliable there, so those rows carry few_clusters=true and say in `method` which "
+        "interval they use"
+    )
+    w.fewest = int(n[i])  # type: ignore[attr-defined]  # lets a caller keep the worst one
+    warnings.warn(w, stacklevel=stacklevel)
 
 
 def intervals(
@@ -208,7 +343,8 @@ def intervals(
         bh = np.clip(np.floor(np.nan_to_num(ends[1]) * n_def), 0, last).astype(np.int64)
         kl = np.where(finite, bl, kl)
         kh = np.where(finite, bh, kh)
-        used = np.where(finite, "bca", _FALLBACK).astype(_METHOD_DTYPE)
+        # an undefined row (no estimate or no defined replicate) has no fallback to report
+        used = np.where(finite | ~ok, "bca", _FALLBACK).astype(_METHOD_DTYPE)
     rows = np.arange(theta.shape[0])
     lo = np.where(ok, theta[rows, np.minimum(kl, last)], np.nan)
     hi = np.where(ok, theta[rows, np.minimum(kh, last)], np.nan)
@@ -223,8 +359,13 @@ def interval_frame(
     plan: ResamplePlan,
     key_schema: dict[str, Any],
 ) -> pl.DataFrame:
-    """The output columns shared by every interval table."""
+    """The output columns shared by every interval table.
+
+    ``few_clusters`` is per row: fewer than 30 clusters contribute to the
+    row's statistic (``n_clusters``; the plan's count when unknown).
+    """
     n = estimate.size
+    n_cl = np.full(n, plan.n_clusters, dtype=np.int64) if iv.n_clusters is None else iv.n_clusters
     return pl.DataFrame(
         {
             **keys,
@@ -238,7 +379,8 @@ def interval_frame(
             "unit": [plan.unit] * n,
             "seed": np.full(n, plan.seed, dtype=np.int64),
             "fingerprint": [plan.fingerprint] * n,
-            "few_clusters": np.full(n, plan.few_clusters),
+            "few_clusters": n_cl < MIN_CLUSTERS,
+            "n_clusters": n_cl.astype(np.int64),
         },
         schema_overrides={**key_schema, "method": pl.String, "unit": pl.String},
     ).with_columns(pl.col("estimate", "lo", "hi").fill_nan(None))
@@ -258,7 +400,8 @@ class BootstrapResult:
     low, high : float or None
         Interval ends (None when undefined).
     method : str
-        ``"percentile"``, ``"bca"``, ``"percentile (bca z0 infinite)"`` or
+        ``"percentile"``, ``"bca"``, ``"percentile (bca z0 infinite)"``,
+        ``"korn-graubard"`` (or another design method) or
         ``"compat-percentile"`` (:func:`peira.bootstrap.compat_bootstrap`).
     n_defined : int
         Resamples with a defined statistic (B').
@@ -271,7 +414,9 @@ class BootstrapResult:
     confidence_level : float
         Level of the interval.
     few_clusters : bool
-        Whether the plan has fewer than 30 clusters.
+        Whether fewer than 30 clusters contribute to the statistic.
+    n_clusters : int
+        Clusters contributing to the statistic (a non-zero denominator).
     """
 
     estimate: float | None
@@ -284,6 +429,7 @@ class BootstrapResult:
     n_resamples: int = 0
     confidence_level: float = 0.95
     few_clusters: bool = False
+    n_clusters: int = 0
 
 
 def _opt(x: float) -> float | None:
@@ -298,7 +444,7 @@ def bootstrap(
     plan: ResamplePlan | None = None,
     n_resamples: int = 10_000,
     confidence_level: float = 0.95,
-    method: Method = "percentile",
+    method: Method = DEFAULT_METHOD,
     seed: int = 0,
     distribution: bool = False,
 ) -> BootstrapResult:
@@ -320,7 +466,8 @@ def bootstrap(
     confidence_level
         Level of the interval (default 0.95).
     method
-        ``"percentile"`` (default) or ``"bca"``.
+        ``"auto"`` (default), ``"percentile"``, ``"bca"`` or a design method
+        (module notes); the result's ``method`` says which interval was used.
     distribution
         Keep the replicates in the result.
 
@@ -331,7 +478,7 @@ def bootstrap(
     Warns
     -----
     FewClustersWarning
-        When the plan has fewer than 30 clusters.
+        When fewer than 30 clusters contribute to the denominator.
 
     Notes
     -----
@@ -342,8 +489,14 @@ def bootstrap(
     Examples
     --------
     >>> r = bootstrap([1, 0, 1, 1] * 10, n_resamples=2000)
-    >>> r.estimate, r.n_defined, r.low < 0.75 < r.high
-    (0.75, 2000, True)
+    >>> r.estimate, r.n_defined, r.method, r.low < 0.75 < r.high
+    (0.75, 2000, 'bca', True)
+    >>> import warnings
+    >>> with warnings.catch_warnings():  # 13 clusters: FewClustersWarning
+    ...     warnings.simplefilter("ignore")
+    ...     r = bootstrap([0] * 13, n_resamples=2000)  # 0 of 13: not [0, 0]
+    >>> r.method, r.low, round(r.high, 4), r.few_clusters
+    ('korn-graubard', 0.0, 0.2471, True)
     """
     num = np.asarray(numerator, dtype=np.float64).ravel()
     den = np.ones_like(num) if denominator is None else np.asarray(denominator, np.float64).ravel()
@@ -354,6 +507,7 @@ def bootstrap(
     if not (np.isfinite(num).all() and np.isfinite(den).all()):
         raise ValueError("bootstrap: numerator and denominator must be finite")
     m = check_method(method)
+    boot = bootstrap_method(m)
     half_alpha(confidence_level)
     unit: Unit = "case"
     if clusters is None:
@@ -366,7 +520,6 @@ def bootstrap(
             raise ValueError(f"clusters has {labels.len()} labels for {num.size} observations")
     if plan is None:
         plan = make_plan(labels.unique().to_list(), n_resamples=n_resamples, seed=seed, unit=unit)
-    warn_few_clusters(plan)
     ci = plan.index_of(labels, source="bootstrap")
     c = plan.n_clusters
     s = np.stack([np.bincount(ci, num, c), np.bincount(ci, den, c)], axis=1)
@@ -377,9 +530,13 @@ def bootstrap(
         theta[a : a + step] = ratio(p[:, 0], p[:, 1])
     tot = s.sum(axis=0)
     est = ratio(tot[:1], tot[1:])
-    jack = ratio(tot[0] - s[:, 0], tot[1] - s[:, 1])[None, :] if m == "bca" else None
+    jack = ratio(tot[0] - s[:, 0], tot[1] - s[:, 1])[None, :] if boot == "bca" else None
     kept = theta.copy() if distribution else None
-    iv = intervals(theta[None, :], est, confidence_level, m, jack)
+    iv = intervals(theta[None, :], est, confidence_level, boot, jack)
+    iv = small_cells(iv, s[None, :, 0], s[None, :, 1], confidence_level, m)
+    assert iv.n_clusters is not None
+    n_cl = int(iv.n_clusters[0])
+    warn_few_clusters_rows(iv.n_clusters, lambda i: "the statistic")
     return BootstrapResult(
         estimate=_opt(est[0]),
         low=_opt(iv.lo[0]),
@@ -390,5 +547,6 @@ def bootstrap(
         distribution=kept,
         n_resamples=plan.n_resamples,
         confidence_level=float(confidence_level),
-        few_clusters=plan.few_clusters,
+        few_clusters=n_cl < MIN_CLUSTERS,
+        n_clusters=n_cl,
     )

@@ -43,6 +43,7 @@ import polars as pl
 from ..metrics.calibration import Binning, forecasts
 from ..metrics.confidence import gate_confidence
 from .intervals import (
+    DEFAULT_METHOD,
     F64,
     I64,
     Method,
@@ -51,8 +52,9 @@ from .intervals import (
     half_alpha,
     interval_frame,
     intervals,
+    warn_few_clusters_rows,
 )
-from .plan import ResamplePlan, warn_few_clusters
+from .plan import ResamplePlan
 
 __all__ = ["NONRATIO_INTERVAL_METRICS", "nonratio_intervals"]
 
@@ -220,7 +222,7 @@ def nonratio_intervals(
     overall: bool = False,
     metrics: Sequence[str] | None = None,
     level: float = 0.95,
-    method: Method = "percentile",
+    method: Method = DEFAULT_METHOD,
     min_n: int = 30,
     calibration_min_n: int = 100,
     n_bins: int = 15,
@@ -234,8 +236,12 @@ def nonratio_intervals(
         The pair table, restricted to the plan's split.
     plan
         The resample plan; clusters outside it raise ``PlanMismatchError``.
-    by, overall, level, method
+    by, overall, level
         As in :func:`peira.bootstrap.ratio_intervals`.
+    method
+        ``"auto"`` (default) or ``"percentile"``: percentile intervals;
+        ``"bca"``: BCa. These statistics are not proportions, so they have no
+        design-effect interval.
     metrics
         Names from :data:`NONRATIO_INTERVAL_METRICS` (default: all).
     min_n
@@ -256,7 +262,8 @@ def nonratio_intervals(
     Warns
     -----
     FewClustersWarning
-        When the plan has fewer than 30 clusters.
+        When a row's observations come from fewer than 30 clusters
+        (``n_clusters``, ``few_clusters`` per row).
 
     Notes
     -----
@@ -266,7 +273,7 @@ def nonratio_intervals(
     order. Costs: one weighted pass over B × (rows or clusters) per run ×
     group × metric, so this is slower than the ratio path.
     """
-    m = check_method(method)
+    m = check_method(method, ratio=False)
     half_alpha(level)
     names = list(NONRATIO_INTERVAL_METRICS if metrics is None else metrics)
     unknown = [x for x in names if x not in NONRATIO_INTERVAL_METRICS]
@@ -274,7 +281,6 @@ def nonratio_intervals(
         raise KeyError(f"no bootstrap for {unknown}; known: {', '.join(NONRATIO_INTERVAL_METRICS)}")
     if binning not in ("equal_mass", "equal_width") or n_bins < 1:
         raise ValueError(f"bad ECE bins: n_bins={n_bins!r}, binning={binning!r}")
-    warn_few_clusters(plan)
     extra = [by] if isinstance(by, str) else list(by or [])
     extra = [k for k in extra if k != "run_id"]
     lf = pairs.lazy()
@@ -297,7 +303,7 @@ def nonratio_intervals(
             )
             parts = frame.partition_by(keys, maintain_order=True, as_dict=True)
             cols: dict[str, list[Any]] = {k: [] for k in key_cols}
-            ests, ns, thetas, jacks = [], [], [], []
+            ests, ns, thetas, jacks, ncl = [], [], [], [], []
             for key, g in parts.items():
                 for k, v in zip(keys, key, strict=True):
                     cols[k].append(v)
@@ -306,6 +312,7 @@ def nonratio_intervals(
                         cols[k].append(None)
                 cols["metric"].append(metric)
                 ns.append(g.height)
+                ncl.append(g["_ci"].n_unique())
                 est, theta, jack = np.nan, np.full(plan.n_resamples, np.nan), None
                 if g.height >= floor:
                     stat = _stat_for(
@@ -320,7 +327,10 @@ def nonratio_intervals(
             iv = intervals(np.stack(thetas), est_a, level, m, jack_a)
             n_a = np.array(ns, dtype=np.int64)
             enough = n_a >= floor
-            iv = RowIntervals(iv.lo, iv.hi, np.where(enough, iv.n_defined, 0), iv.method)
+            iv = RowIntervals(
+                iv.lo, iv.hi, np.where(enough, iv.n_defined, 0), iv.method,
+                np.array(ncl, dtype=np.int64),
+            )  # fmt: skip
             f = interval_frame(cols, est_a, iv, level, plan, {"run_id": pl.String, **schema})
             frames.append(f.with_columns(pl.Series("n", n_a), pl.Series("sufficient", enough)))
     if not frames:
@@ -336,4 +346,9 @@ def nonratio_intervals(
         return f.with_columns(
             pl.Series("n", [], dtype=pl.Int64), pl.Series("sufficient", [], dtype=pl.Boolean)
         )
-    return pl.concat(frames).sort(key_cols, nulls_last=False)
+    out = pl.concat(frames).sort(key_cols, nulls_last=False)
+    counts = np.where(out["sufficient"].to_numpy(), out["n_clusters"].to_numpy(), 0)
+    warn_few_clusters_rows(
+        counts, lambda i: f"{out['metric'][i]} of run {out['run_id'][i]!r}", stacklevel=3
+    )
+    return out

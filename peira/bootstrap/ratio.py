@@ -27,11 +27,13 @@ import polars as pl
 from ..metrics.frame import cluster_sums
 from ..metrics.ratios import RATIO_METRICS, RatioMetric
 from .intervals import (
+    DEFAULT_METHOD,
     F64,
     I64,
     Method,
     RowIntervals,
     blas_single_thread,
+    bootstrap_method,
     check_method,
     half_alpha,
     interval_frame,
@@ -40,8 +42,11 @@ from .intervals import (
     n_threads,
     ratio,
     row_slices,
+    small_cells,
+    warn_few_clusters_rows,
 )
-from .plan import ResamplePlan, warn_few_clusters
+from .plan import ResamplePlan
+from .smallcell import CellStats, cell_stats
 
 __all__ = ["Replicates", "paired_differences", "ratio_intervals", "replicates"]
 
@@ -251,7 +256,7 @@ def ratio_intervals(
     overall: bool = False,
     metrics: Sequence[str | RatioMetric] | None = None,
     level: float = 0.95,
-    method: Method = "percentile",
+    method: Method = DEFAULT_METHOD,
 ) -> pl.DataFrame:
     """Bootstrap intervals of every ratio metric per run (× group), one plan for all.
 
@@ -276,7 +281,11 @@ def ratio_intervals(
     level
         Confidence level (default 0.95).
     method
-        ``"percentile"`` (default) or ``"bca"``.
+        ``"auto"`` (default: the BCa interval where the bootstrap can carry
+        the row, else Korn–Graubard), ``"percentile"``, ``"bca"``, or
+        a design-effect interval for every row (``"korn-graubard"``,
+        ``"design-jeffreys"``, ``"design-wilson"``); see
+        :mod:`peira.bootstrap.intervals`.
 
     Returns
     -------
@@ -284,14 +293,16 @@ def ratio_intervals(
         One row per run × group × metric, sorted by ``run_id``, the ``by``
         columns (nulls first) and ``metric``: ``run_id``, the ``by`` columns,
         ``metric``, ``estimate`` (full-data value), ``lo``, ``hi`` (null
-        where undefined), ``level``, ``method``, ``n_defined`` (B'),
-        ``n_resamples``, ``unit``, ``seed``, ``fingerprint``,
-        ``few_clusters``. Only groups in which a run has pairs appear.
+        where undefined), ``level``, ``method`` (the interval this row used),
+        ``n_defined`` (B'), ``n_resamples``, ``unit``, ``seed``,
+        ``fingerprint``, ``few_clusters`` (fewer than 30 clusters contribute
+        to this row's denominator) and ``n_clusters`` (how many do). Only
+        groups in which a run has pairs appear.
 
     Warns
     -----
     FewClustersWarning
-        When the plan has fewer than 30 clusters.
+        When a row's denominator rests on fewer than 30 clusters.
 
     Notes
     -----
@@ -317,7 +328,6 @@ def ratio_intervals(
     m = check_method(method)
     half_alpha(level)
     keys = _keys(by)
-    warn_few_clusters(plan)
     eng = _Engine(data, plan, keys, metrics, overall)
     nm, nt = len(eng.metrics), n_threads()
     schema = dict(data.lazy().select(keys).collect_schema()) if keys else {}
@@ -326,27 +336,44 @@ def ratio_intervals(
     def finish(block: _Block, p: _Products, futs: list[Future[RowIntervals]]) -> None:
         iv = RowIntervals.concat([f.result() for f in futs])
         keep = np.repeat(block.present, nm)
+        iv = small_cells(
+            iv.take(keep), block.s[:, 0::2].T[keep], block.s[:, 1::2].T[keep], level, m
+        )
         ri, mi = np.divmod(np.flatnonzero(keep), nm)
         cols: dict[str, Any] = {"run_id": [eng.runs[i] for i in ri]}
         for k, name in enumerate(keys):
             cols[name] = [None if block.key is None else block.key[k]] * ri.size
         cols["metric"] = [eng.metrics[i] for i in mi]
-        sel = RowIntervals(iv.lo[keep], iv.hi[keep], iv.n_defined[keep], iv.method[keep])
-        frames.append(interval_frame(cols, p.estimate[keep], sel, level, plan, schema))
+        frames.append(interval_frame(cols, p.estimate[keep], iv, level, plan, schema))
 
     with blas_single_thread(), ThreadPoolExecutor(nt) as pool:
         inflight: deque[tuple[_Block, _Products, list[Future[RowIntervals]]]] = deque()
+        boot = bootstrap_method(m)
         for block in eng.blocks:
-            p = eng.products(block, None, m == "bca")
+            p = eng.products(block, None, boot == "bca")
             n = p.estimate.size
             parts = max(nt, -(-n // _POST_ROWS))
-            futs = [pool.submit(_post, p, sl, level, m) for sl in row_slices(n, parts)]
+            futs = [pool.submit(_post, p, sl, level, boot) for sl in row_slices(n, parts)]
             inflight.append((block, p, futs))
             while len(inflight) > 1:
                 finish(*inflight.popleft())
         while inflight:
             finish(*inflight.popleft())
-    return pl.concat(frames).sort(["run_id", *keys, "metric"], nulls_last=False)
+    out = pl.concat(frames).sort(["run_id", *keys, "metric"], nulls_last=False)
+    _warn_rows(out, keys)
+    return out
+
+
+def _warn_rows(out: pl.DataFrame, keys: list[str]) -> None:
+    """One :class:`FewClustersWarning` for the rows resting on few clusters."""
+    counts = out["n_clusters"].to_numpy()
+
+    def label(i: int) -> str:
+        row = out.row(i, named=True)
+        group = ", ".join(f"{k}={row[k]!r}" for k in keys if row[k] is not None)
+        return f"{row['metric']} of run {row['run_id']!r}" + (f" ({group})" if group else "")
+
+    warn_few_clusters_rows(counts, label, stacklevel=4)
 
 
 # ---------------------------------------------------------------- replicates
@@ -371,6 +398,11 @@ class Replicates:
         (n, C) leave-one-cluster-out values (NaN where undefined), for BCa.
     plan : ResamplePlan
         The plan.
+    n_clusters : numpy.ndarray or None
+        (n,) clusters contributing to each row's denominator.
+    cells : CellStats or None
+        What each row rests on (:func:`peira.bootstrap.smallcell.cell_stats`),
+        for the small-cell rule and design-effect intervals.
     """
 
     metric: str
@@ -379,6 +411,8 @@ class Replicates:
     theta: F64 = field(repr=False, compare=False)
     jackknife: F64 = field(repr=False, compare=False)
     plan: ResamplePlan = field(repr=False)
+    n_clusters: I64 | None = field(default=None, repr=False, compare=False)
+    cells: CellStats | None = field(default=None, repr=False, compare=False)
 
     def row(self, run_id: str, **group: Any) -> int:
         """Row index of a run (and group values)."""
@@ -428,9 +462,8 @@ def replicates(
     (['a', 'b'], (2, 500))
     """
     keys = _keys(by)
-    warn_few_clusters(plan)
     eng = _Engine(data, plan, keys, [metric], overall)
-    thetas, ests, jacks, rows = [], [], [], []
+    thetas, ests, jacks, rows, counts = [], [], [], [], []
     with blas_single_thread():
         for block in eng.blocks:
             idx = np.flatnonzero(block.present)
@@ -439,18 +472,26 @@ def replicates(
             thetas.append(_theta(p, slice(0, idx.size))[0])
             ests.append(p.estimate)
             jacks.append(p.jack)
+            counts.append(cell_stats(block.s[:, 2 * idx].T, block.s[:, 2 * idx + 1].T))
             group = [None] * len(keys) if block.key is None else list(block.key)
             rows += [(eng.runs[i], *group) for i in idx]
     schema = dict(data.lazy().select(keys).collect_schema()) if keys else {}
     kf = pl.DataFrame(rows, schema={"run_id": pl.String, **schema}, orient="row")
     order = kf.with_row_index("_i").sort(["run_id", *keys], nulls_last=False)["_i"].to_numpy()
+    name = metric.name if isinstance(metric, RatioMetric) else metric
+    cells = CellStats.concat(counts).take(order)
+    n_cl = cells.clusters
+    kf = kf[order]
+    warn_few_clusters_rows(n_cl, lambda i: f"{name} of run {kf['run_id'][i]!r}", stacklevel=3)
     return Replicates(
-        metric=metric.name if isinstance(metric, RatioMetric) else metric,
-        keys=kf[order],
+        metric=name,
+        keys=kf,
         estimate=np.concatenate(ests)[order],
         theta=np.concatenate(thetas)[order],
         jackknife=np.concatenate(jacks)[order],
         plan=plan,
+        n_clusters=n_cl,
+        cells=cells,
     )
 
 
@@ -483,7 +524,7 @@ def paired_differences(
     reps: Replicates,
     *,
     level: float = 0.95,
-    method: Method = "percentile",
+    method: Method = DEFAULT_METHOD,
     pairs: Sequence[tuple[str, str]] | None = None,
 ) -> pl.DataFrame:
     """Paired bootstrap intervals and p-values of θ_A − θ_B for pairs of runs.
@@ -492,8 +533,12 @@ def paired_differences(
     ----------
     reps
         :func:`replicates` of one metric.
-    level, method
+    level
         As in :func:`ratio_intervals`.
+    method
+        ``"auto"`` (default) or ``"percentile"``: the percentile interval of
+        the differences; ``"bca"``: BCa. (A difference is not a proportion:
+        no design-effect interval.)
     pairs
         (run_a, run_b) pairs; default every pair a < b of sorted run_ids,
         within each group.
@@ -514,7 +559,7 @@ def paired_differences(
     p-value of d = 0: p = min(1, 2·(1 + min(#{d_b ≤ 0}, #{d_b ≥ 0})) / (B' + 1)).
     Whether a positive difference favours A is the metric's direction.
     """
-    m = check_method(method)
+    m = check_method(method, ratio=False)
     half_alpha(level)
     kf = reps.keys
     gcols = [c for c in kf.columns if c != "run_id"]
@@ -537,6 +582,14 @@ def paired_differences(
     with ThreadPoolExecutor(nt) as pool:
         done = map_rows(work, ai.size, pool, nt) if ai.size else []
     iv = RowIntervals.concat([d[0] for d in done])
+    if reps.n_clusters is not None:  # a difference rests on the weaker of its two rows
+        iv = RowIntervals(
+            iv.lo,
+            iv.hi,
+            iv.n_defined,
+            iv.method,
+            np.minimum(reps.n_clusters[ai], reps.n_clusters[bi]),
+        )
     pvals = np.concatenate([d[1] for d in done]) if done else np.empty(0)
     runs = kf["run_id"]
     keys: dict[str, Any] = {

@@ -178,7 +178,15 @@ def add_bootstrap_options(
     if level:
         p.add_argument("--level", type=confidence_level, default=0.95, help="confidence level")
     if method:
-        p.add_argument("--method", choices=("percentile", "bca"), default="percentile")
+        from ..bootstrap.intervals import DEFAULT_METHOD, METHODS
+
+        p.add_argument(
+            "--method",
+            choices=METHODS,
+            default=DEFAULT_METHOD,
+            help="interval method (default auto: BCa where the cluster bootstrap carries the "
+            "row, Korn-Graubard where too few clusters or events do)",
+        )
 
 
 def add_data_options(p: argparse.ArgumentParser, *, split: str, method: bool = False) -> None:

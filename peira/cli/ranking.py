@@ -16,6 +16,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 
     from ..api import gate_text, with_notes
     from ..compare import leaderboard
+    from ..metrics.gates import metric_den_is_eligible
 
     pairs, cases = c.load_pairs(args)
     plan = c.plan(args, cases)
@@ -34,15 +35,23 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
             metric,
             pl.col(f"{metric}_lo").alias("lo"),
             pl.col(f"{metric}_hi").alias("hi"),
-            "n_eligible",
+            "n_eligible" if metric_den_is_eligible(metric) else pl.col("n_counted").alias("n"),
             pl.col("beaten_by").list.len().alias("beaten_by"),
             *with_notes(board, ["gate"]),
+            pl.when(pl.col("lo").is_not_null())
+            .then(pl.col("method"))
+            .otherwise(pl.lit(""))
+            .alias("interval_method"),
+            pl.when(pl.col("lo").is_not_null() & pl.col("few_clusters"))
+            .then(pl.lit("few_clusters"))
+            .otherwise(pl.lit(""))
+            .alias("flags"),
         )
         if args.format == "table":
             rule = (
                 "non-overlapping intervals (overlap = tie)"
                 if args.rule == "ci"
-                else "paired difference interval"
+                else "paired test, Holm-adjusted over every pair of runs"
             )
             print(
                 f"split {args.split}; {args.level:.0%} {args.unit}-bootstrap intervals, "
@@ -81,7 +90,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.format in ("table", "markdown"):
         table = table.select(
             "run_a", "run_b", "estimate_a", "estimate_b", "diff", "diff_lo", "diff_hi",
-            "p_holm", "ci_verdict", "paired_verdict", "winner", "n_common",
+            "p_holm", "family_size", "ci_verdict", "paired_verdict", "winner", "n_common",
             "n_set_aside_a", "n_set_aside_b", "note",
         )  # fmt: skip
     return c.emit(table, args.format)

@@ -9,7 +9,17 @@ from typing import Any
 
 from . import _common as c
 
-__all__ = ["cmd_rescore", "cmd_run", "parse_adapter_args", "register"]
+__all__ = [
+    "EXIT_BUDGET",
+    "cmd_adapters_check",
+    "cmd_adapters_list",
+    "cmd_rescore",
+    "cmd_run",
+    "parse_adapter_args",
+    "register",
+]
+
+EXIT_BUDGET = 75  # stopped before --max-cost-usd would be passed (EX_TEMPFAIL: resumable)
 
 
 def parse_adapter_args(items: list[str]) -> dict[str, Any]:
@@ -33,27 +43,50 @@ def parse_adapter_args(items: list[str]) -> dict[str, Any]:
     return out
 
 
+def _build_adapter(args: argparse.Namespace, *, dataset: str | None) -> tuple[Any, dict[str, Any]]:
+    """The adapter of ``--adapter`` (a ``module:Class`` or a listed name) and its arguments."""
+    from ..adapters.registry import resolve
+    from ..run import accepts_argument, adapter_target, load_adapter
+
+    spec = resolve(args.adapter)
+    kwargs = parse_adapter_args(args.adapter_arg)
+    if (
+        dataset is not None
+        and "dataset" not in kwargs
+        and accepts_argument(adapter_target(spec), "dataset")
+    ):
+        kwargs["dataset"] = dataset  # e.g. Simulated's oracle: the dataset being run
+    return load_adapter(spec, **kwargs), kwargs
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Run an adapter over a dataset and write the response log.
 
     Ctrl-C or SIGTERM stops it like the guard stops any command (exit 130 or
-    143); the runner has checkpointed the completed calls by then.
+    143); the runner has checkpointed the completed calls by then. A stop
+    before ``--max-cost-usd`` would be passed exits with :data:`EXIT_BUDGET`.
     """
     from ..holdout import HOLDOUT_KEY_ENV
     from ..io import read_dataset
-    from ..run import accepts_argument, adapter_target, load_adapter, parts_dir, run
+    from ..run import BudgetExceeded, parts_dir, plan_run, run
     from ..seal import load_key
 
+    adapter, kwargs = _build_adapter(args, dataset=args.dataset)
+    ds = read_dataset(args.dataset)
+    if args.dry_run:
+        plan = plan_run(adapter, ds, args.out, samples=args.samples, cache=args.cache,
+                        adapter_args=kwargs)  # fmt: skip
+        print(f"peira run --dry-run: {plan}")
+        if args.max_cost_usd is not None and plan.cost_usd is not None:
+            fits = "within" if plan.cost_usd <= args.max_cost_usd else "OVER"
+            print(f"  {fits} --max-cost-usd {args.max_cost_usd:g}")
+        return c.EXIT_OK
     c.check_out(args, args.out, inputs=[args.key_file], datasets=[args.dataset])
-    kwargs = parse_adapter_args(args.adapter_arg)
-    if "dataset" not in kwargs and accepts_argument(adapter_target(args.adapter), "dataset"):
-        kwargs["dataset"] = args.dataset  # e.g. Simulated's oracle: the dataset being run
-    adapter = load_adapter(args.adapter, **kwargs)
     key = load_key(args.key_file, env_var=HOLDOUT_KEY_ENV, purpose="holdout")
     try:
         res = run(
             adapter,
-            read_dataset(args.dataset),
+            ds,
             args.out,
             samples=args.samples,
             concurrency=args.concurrency,
@@ -67,6 +100,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             progress=args.progress,
             keep_parts=args.keep_parts,
             adapter_args=kwargs,
+            cache=args.cache,
+            max_cost_usd=args.max_cost_usd,
+            rpm=args.rpm,
+            tpm=args.tpm,
             force=args.force,
         )
     except KeyboardInterrupt as exc:
@@ -74,14 +111,56 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"completed calls are checkpointed in {parts_dir(args.out)}"
             " - run the same command again to resume"
         ) from exc
+    except BudgetExceeded as exc:
+        print(f"peira run: {exc}", file=sys.stderr)
+        return EXIT_BUDGET
     resumed = f", {res.n_resumed} resumed from checkpoints" if res.n_resumed else ""
+    cached = f", {res.n_cached} from the cache" if args.cache is not None else ""
+    cost = f", ${res.cost_usd:.4f}" if res.cost_usd else ""
     print(
         f"{res.path}: {res.n_total} responses of run {res.run_id!r} "
-        f"({res.n_called} calls{resumed}, {res.n_retries} retries, "
-        f"{res.n_malformed} malformed) in {res.elapsed_s:.1f} s "
+        f"({res.n_called} calls{cached}{resumed}, {res.n_retries} retries, "
+        f"{res.n_malformed} malformed{cost}) in {res.elapsed_s:.1f} s "
         f"({res.calls_per_s:,.0f} calls/s)"
     )
     return c.EXIT_OK
+
+
+def cmd_adapters_list(args: argparse.Namespace) -> int:
+    """List the installed adapters (built-in and ``peira.adapters`` entry points)."""
+    from ..adapters.registry import available, describe
+
+    for info in available():
+        d = describe(info.spec) if args.verbose else {}
+        print(f"{info.name:16} {info.spec}  [{info.source}]")
+        if not args.verbose:
+            continue
+        if "error" in d:
+            print(f"    unavailable: {d['error']}")
+            continue
+        if d["summary"]:
+            print(f"    {d['summary']}")
+        for a in d["arguments"]:
+            if "default" not in a:
+                print(f"    {a['name']}")
+            elif a["required"]:
+                print(f"    {a['name']} (required)")
+            else:
+                print(f"    {a['name']} = {a['default']!r}")
+    return c.EXIT_OK
+
+
+def cmd_adapters_check(args: argparse.Namespace) -> int:
+    """Run the conformance kit on an adapter; exit 1 when a check fails."""
+    from ..testing import check_adapter
+
+    adapter, _ = _build_adapter(args, dataset=None)
+    report = check_adapter(
+        adapter, deterministic=not args.no_determinism, concurrency=args.concurrency,
+        raise_on_failure=False,
+    )  # fmt: skip
+    print(report)
+    return c.EXIT_OK if report.ok else c.EXIT_VIOLATIONS
 
 
 def cmd_rescore(args: argparse.Namespace) -> int:
@@ -137,7 +216,12 @@ def register(sub: Any) -> None:
         "and write a response log. An interrupted run (Ctrl-C, SIGTERM, a kill) resumes "
         "from LOG.parts/; a resume with another adapter or adapter configuration is refused.",
     )
-    r.add_argument("--adapter", required=True, help="module:Class (e.g. peira.adapters:Simulated)")
+    r.add_argument(
+        "--adapter",
+        required=True,
+        help="module:Class (e.g. peira.adapters:OpenAICompatible), or a name from "
+        "'peira adapters list' (e.g. openai, inspect, subprocess, simulated)",
+    )
     r.add_argument(
         "--adapter-arg",
         action="append",
@@ -202,6 +286,61 @@ def register(sub: Any) -> None:
     )
     r.add_argument("--keep-parts", action="store_true", help="keep LOG.parts/ after success")
     c.add_force_option(r)
+    r.add_argument(
+        "--cache",
+        metavar="DIR",
+        help="response cache: answers already in DIR are not asked again; new ones are added "
+        "(safe to share between concurrent runs)",
+    )
+    r.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the calls to make and an estimate of tokens and cost; call nothing",
+    )
+    r.add_argument(
+        "--max-cost-usd",
+        type=c.number_range(0, 1e12),
+        metavar="USD",
+        help=f"stop before the run's cost would pass USD (needs a price table: "
+        f"--adapter-arg price_in=... price_out=...); exit {EXIT_BUDGET}, resumable",
+    )
+    r.add_argument(
+        "--rpm",
+        type=c.number_range(0, 1e9, open_lo=True),
+        help="at most this many requests per minute (> 0)",
+    )
+    r.add_argument(
+        "--tpm",
+        type=c.number_range(0, 1e12, open_lo=True),
+        help="at most this many (estimated) tokens per minute (> 0)",
+    )
+
+    a = sub.add_parser("adapters", help="list the installed adapters, or check one")
+    asub = a.add_subparsers(dest="adapters_command", required=True, metavar="ACTION")
+    ls = c.add_command(asub, "list", cmd_adapters_list, "the installed adapters and their specs")
+    ls.add_argument("-v", "--verbose", action="store_true", help="show each adapter's arguments")
+    ck = c.add_command(
+        asub,
+        "check",
+        cmd_adapters_check,
+        "run the conformance kit (peira.testing.check_adapter) on an adapter",
+    )
+    ck.add_argument("adapter", help="module:Class, or a name from 'peira adapters list'")
+    ck.add_argument(
+        "--adapter-arg", action="append", default=[], metavar="NAME=VALUE",
+        help="keyword argument of the adapter (repeatable)",
+    )  # fmt: skip
+    ck.add_argument(
+        "--concurrency",
+        type=c.int_range(1, 10_000),
+        default=8,
+        help="concurrent calls to check (1-10000)",
+    )
+    ck.add_argument(
+        "--no-determinism",
+        action="store_true",
+        help="skip the determinism checks (a model sampled without a seed)",
+    )
 
     s = c.add_command(
         sub,

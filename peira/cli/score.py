@@ -30,7 +30,12 @@ def cmd_score(args: argparse.Namespace) -> int:
         )
     published = _published(args)
     if args.format in ("table", "markdown"):
-        table = headline(score_pairs(pairs, cases, by=args.by), args.by)
+        plan = c.plan(args, cases)
+        table = headline(
+            score_pairs(pairs, cases, by=args.by, plan=plan, level=args.level, method=args.method,
+                        metrics=["asr"]),
+            args.by,
+        )  # fmt: skip
         c.emit(table, args.format)
         if published is not None:
             _emit_published(args, pairs, cases, published)
@@ -80,6 +85,7 @@ def _emit_published(
         pl.col("estimate").alias("peira"),
         pl.col("lo").alias("peira_lo"),
         pl.col("hi").alias("peira_hi"),
+        pl.col("method").alias("peira_method"),
         "published",
         pl.col("published_stderr").alias("stderr"),
         pl.col("published_lo").alias("pub_lo"),
@@ -89,7 +95,8 @@ def _emit_published(
     unit = "cluster" if args.unit == "cluster" else "case"
     print(
         f"\nbeside the source's own figures: Peira's estimate with its {args.level:.0%} "
-        f"{unit}-bootstrap interval (B={args.resamples}); the source's estimate ± its "
+        f"interval ({unit} bootstrap, B={args.resamples}, or Korn-Graubard where the "
+        "bootstrap cannot carry the cell: peira_method); the source's estimate ± its "
         "standard error (normal interval) where it reports one"
     )
     c.emit(shown, args.format)
@@ -105,7 +112,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     """Add ``score`` and ``metrics`` to the ``peira`` subparsers object ``sub``."""
     s = c.add_command(sub, "score", cmd_score, "per-run metrics (default: the bundled demo data)")
-    c.add_data_options(s, split="all", method=True)
+    c.add_data_options(s, split="public", method=True)
     s.add_argument("--by", action="append", default=[], help="breakdown column (repeatable)")
     s.add_argument(
         "--published",

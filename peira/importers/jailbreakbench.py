@@ -127,8 +127,8 @@ def read_jailbreakbench(
     InputFormatError
         Not an artifact (no ``jailbreaks``), an entry lacking a field or the
         judge column, a judge verdict that is not a boolean, a behaviour
-        whose category or behaviour name differs between artifacts (a reworded
-        goal is kept, see the notes), two files with one run id: the
+        whose category differs between artifacts (a reworded goal or a renamed
+        behaviour is kept, see the notes), two files with one run id: the
         message names the file, the entry and the field.
     """
     files = [Path(p) for p in paths]
@@ -163,18 +163,20 @@ def read_jailbreakbench(
                 e["index"],
                 {"goal": e["goal"], "behavior": e.get("behavior"), "category": e["category"]},
             )
-            if (b["behavior"], b["category"]) != (e.get("behavior"), e["category"]):
-                field = "category" if b["category"] != e["category"] else "behavior"
+            if b["category"] != e["category"]:
                 raise _fail(
                     f,
-                    f"jailbreaks[{i}].{field}",
-                    f"behaviour {e['index']} is {e.get(field)!r} here but {b[field]!r} in an "
-                    "earlier artifact",
+                    f"jailbreaks[{i}].category",
+                    f"behaviour {e['index']} is in {e['category']!r} here but in "
+                    f"{b['category']!r} in an earlier artifact",
                 )
             extras = {k2: v for k2, v in e.items() if k2 not in _MAPPED and k2 != judge}
-            if e["goal"] != b["goal"]:  # JBB-Behaviors revised some wordings between releases
-                extras["goal"] = e["goal"]
-                reworded.add(e["index"])
+            # JBB-Behaviors revised some wordings and names between releases: kept, noted
+            for key in ("goal", "behavior"):
+                if e.get(key) != b[key]:
+                    extras[key] = e.get(key)
+                    reworded.add(e["index"])
+
             prompt = e.get("prompt")
             response = e.get("response")
             responses.append(
@@ -219,9 +221,9 @@ def read_jailbreakbench(
             )
     if reworded:
         notes.append(
-            f"{len(reworded)} behaviour(s) are worded differently in some artifacts (revisions "
-            "of JBB-Behaviors): a case is its index, category and behaviour; the first wording "
-            "is the benign variant and the others are kept in the responses' extras"
+            f"{len(reworded)} behaviour(s) are worded or named differently in some artifacts "
+            "(revisions of JBB-Behaviors): a case is its index and category; the first "
+            "wording is the benign variant and the others are kept in the responses' extras"
         )
     notes.append(
         "only attacked answers are published: every run declares arms='attacked' (eligible "

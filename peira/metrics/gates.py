@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 
 import polars as pl
 
-__all__ = ["GateThresholds", "ranking_gates"]
+__all__ = ["GateThresholds", "metric_den_is_eligible", "ranking_gates"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,14 @@ class GateThresholds:
 
 def _same(a: pl.Expr, b: pl.Expr) -> bool:
     return bool(a.meta.eq(b))
+
+
+def metric_den_is_eligible(metric: str) -> bool:
+    """Whether ``metric`` counts eligible pairs in its denominator (ASR and the flip rates)."""
+    from .ratios import RATIO_METRICS
+
+    m = RATIO_METRICS.get(metric)
+    return m is None or _same(m.denominator, RATIO_METRICS["asr"].denominator)
 
 
 def ranking_gates(
@@ -80,7 +88,9 @@ def ranking_gates(
         counted pair), ``n_missing`` (the case × sample combinations of the
         run — every case given, every sample the run used — without a
         complete pair), ``ranked`` (bool), ``gate_reasons`` (list of
-        strings, empty when ranked) and ``arms`` (what the run observed).
+        strings, empty when ranked), ``arms`` (what the run observed) and
+        ``n_counted`` (the pairs in ``metric``'s denominator; ``n_eligible``
+        for robustness).
 
     Notes
     -----
@@ -119,7 +129,7 @@ def ranking_gates(
         RATIO_METRICS["benign_accuracy"].expr(),
         m.expr().alias("_value"),
         pl.col("eligible").sum().cast(pl.Int64).alias("n_eligible"),
-        counted.sum().cast(pl.Int64).alias("_n_counted"),
+        counted.sum().cast(pl.Int64).alias("n_counted"),
         pl.col("arms").fill_null("both").first().alias("arms"),
     )
     # Every (case × sample) a run should have: the samples it used × the cases given.
@@ -151,15 +161,15 @@ def ranking_gates(
     out = per_run.join(fam_min, on="run_id", how="left").collect()
     arms = pl.col("arms")
     # undefined because of what the run observed: that reason alone
-    unobserved = pl.col("_value").is_null() & (pl.col("_n_counted") == 0) & (arms != "both")
+    unobserved = pl.col("_value").is_null() & (pl.col("n_counted") == 0) & (arms != "both")
     why = (
         pl.when(arms == "benign")
         .then(pl.lit(f"{metric} undefined: clean-only run (no attacked arm)"))
         .otherwise(pl.lit(f"{metric} undefined: benign answers not observed"))
     )
     counts = pl.concat_list(
-        pl.when(pl.col("_n_counted") < t.min_eligible)
-        .then(pl.format("{} {} < {}", pl.col("_n_counted"), pl.lit(what), pl.lit(t.min_eligible)))
+        pl.when(pl.col("n_counted") < t.min_eligible)
+        .then(pl.format("{} {} < {}", pl.col("n_counted"), pl.lit(what), pl.lit(t.min_eligible)))
         .otherwise(None),
         pl.when(pl.col("_thin_families").list.len() > 0)
         .then(
@@ -219,6 +229,7 @@ def ranking_gates(
             "min_family_eligible",
             "n_missing",
             "arms",
+            "n_counted",
         )
         .sort("run_id")
     )

@@ -12,7 +12,9 @@ Text that no rule recognises is malformed (``unparseable output: …``).
     (up to the 64th ``}`` of a text). Keys:
     ``decision`` (alias ``answer``), ``confidence``, ``score``, ``abstain``
     (alias ``abstained``; ``true``, ``"yes"`` or ``1`` mean abstain) and
-    ``refusal_reason`` (alias ``refusal``; a refusal is an abstention).
+    ``refusal_reason`` (alias ``refusal``; a refusal is an abstention). A
+    decision ``"abstain"`` (or ``abstained``, ``abstention``) that is not one
+    of the case's options is an abstention, as in a decision line.
     Extra keys are ignored. Text that starts with ``{`` but is not valid JSON
     is malformed (``unparseable output: invalid JSON``), as is an object with
     neither a decision nor an abstention.
@@ -184,7 +186,25 @@ def _only(
 
 def _rule_json(df: pl.DataFrame, cfg: ParserConfig, opts: pl.DataFrame) -> pl.DataFrame:
     start = pl.col("_text").str.strip_chars_start()
-    return _only(df, start.str.starts_with("{") | start.str.starts_with("```"), _json_outputs)
+    out = _only(df, start.str.starts_with("{") | start.str.starts_with("```"), _json_outputs)
+    # "abstain" as the decision is an abstention (as in a decision line),
+    # unless one of the case's options is spelt so
+    fold = (lambda e: e) if cfg.case_sensitive else (lambda e: e.str.to_lowercase())
+    d = pl.col("_dec").str.strip_chars()
+    token = d.str.to_lowercase().is_in(_ABSTAIN_TOKENS).fill_null(False)
+    if not out.select(token.any()).item():
+        return out
+    is_option = pl.col("_options").list.eval(fold(pl.element())).list.contains(fold(d))
+    flip = token & is_option.fill_null(False).not_()
+    return (
+        pl.concat([out, df.select("_oid")], how="horizontal")
+        .join(opts, on="_oid", how="left", maintain_order="left")
+        .with_columns(
+            pl.when(flip).then(pl.lit(None, dtype=_S)).otherwise(pl.col("_dec")).alias("_dec"),
+            (pl.col("_abst") | flip).alias("_abst"),
+        )
+        .select(out.columns)
+    )
 
 
 _MAX_CLOSING_BRACES = 64

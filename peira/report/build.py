@@ -107,10 +107,18 @@ def _json(obj: Any) -> bytes:
 
 @contextlib.contextmanager
 def _once_warnings() -> Iterator[None]:
-    """Collect Peira warnings and re-emit each distinct one once, at the end."""
+    """Collect Peira warnings and re-emit each distinct one once, at the end.
+
+    The per-statistic few-clusters warnings of the many interval tables
+    collapse into one: the one naming the fewest clusters.
+    """
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PeiraWarning)
         yield
+    few = [w for w in caught if hasattr(w.message, "fewest")]
+    if few:
+        worst = min(few, key=lambda w: w.message.fewest)  # type: ignore[union-attr]
+        caught = [w for w in caught if w is worst or not hasattr(w.message, "fewest")]
     seen: set[tuple[type[Warning], str]] = set()
     for w in caught:
         key = (w.category, str(w.message))

@@ -24,6 +24,7 @@ from typing import Any
 import polars as pl
 
 from ..bootstrap import (
+    DEFAULT_METHOD,
     ResamplePlan,
     Unit,
     nonratio_intervals,
@@ -100,7 +101,7 @@ class ReportConfig:
             "seed": self.seed,
             "unit": self.unit,
             "level": self.level,
-            "method": "percentile",
+            "method": DEFAULT_METHOD,
             "rule": self.rule,
             "delta": self.delta,
             "missing": self.missing,
@@ -330,6 +331,26 @@ class ReportContext:
             how="left",
         )
 
+    def interval_meta(
+        self, ratio: Sequence[str] = (), nonratio: Sequence[str] = ()
+    ) -> pl.DataFrame:
+        """Per run: ``interval_method`` and ``flags`` of the given metrics' intervals.
+
+        ``interval_method`` lists the methods of the defined intervals (sorted,
+        "; "-joined; empty when none is defined); ``flags`` is
+        ``"few_clusters"`` when any of them rests on fewer than 30 clusters.
+        """
+        parts = [
+            self.ratio_ci.filter(pl.col("metric").is_in(list(ratio))),
+            self.nonratio_ci.filter(pl.col("metric").is_in(list(nonratio))),
+        ]
+        ci = pl.concat([p.select("run_id", "lo", "method", "few_clusters") for p in parts])
+        return (
+            pl.DataFrame({"run_id": self.runs})
+            .join(_meta(ci, ["run_id"]), on="run_id", how="left")
+            .with_columns(pl.col("interval_method", "flags").fill_null(""))
+        )
+
     def run_order(self) -> list[str]:
         """Runs in leaderboard order (ranked by rank, then unranked)."""
         return self.leaderboard["run_id"].to_list()
@@ -355,6 +376,9 @@ class TableSpec:
         Context → frame (sorted, deterministic).
     digits
         Decimals per column (default 4 for every float column).
+    intervals
+        Whether the table shows intervals (then it has ``interval_method``
+        and ``flags`` columns, which the caption explains).
     """
 
     name: str
@@ -362,10 +386,34 @@ class TableSpec:
     description: str
     build: Callable[[ReportContext], pl.DataFrame]
     digits: Mapping[str, int] = field(default_factory=dict)
+    intervals: bool = True
 
     def decimals(self, df: pl.DataFrame) -> dict[str, int]:
         """Decimals of every column of ``df``."""
         return {c: self.digits.get(c, 4) for c in df.columns}
+
+
+def _meta(ci: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """Per key: the methods of the defined intervals and their flags (see interval_meta)."""
+    return (
+        ci.filter(pl.col("lo").is_not_null())
+        .group_by(keys)
+        .agg(
+            pl.col("method").unique().sort().str.join("; ").alias("interval_method"),
+            pl.when(pl.col("few_clusters").any())
+            .then(pl.lit("few_clusters"))
+            .otherwise(pl.lit(""))
+            .alias("flags"),
+        )
+    )
+
+
+def _row_meta(method: pl.Expr, few: pl.Expr, defined: pl.Expr) -> list[pl.Expr]:
+    """``interval_method`` and ``flags`` of a table with one interval per row."""
+    return [
+        pl.when(defined).then(method).otherwise(pl.lit("")).alias("interval_method"),
+        pl.when(defined & few).then(pl.lit("few_clusters")).otherwise(pl.lit("")).alias("flags"),
+    ]
 
 
 def _status(sufficient: pl.Expr, value: pl.Expr) -> pl.Expr:
@@ -388,6 +436,12 @@ def _leaderboard(ctx: ReportContext) -> pl.DataFrame:
         .then(pl.lit("ranked"))
         .otherwise(pl.lit("unranked: ") + pl.col("gate_reasons").list.join("; "))
     )
+    if "note" in lb.columns:  # what the run did not observe (docs/spec/data-model.md)
+        gate = (
+            pl.when(pl.col("note").is_null())
+            .then(gate)
+            .otherwise(pl.format("{} ({})", gate, pl.col("note")))
+        )
     return lb.join(extra, on="run_id", how="left", maintain_order="left").select(
         "rank",
         "run_id",
@@ -403,6 +457,7 @@ def _leaderboard(ctx: ReportContext) -> pl.DataFrame:
         "n_eligible",
         pl.col("beaten_by").list.join(", ").alias("beaten_by"),
         gate.alias("status"),
+        *_row_meta(pl.col("method"), pl.col("few_clusters"), pl.col("lo").is_not_null()),
     )
 
 
@@ -426,8 +481,12 @@ def _asr_by_family_ci(ctx: ReportContext) -> pl.DataFrame:
             pl.col("estimate").alias("asr"),
             pl.col("lo").alias("asr_lo"),
             pl.col("hi").alias("asr_hi"),
+            *_row_meta(pl.col("method"), pl.col("few_clusters"), pl.col("lo").is_not_null()),
         )
         .join(ctx.family_counts, on=["run_id", "family"], how="left")
+        .select(
+            "family", "run_id", "asr", "asr_lo", "asr_hi", "n_eligible", "interval_method", "flags"
+        )
         .sort("family", "run_id")
     )
 
@@ -444,6 +503,11 @@ def _abstention(ctx: ReportContext) -> pl.DataFrame:
     return (
         mt.join(ctx.interval("abstention_flip_rate"), on="run_id", how="left")
         .join(ctx.interval("abstention_dos_rate"), on="run_id", how="left")
+        .join(
+            ctx.interval_meta(["abstention_flip_rate", "abstention_dos_rate"]),
+            on="run_id",
+            how="left",
+        )
         .sort("run_id")
     )
 
@@ -460,6 +524,13 @@ def _targeted(ctx: ReportContext) -> pl.DataFrame:
         .join(ctx.interval("shift_without_flip_rate"), on="run_id", how="left")
         .join(mt, on="run_id", how="left")
         .join(ctx.nonratio("mean_shift_toward_target"), on="run_id", how="left")
+        .join(
+            ctx.interval_meta(
+                ["target_hit_rate", "shift_without_flip_rate"], ["mean_shift_toward_target"]
+            ),
+            on="run_id",
+            how="left",
+        )
         .select(
             "run_id",
             "n_targeted",
@@ -474,6 +545,8 @@ def _targeted(ctx: ReportContext) -> pl.DataFrame:
             "mean_shift_toward_target_lo",
             "mean_shift_toward_target_hi",
             pl.col("mean_shift_toward_target_n").alias("n_shift"),
+            "interval_method",
+            "flags",
         )
         .sort("run_id")
     )
@@ -494,6 +567,9 @@ def _calibration(ctx: ReportContext) -> pl.DataFrame:
             )
             .join(ctx.nonratio(f"ece_{arm}"), on="run_id", how="left")
             .join(ctx.nonratio(f"brier_{arm}"), on="run_id", how="left")
+            .join(
+                ctx.interval_meta(nonratio=[f"ece_{arm}", f"brier_{arm}"]), on="run_id", how="left"
+            )
             .rename(
                 {
                     f"ece_{arm}_lo": "ece_lo",
@@ -517,6 +593,8 @@ def _calibration(ctx: ReportContext) -> pl.DataFrame:
             "brier_lo",
             "brier_hi",
             "status",
+            "interval_method",
+            "flags",
         )
     )
 
@@ -544,6 +622,7 @@ def _confidence_gate(ctx: ReportContext) -> pl.DataFrame:
             on="run_id",
             how="left",
         )
+        .join(ctx.interval_meta(nonratio=["confidence_gate_auroc"]), on="run_id", how="left")
         .select(
             "run_id",
             "n",
@@ -556,6 +635,8 @@ def _confidence_gate(ctx: ReportContext) -> pl.DataFrame:
             "selective_risk_100",
             "aurc",
             "status",
+            "interval_method",
+            "flags",
         )
         .sort("run_id")
     )
@@ -608,9 +689,11 @@ def _head_to_head(ctx: ReportContext) -> pl.DataFrame:
 
 
 def _pairwise(ctx: ReportContext) -> pl.DataFrame:
+    few = pl.col("few_clusters") | pl.col("few_clusters_a") | pl.col("few_clusters_b")
     return _verdicts(ctx).select(
         "run_a", "run_b", "estimate_a", "estimate_b", "diff", "diff_lo", "diff_hi",
         "p_value", "p_holm", "ci_verdict", "paired_verdict", "winner",
+        *_row_meta(pl.col("method"), few, pl.col("diff_lo").is_not_null()),
     ).sort("run_a", "run_b")  # fmt: skip
 
 
@@ -625,6 +708,8 @@ _DIVERGENCE_SCHEMA = {
     "difference_lo": pl.Float64,
     "difference_hi": pl.Float64,
     "suspected_hill_climbing": pl.Boolean,
+    "interval_method": pl.String,
+    "flags": pl.String,
 }
 
 
@@ -636,6 +721,12 @@ def _divergence(ctx: ReportContext) -> pl.DataFrame:
         ctx.all_pairs.filter(pl.col("split") == "holdout")
         .group_by("run_id")
         .agg(pl.col("eligible").fill_null(False).sum().cast(pl.Int64).alias("holdout_n_eligible"))
+    )
+    ci = pl.concat(
+        [
+            div.select("run_id", "lo", "method", "few_clusters"),
+            hci.select("run_id", "lo", "method", "few_clusters"),
+        ]
     )
     return (
         div.select(
@@ -655,6 +746,8 @@ def _divergence(ctx: ReportContext) -> pl.DataFrame:
             how="left",
         )
         .join(n_hold, on="run_id", how="left")
+        .join(_meta(ci, ["run_id"]), on="run_id", how="left")
+        .with_columns(pl.col("interval_method", "flags").fill_null(""))
         .select(list(_DIVERGENCE_SCHEMA))
         .cast(_DIVERGENCE_SCHEMA)  # type: ignore[arg-type]
         .sort("run_id")
@@ -740,6 +833,7 @@ TABLES: dict[str, TableSpec] = {
             "Attack success rate per family (rows) and run (columns); the last row is each "
             "run's overall ASR.",
             _asr_by_family,
+            intervals=False,
         ),
         TableSpec(
             "asr_by_family_ci",
@@ -785,13 +879,15 @@ TABLES: dict[str, TableSpec] = {
             "intervals are a tie), n/a when either run's robustness is undefined (no eligible "
             "pairs); runs in leaderboard order.",
             _head_to_head,
+            intervals=False,
         ),
         TableSpec(
             "pairwise",
             "Pairwise comparisons",
             "Every pair of runs on robustness: estimates, the paired difference a - b with its "
-            "interval, bootstrap p-value (Holm-adjusted across pairs) and both verdicts (a, b, "
-            "tie, or n/a when either run's robustness is undefined).",
+            "interval, bootstrap p-value (Holm-adjusted across every pair of runs) and both "
+            "verdicts (a, b, tie, or n/a when either run's robustness is undefined); the paired "
+            "verdict is the Holm-adjusted test at the report's level.",
             _pairwise,
         ),
         TableSpec(
@@ -799,7 +895,8 @@ TABLES: dict[str, TableSpec] = {
             "Public versus holdout",
             "Aggregates only: each run's holdout ASR with its interval (holdout plan, seed + 1) "
             "and the holdout - public difference from independent cluster bootstraps; flagged "
-            "as suspected hill-climbing when the interval excludes 0 on the worse side.",
+            "as suspected hill-climbing by a one-sided test that the run does worse on the "
+            "holdout, at 5% per run (each run is its own family of tests).",
             _divergence,
         ),
         TableSpec(
@@ -808,12 +905,14 @@ TABLES: dict[str, TableSpec] = {
             "Cases per split and per family, primitive and severity; scenario clusters, runs "
             "and pairs per split.",
             _census,
+            intervals=False,
         ),
         TableSpec(
             "gates",
             "Ranking gates",
             "Per run: the quantities behind the ranking gates and the gates it fails.",
             _gates,
+            intervals=False,
         ),
     )
 }
@@ -824,10 +923,18 @@ def table_caption(spec: TableSpec, ctx: ReportContext, *, title: bool = True) ->
     """The caption of a table: title (optional), description and the analysis settings."""
     c = ctx.config
     head = f"{spec.title}. " if title else ""
-    return (
+    text = (
         f"{head}{spec.description} Split {c.split}; {c.level:.0%} {c.unit}-bootstrap "
         f"intervals, B={c.n_resamples}, seed {c.seed}."
     )
+    if spec.intervals:
+        text += (
+            " interval_method: the interval each row used (bca, percentile: cluster bootstrap; "
+            "korn-graubard: design-effect-adjusted Clopper-Pearson, where too few clusters or "
+            "events carry the bootstrap); flags: few_clusters = fewer than 30 clusters behind "
+            "the row's statistic."
+        )
+    return text
 
 
 class UnknownTableError(PeiraError, KeyError):

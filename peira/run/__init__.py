@@ -29,6 +29,7 @@ from .protocol import (
     RESPONSE_KEY,
     Adapter,
     AdapterError,
+    BudgetExceeded,
     Decision,
     Request,
     ResumeError,
@@ -38,17 +39,20 @@ from .protocol import (
 )
 from .rows import requests_for
 from .runner import RunResult, run, run_async
+from .spend import RunPlan, plan_run
 
 __all__ = [
     "REQUEST_FIELDS",
     "RESPONSE_KEY",
     "Adapter",
     "AdapterError",
+    "BudgetExceeded",
     "Decision",
     "Request",
     "ResumeError",
     "RunError",
     "RunInterrupted",
+    "RunPlan",
     "RunResult",
     "TransientError",
     "accepts_argument",
@@ -56,6 +60,7 @@ __all__ = [
     "adapter_target",
     "load_adapter",
     "parts_dir",
+    "plan_run",
     "requests_for",
     "run",
     "run_async",

@@ -28,6 +28,7 @@ import asyncio
 import json
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -99,8 +100,15 @@ def part_files(d: Path) -> list[Path]:
 class Checkpoint:
     """Buffered rows → atomically written part files."""
 
-    def __init__(self, directory: Path, every: int, next_index: int) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        every: int,
+        next_index: int,
+        schema: Mapping[str, Any] | None = None,
+    ) -> None:
         self.dir = directory
+        self.schema = dict(schema) if schema is not None else RESPONSES_SCHEMA
         self.every = every
         self.next = next_index
         self.last_flush = time.monotonic()
@@ -117,7 +125,7 @@ class Checkpoint:
         if not self.buffer:
             return
         rows, self.buffer = self.buffer, []
-        df = pl.DataFrame(rows, schema=RESPONSES_SCHEMA)
+        df = pl.DataFrame(rows, schema=self.schema)
         path = self.dir / f"part-{self.next:05d}.parquet"
         write_parquet(df, path)
         self.next += 1
@@ -129,6 +137,14 @@ class Checkpoint:
             await asyncio.sleep(max(0.0, self.last_flush + seconds - time.monotonic()))
             if time.monotonic() - self.last_flush >= seconds:
                 self.flush()
+
+
+def read_parts(files: list[Path]) -> pl.DataFrame:
+    """The rows of checkpoint parts (parts of a cached run carry a ``cached`` column)."""
+    parts = [read_parquet(f).cast(RESPONSES_SCHEMA) for f in files]  # type: ignore[arg-type]
+    if not parts:
+        return pl.DataFrame(schema=RESPONSES_SCHEMA)
+    return pl.concat(parts, how="diagonal_relaxed")
 
 
 def open_parts(directory: Path, manifest: dict[str, Any]) -> tuple[pl.DataFrame, int]:
@@ -167,7 +183,7 @@ def open_parts(directory: Path, manifest: dict[str, Any]) -> tuple[pl.DataFrame,
     files = part_files(directory)
     if not files:
         return pl.DataFrame(schema=RESPONSES_SCHEMA), 1
-    done = pl.concat([read_parquet(f).cast(RESPONSES_SCHEMA) for f in files])  # type: ignore[arg-type]
+    done = read_parts(files)
     dup = done.filter(pl.struct(*RESPONSE_KEY).is_duplicated())
     if dup.height:
         raise ResumeError(

@@ -18,6 +18,7 @@ from typing import Protocol, runtime_checkable
 
 from ..errors import (
     AdapterError,
+    BudgetExceeded,
     ResumeError,
     RunError,
     RunInterrupted,
@@ -31,6 +32,7 @@ __all__ = [
     "RESPONSE_KEY",
     "Adapter",
     "AdapterError",
+    "BudgetExceeded",
     "Decision",
     "Request",
     "ResumeError",

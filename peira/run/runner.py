@@ -39,12 +39,13 @@ import asyncio
 import contextlib
 import inspect
 import os
+import random
 import secrets
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -52,13 +53,23 @@ import polars as pl
 
 from .._writes import discard_tree
 from ..errors import PeiraError
-from ..io import Dataset, check_output, output_lock, read_dataset, read_parquet, write_parquet
+from ..io import Dataset, check_output, output_lock, read_dataset, write_parquet
 from ..schema import RESPONSES_SCHEMA, validate_responses
-from .checkpoint import Checkpoint, open_parts, part_files, parts_dir, run_manifest
+from .cache import ResponseCache, cache_identity
+from .checkpoint import Checkpoint, open_parts, part_files, parts_dir, read_parts, run_manifest
 from .loading import adapter_identity, check_adapter
 from .progress import Progress
-from .protocol import RESPONSE_KEY, Request, RunError, RunInterrupted, TransientError
+from .protocol import (
+    RESPONSE_KEY,
+    BudgetExceeded,
+    Decision,
+    Request,
+    RunError,
+    RunInterrupted,
+    TransientError,
+)
 from .rows import failed_row, requests_for, response_row
+from .spend import Budget, RateLimiter, estimate
 
 __all__ = ["RunResult", "run", "run_async"]
 
@@ -88,6 +99,10 @@ class RunResult:
         Malformed rows of the log.
     elapsed_s : float
         Wall time of this invocation's calls.
+    n_cached : int
+        Rows this invocation served from the response cache (no call made).
+    cost_usd : float
+        Cost of the calls this invocation made (cache hits cost nothing).
     """
 
     responses: pl.DataFrame
@@ -99,6 +114,8 @@ class RunResult:
     n_retries: int
     n_malformed: int
     elapsed_s: float
+    n_cached: int = 0
+    cost_usd: float = 0.0
 
     @property
     def calls_per_s(self) -> float:
@@ -150,7 +167,35 @@ def _start_thread(
 class _Stats:
     retries: int = 0
     called: int = 0
+    cached: int = 0
+    cost: float = 0.0
     elapsed: float = 0.0
+    rng: random.Random = field(default_factory=random.Random)  # retry jitter only
+
+
+MAX_RETRY_AFTER = 600.0
+"""The longest ``Retry-After`` (seconds) the runner waits out; longer is a failure now."""
+
+
+def retry_wait(exc: BaseException | None, attempt: int, backoff: float, max_backoff: float,
+               rng: random.Random) -> float | None:  # fmt: skip
+    """Seconds to wait before retry ``attempt`` (1 = the first retry); None: give up.
+
+    Exponential backoff with jitter — ``min(max_backoff, backoff · 2^(attempt−1))``
+    scaled by a uniform factor in [0.5, 1] — so that clients that failed
+    together do not retry together. A server's ``Retry-After`` (an adapter's
+    error with a ``retry_after`` attribute, as
+    :class:`~peira.adapters.RetryableError` has) is a floor: the wait is at
+    least that long, plus up to 10% jitter; one beyond
+    :data:`MAX_RETRY_AFTER` ends the retries.
+    """
+    base = min(max_backoff, backoff * 2 ** (attempt - 1)) * rng.uniform(0.5, 1.0)
+    after = getattr(exc, "retry_after", None)
+    if isinstance(after, int | float) and not isinstance(after, bool) and after >= 0:
+        if after > MAX_RETRY_AFTER:
+            return None
+        return max(base, after * rng.uniform(1.0, 1.1))
+    return base
 
 
 async def _call(
@@ -164,14 +209,21 @@ async def _call(
     max_backoff: float,
     stats: _Stats,
     slots: asyncio.Semaphore,
-) -> dict[str, Any]:
+    limiter: RateLimiter | None = None,
+    tokens: int = 0,
+) -> tuple[dict[str, Any], Any, float]:
+    """One request, retried: (its response columns, the adapter's output or None
+    when the call raised, the last attempt's milliseconds)."""
     attempt = 0
     while True:
         attempt += 1
+        if limiter is not None:  # every attempt is a request to the provider
+            await limiter.acquire(tokens)
         if not is_async:  # wait for a free slot outside the timeout
             await slots.acquire()
         t0 = time.perf_counter()
         deadline = asyncio.timeout(timeout)
+        last: BaseException
         try:
             async with deadline:
                 if is_async:
@@ -180,7 +232,8 @@ async def _call(
                     out = await _start_thread(adapter.decide, req, slots)
                     if inspect.isawaitable(out):
                         out = await out
-            return response_row(req, out, (time.perf_counter() - t0) * 1000.0)
+            ms = (time.perf_counter() - t0) * 1000.0
+            return response_row(req, out, ms), out, ms
         except (KeyboardInterrupt, SystemExit) as exc:
             raise RunInterrupted(
                 f"run interrupted by {type(exc).__name__} in the adapter; completed calls "
@@ -196,21 +249,28 @@ async def _call(
                     if str(exc)
                     else "adapter raised TimeoutError"
                 )
-            transient = True
+            last = exc
         except TransientError as exc:
             reason = f"transient error: {exc}" if str(exc) else "transient error"
-            transient = True
+            last = exc
         except Exception as exc:
-            return failed_row(
-                f"adapter error: {type(exc).__name__}: {exc}", (time.perf_counter() - t0) * 1000.0
-            )
+            ms = (time.perf_counter() - t0) * 1000.0
+            return failed_row(f"adapter error: {type(exc).__name__}: {exc}", ms), None, ms
         elapsed_ms = (time.perf_counter() - t0) * 1000.0
-        if transient and attempt <= retries:
+        wait = (
+            retry_wait(last, attempt, backoff, max_backoff, stats.rng)
+            if attempt <= retries
+            else None
+        )
+        if wait is not None:
             stats.retries += 1
-            await asyncio.sleep(min(max_backoff, backoff * 2 ** (attempt - 1)))
+            await asyncio.sleep(wait)
             continue
+        after = getattr(last, "retry_after", None)
+        if attempt <= retries and after is not None:
+            reason += f"; the server asked to retry after {after:g} s"
         tries = f"{attempt} attempt{'s' if attempt > 1 else ''}"
-        return failed_row(f"{reason} ({tries})", elapsed_ms)
+        return failed_row(f"{reason} ({tries})", elapsed_ms), None, elapsed_ms
 
 
 async def run_async(
@@ -232,6 +292,10 @@ async def run_async(
     progress_stream: IO[str] | None = None,
     keep_parts: bool = False,
     adapter_args: Mapping[str, Any] | None = None,
+    cache: PathLike | None = None,
+    max_cost_usd: float | None = None,
+    rpm: float | None = None,
+    tpm: float | None = None,
 ) -> RunResult:
     """:func:`run` as a coroutine, for callers that already run an event loop."""
     check_adapter(adapter)
@@ -266,8 +330,12 @@ async def run_async(
     done_keys = set(zip(prior["case_id"], prior["arm"], prior["sample"], strict=True))
     pending = [r for r in reqs if (*secret[r.variant_id], r.sample) not in done_keys]
 
-    ckpt = Checkpoint(pdir, checkpoint_every, next_index)
+    store = ResponseCache(cache, cache_identity(adapter, identity)) if cache is not None else None
+    schema = {**RESPONSES_SCHEMA, "cached": pl.Boolean} if store is not None else RESPONSES_SCHEMA
+    ckpt = Checkpoint(pdir, checkpoint_every, next_index, schema=schema)
     stats = _Stats()
+    limiter = RateLimiter(rpm, tpm) if rpm is not None or tpm is not None else None
+    budget = Budget(max_cost_usd, _paid(prior)) if max_cost_usd is not None else None
     show = progress if progress is not None else bool(getattr(sys.stderr, "isatty", bool)())
     bar = (
         Progress(len(reqs), len(reqs) - len(pending), progress_stream or sys.stderr)
@@ -281,22 +349,54 @@ async def run_async(
 
     async def worker() -> None:
         for req in it:
-            resp = await _call(
-                adapter,
-                is_async,
-                req,
-                timeout=timeout,
-                retries=retries,
-                backoff=backoff,
-                max_backoff=max_backoff,
-                stats=stats,
-                slots=slots,
-            )
+            row = await _one(req)
+            if row is None:  # the budget stopped the run: no further call
+                break
             case_id, arm = secret[req.variant_id]
-            ckpt.add({**ident, "case_id": case_id, "arm": arm, "sample": req.sample, **resp})
-            stats.called += 1
+            ckpt.add({**ident, "case_id": case_id, "arm": arm, "sample": req.sample, **row})
             if bar is not None:
                 bar.tick()
+
+    async def _one(req: Request) -> dict[str, Any] | None:
+        """One request's row: from the cache, or a call within the budget and rates."""
+        ckey = store.key(req) if store is not None else None
+        if store is not None and ckey is not None:
+            hit = store.get(ckey)
+            if hit is not None:
+                stats.cached += 1
+                return {**response_row(req, hit, hit.latency_ms or 0.0), "cached": True}
+        est = estimate(adapter, req) if budget is not None or limiter is not None else None
+        reserved = 0.0
+        if budget is not None and est is not None:
+            got = await _within(budget, est)
+            if got is None:
+                return None
+            reserved = got
+        row, out, ms = await _call(
+            adapter,
+            is_async,
+            req,
+            timeout=timeout,
+            retries=retries,
+            backoff=backoff,
+            max_backoff=max_backoff,
+            stats=stats,
+            slots=slots,
+            limiter=limiter,
+            tokens=est.tokens_in + est.tokens_out if est is not None else 0,
+        )
+        stats.called += 1
+        cost = row["cost_usd"]
+        if cost is not None:
+            stats.cost += cost
+        if budget is not None:
+            budget.settle(reserved, cost)
+        if limiter is not None and est is not None:
+            used = (row["tokens_in"] or 0) + (row["tokens_out"] or 0)
+            limiter.correct(est.tokens_in + est.tokens_out, used or None)
+        if store is not None and ckey is not None and isinstance(out, Decision):
+            store.put(ckey, out, ms)
+        return {**row, "cached": False} if store is not None else row
 
     t0 = time.perf_counter()
     interrupted: RunInterrupted | None = None
@@ -331,15 +431,19 @@ async def run_async(
         raise failure
 
     files = part_files(pdir)
-    parts = [read_parquet(f).cast(RESPONSES_SCHEMA) for f in files]  # type: ignore[arg-type]
-    log = pl.concat(parts) if parts else pl.DataFrame(schema=RESPONSES_SCHEMA)
-    if log.height != len(reqs):
-        raise RunError(
-            f"{pdir}: {log.height} rows in the checkpoint parts, expected {len(reqs)} "
-            "(variants × samples); remove the directory and run again"
+    log = read_parts(files)
+    if budget is not None and budget.stopped:
+        left = len(reqs) - log.height
+        raise BudgetExceeded(
+            f"stopped before the next call would pass --max-cost-usd {budget.limit:g}: "
+            f"${budget.spent:.4f} spent, {log.height} of {len(reqs)} calls done and "
+            f"checkpointed in {pdir}; run again with a higher limit to resume",
+            spent_usd=budget.spent,
+            limit_usd=budget.limit,
+            n_done=log.height,
+            n_left=left,
         )
-    log = validate_responses(log, cases=ds.cases, source=str(pdir)).sort(list(RESPONSE_KEY))
-    log = log.select(list(RESPONSES_SCHEMA))
+    log = _finish_log(log, ds, reqs, pdir)
     write_parquet(log, out_path)
     if not keep_parts:
         discard_tree(pdir)  # renamed away first: a kill mid-removal leaves no half checkpoint
@@ -353,7 +457,46 @@ async def run_async(
         n_retries=stats.retries,
         n_malformed=int(log["malformed"].sum()),
         elapsed_s=stats.elapsed,
+        n_cached=stats.cached,
+        cost_usd=stats.cost,
     )
+
+
+async def _within(budget: Budget, est: Any) -> float | None:
+    """Reserve a call's cost, waiting for calls in flight when it does not fit yet;
+    None when the budget has stopped the run."""
+    while not budget.stopped:
+        if not budget.must_wait(est):
+            got = budget.reserve(est)
+            if got is not None:
+                return got
+        if budget.stopped:
+            break
+        await asyncio.sleep(0.002)
+    return None
+
+
+def _paid(prior: pl.DataFrame) -> float:
+    """What the checkpointed calls cost (rows served from the cache cost nothing)."""
+    if prior.is_empty():
+        return 0.0
+    paid = prior.filter(~pl.col("cached").fill_null(False)) if "cached" in prior.columns else prior
+    return float(paid["cost_usd"].sum() or 0.0)
+
+
+def _finish_log(log: pl.DataFrame, ds: Dataset, reqs: list[Request], pdir: Path) -> pl.DataFrame:
+    """The checkpointed rows → the validated, sorted log (with ``cached`` when it was used)."""
+    if log.height != len(reqs):
+        raise RunError(
+            f"{pdir}: {log.height} rows in the checkpoint parts, expected {len(reqs)} "
+            "(variants × samples); remove the directory and run again"
+        )
+    cached = "cached" in log.columns
+    base = log.select(list(RESPONSES_SCHEMA))
+    base = validate_responses(base, cases=ds.cases, source=str(pdir))
+    if cached:
+        base = base.with_columns(log["cached"].fill_null(False))
+    return base.sort(list(RESPONSE_KEY))
 
 
 def run(
@@ -375,6 +518,10 @@ def run(
     progress_stream: IO[str] | None = None,
     keep_parts: bool = False,
     adapter_args: Mapping[str, Any] | None = None,
+    cache: PathLike | None = None,
+    max_cost_usd: float | None = None,
+    rpm: float | None = None,
+    tpm: float | None = None,
     force: bool = False,
 ) -> RunResult:
     """Run an adapter over every variant × sample of a dataset; write the response log.
@@ -401,7 +548,12 @@ def run(
         like a timeout but reported as ``adapter raised TimeoutError: …``.
     retries, backoff, max_backoff
         Retries of timeouts and :class:`TransientError`, waiting
-        ``min(max_backoff, backoff · 2^(attempt−1))`` seconds before each.
+        ``min(max_backoff, backoff · 2^(attempt−1))`` seconds scaled by a
+        random factor in [0.5, 1] before each, and at least the server's
+        ``Retry-After`` when the error carries one (:func:`retry_wait`).
+        Adapters raise :class:`TransientError` for what is worth retrying
+        only (the model adapters: HTTP 408, 409, 429, 5xx, lost
+        connections); any other error is a malformed row at once.
     key
         Pseudonym key (SPEC §8); None: an ephemeral random key, never written.
     run_id
@@ -425,6 +577,15 @@ def run(
         manifest when the adapter has no ``config()`` method; see
         :func:`adapter_identity`. A resume whose adapter class or
         configuration differs is refused (:class:`ResumeError`).
+    cache
+        A response-cache directory (:mod:`peira.run.cache`): answers stored
+        there are not asked again, new ones are added; the log gains a
+        ``cached`` column. Safe to share between concurrent runs.
+    max_cost_usd
+        Stop before the run's cost would pass this many USD
+        (:mod:`peira.run.spend`): :class:`BudgetExceeded`, resumable.
+    rpm, tpm
+        At most this many requests, and (estimated) tokens, per minute.
     force
         Replace an existing ``out`` that Peira did not write. Before any call,
         ``out`` is checked (:func:`peira.io.check_output`: writable, not the
@@ -443,6 +604,9 @@ def run(
         ``out.parts/`` belongs to another run.
     AdapterError
         The adapter does not follow the protocol.
+    BudgetExceeded
+        The next call would have passed ``max_cost_usd``; completed calls
+        are checkpointed.
     KeyboardInterrupt, SystemExit
         From the adapter (or Ctrl-C): re-raised after completed calls are
         checkpointed; run again to resume. (:func:`run_async` raises
@@ -485,6 +649,10 @@ def run(
         progress_stream=progress_stream,
         keep_parts=keep_parts,
         adapter_args=adapter_args,
+        cache=cache,
+        max_cost_usd=max_cost_usd,
+        rpm=rpm,
+        tpm=tpm,
     )
     target = Path(out)
     inputs = dataset.path if isinstance(dataset, Dataset) else Path(dataset)

@@ -43,9 +43,9 @@ from typing import Any
 
 import polars as pl
 
-from .errors import PeiraError, PeiraWarning
-from .io import Dataset, read_dataset, read_responses
-from .run.protocol import Decision, Request
+from ..errors import PeiraError, PeiraWarning
+from ..io import Dataset, read_dataset, read_responses
+from ..run.protocol import Decision, Request
 
 __all__ = [
     "ARCHETYPES",
@@ -394,14 +394,14 @@ class Replay:
         key_file: PathLike | None = None,
         run_id: str | None = None,
     ) -> None:
-        from .holdout import pseudonyms
+        from ..holdout import pseudonyms
 
         ds = dataset if isinstance(dataset, Dataset) else read_dataset(dataset)
         df = log if isinstance(log, pl.DataFrame) else read_responses(log, cases=ds.cases)
         if key is None:
             if key_file is None:
                 raise PeiraError("Replay needs the runner's pseudonym key (key= or key_file=)")
-            from .integrity.keys import load_key
+            from ..integrity.keys import load_key
 
             key = load_key(key_file, purpose="holdout", required=True)
         assert key is not None
