@@ -169,7 +169,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
 
     from ..errors import PeiraError
     from ..io import read_dataset, read_responses, write_parquet
-    from ..parse import rescore
+    from ..rescoring import rescore
     from ._output import render
 
     outs = [o for o in (args.changes_out, args.responses_out) if o is not None]
