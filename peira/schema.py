@@ -484,6 +484,7 @@ _CHECK_COLUMN = {
     "target_in_options": "target_decision",
     "target_not_expected": "target_decision",
     "score_has_positive": "positive_decision",
+    "scenario_in_one_split": "split",
     "decision_null_iff_no_answer": "decision",
     "model_constant": "model",
     "model_version_constant": "model_version",

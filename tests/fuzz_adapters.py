@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from peira.run import Decision, Request
@@ -42,6 +44,30 @@ class Slow:
         return Decision(
             decision=request.options[pick], raw_text=request.options[pick], latency_ms=1.0
         )
+
+
+class Held(Slow):
+    """:class:`Slow`, but after ``after`` calls it touches ``<hold>.reached`` and each
+    further call waits until the file ``hold`` exists (at most two minutes): a test
+    acts on a run that is certainly mid-way, however loaded the machine."""
+
+    name, version = "held", "1"
+
+    def __init__(self, hold: str, after: int = 5, delay: float = 0.0) -> None:
+        super().__init__(delay)
+        self.hold, self.after, self.n = Path(hold), int(after), 0
+        self.lock = threading.Lock()
+
+    def decide(self, request: Request) -> Decision:
+        with self.lock:
+            self.n += 1
+            n = self.n
+        if n > self.after:
+            Path(f"{self.hold}.reached").touch()
+            deadline = time.monotonic() + 120
+            while not self.hold.exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+        return super().decide(request)
 
 
 _BAD: dict[str, dict[str, Any]] = {

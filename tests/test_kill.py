@@ -265,16 +265,21 @@ def test_sigterm_stops_a_background_run_of_a_script(bench: Path, tmp_path: Path)
 
 
 def test_a_second_run_on_the_same_output_is_refused(bench: Path, tmp_path: Path) -> None:
-    """Two `peira run` on one --out: the second refuses before any call; the first finishes."""
-    out = tmp_path / "run.parquet"
-    argv = ["run", "--adapter", "tests.fuzz_adapters:Slow", "--adapter-arg", "delay=0.02",
+    """Two `peira run` on one --out: the second refuses before any call; the first finishes.
+
+    The first run's calls wait after the fifth (``Held``) until the test releases
+    them, so the second always meets a run in progress."""
+    out, hold = tmp_path / "run.parquet", tmp_path / "release"
+    argv = ["run", "--adapter", "tests.fuzz_adapters:Held", "--adapter-arg", f"hold={hold}",
             "--dataset", str(bench / "ds"), "--out", str(out), "--concurrency", "1",
             "--checkpoint-seconds", "0.1", "--no-progress"]  # fmt: skip
     parts = out.with_name(out.name + ".parts")
+    reached = Path(f"{hold}.reached")
     with _peira(argv) as first:
         deadline = time.monotonic() + 120
-        while not any(parts.glob("part-*.parquet")) and time.monotonic() < deadline:
+        while not (reached.exists() and any(parts.glob("part-*.parquet"))):
             assert first.poll() is None, first.communicate()[1].decode()
+            assert time.monotonic() < deadline, "the first run never reached its hold"
             time.sleep(0.02)
         n_parts = len(list(parts.glob("part-*.parquet")))
         second = subprocess.run(
@@ -290,7 +295,8 @@ def test_a_second_run_on_the_same_output_is_refused(bench: Path, tmp_path: Path)
         assert len(second.stderr.strip().splitlines()) == 1
         assert first.poll() is None  # the first one was not disturbed
         assert len(list(parts.glob("part-*.parquet"))) >= n_parts
-        _, err = first.communicate(timeout=600)
+        hold.touch()  # release the first run
+    _, err = first.communicate(timeout=600)
     assert first.returncode == 0, err.decode()
     log = pl.read_parquet(out)
     assert log.height == pl.read_parquet(bench / "ds" / "variants.parquet").height
