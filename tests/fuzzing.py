@@ -26,6 +26,7 @@ prints the counts per class.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import hashlib
 import io
 import json
@@ -189,8 +190,39 @@ def build_workspace(root: Path) -> Path:
     (ws / "foreign" / "notes.txt").write_text("a user's notes\n")
     log.head(3).write_parquet(ws / "foreign.parquet")  # written by polars: not Peira's
     (ws / "notes.txt").write_text("precious\n")
+    _released_inputs(ws / "released")
     (ws / "scratch").mkdir()
     return ws
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+#: lm-eval names its files ``samples_<task>_<time>.jsonl`` and ``results_<time>.json``.
+LM_TIME = "2026-11-30T20-51-58.821061"
+LM_SAMPLES = f"samples_arith_add_{LM_TIME}.jsonl"
+LM_RESULTS = f"results_{LM_TIME}.json"
+#: ``peira import table`` of ``released/table.csv``: the mapping of its columns.
+TABLE_MAP = ("--map", "case_id=id", "--map", "expected=label", "--map", "benign_decision=benign",
+             "--map", "attacked_decision=attacked", "--run", "r1")  # fmt: skip
+
+
+def _released_inputs(r: Path) -> None:
+    """Small released results and eval logs (copies of tests/fixtures, see their NOTICE)."""
+    r.mkdir()
+    shutil.copy(FIXTURES / "textattack" / "bert-mr-greedy.csv.gz", r / "ta.csv.gz")
+    jbb = FIXTURES / "jailbreakbench" / "PAIR-black_box-llama-2-7b-chat-hf.json.gz"
+    shutil.copy(jbb, r / "jbb.json.gz")
+    (r / "jbb.json").write_bytes(gzip.decompress(jbb.read_bytes()))
+    shutil.copy(FIXTURES / "inspect" / "mc_alpha.eval", r / "mc.eval")
+    shutil.copy(FIXTURES / "inspect" / "two_scorers.json", r / "two_scorers.json")
+    (r / "lm").mkdir()
+    src = FIXTURES / "lm_eval" / "alpha" / "mkm8wwzn"
+    for name in (LM_RESULTS, LM_SAMPLES, f"samples_arith_add_perturbed_{LM_TIME}.jsonl"):
+        shutil.copy(src / name, r / "lm" / name)
+    rows = ["id,label,benign,attacked"] + [
+        f"c{i},{'pos' if i % 2 else 'neg'},{'pos' if i % 3 else 'neg'},{'neg' if i % 4 else 'pos'}"
+        for i in range(12)
+    ]
+    (r / "table.csv").write_text("\n".join(rows) + "\n")
 
 
 def _transcript_text() -> str:
@@ -447,6 +479,25 @@ def json_cases() -> list[Case]:
                   "--out", "{ws}/scratch/run.parquet", "--adapter-arg", f"endpoint={text}"),
                  (OK, UNUSABLE), ("scratch/run.parquet",))
         )  # fmt: skip
+    # the JSON readers of released results and eval logs
+    out_ds = ("import", "--out", "{ws}/scratch/out-ds")
+    released: list[tuple[str, str, tuple[str, ...]]] = [
+        ("import-jailbreakbench", "scratch/bad.json", ("jailbreakbench", "{f}")),
+        ("import-inspect", "scratch/bad.json", ("inspect", "{f}")),
+        ("import-lm-eval-samples", "scratch/lm1/" + LM_SAMPLES, ("lm-eval", "{f}")),
+        ("import-table-jsonl", "scratch/bad.jsonl", ("table", "{f}", *TABLE_MAP)),
+    ]
+    for jname, (content, _code) in HOSTILE_JSON.items():
+        for cname, f, args in released:
+            full = (out_ds[0], *(a.replace("{f}", "{ws}/" + f) for a in args), *out_ds[1:])
+            cases.append(Case("json", f"{cname}/{jname}", full, (UNUSABLE,), ("scratch/out-ds",),
+                              _writer(f, content)))  # fmt: skip
+        cases.append(
+            Case("json", f"import-lm-eval-results/{jname}",
+                 ("import", "lm-eval", "{ws}/scratch/lm", "--attacked-task",
+                  "arith_add=arith_add_perturbed", "--out", "{ws}/scratch/out-ds"),
+                 (UNUSABLE,), ("scratch/out-ds",), _lm_dir(results=content))
+        )  # fmt: skip
     # a BOM is accepted everywhere JSON is read
     for cname, argv, outputs in JSON_CONSUMERS:
         if cname in ("verify", "rescore-parser"):
@@ -588,6 +639,17 @@ WRITERS: dict[str, tuple[tuple[str, ...], str, tuple[str, ...]]] = {
               "--run", "{run0}", *RESAMPLES, "--out", "{out}"), "dir",
              ("ds/responses.parquet",)),
     "synth": (("synth", "--cases", "4", "--models", "1", "--out", "{out}"), "dir", ()),
+    "import-textattack": (("import", "textattack", "{ws}/released/ta.csv.gz", "--out", "{out}"),
+                          "dir", ("released/ta.csv.gz",)),
+    "import-jailbreakbench": (("import", "jailbreakbench", "{ws}/released/jbb.json.gz", "--out",
+                               "{out}"), "dir", ("released/jbb.json.gz",)),
+    "import-table": (("import", "table", "{ws}/released/table.csv", *TABLE_MAP, "--out", "{out}"),
+                     "dir", ("released/table.csv",)),
+    "import-inspect": (("import", "inspect", "{ws}/released/mc.eval", "--out", "{out}"), "dir",
+                       ("released/mc.eval",)),
+    "import-lm-eval": (("import", "lm-eval", "{ws}/released/lm", "--attacked-task",
+                        "arith_add=arith_add_perturbed", "--out", "{out}"), "dir",
+                       ("released/lm",)),
 }  # fmt: skip
 
 _VIOLATING_WRITERS = {"failures-out"}  # exit 1 on success (the violations are the output)
@@ -1078,6 +1140,336 @@ def leak_cases() -> list[Case]:
     ]  # fmt: skip
 
 
+# --- released results and eval logs: peira import textattack|jailbreakbench|table|inspect|lm-eval
+
+_OUT_DS = ("scratch/out-ds",)
+
+
+def _imp(fmt: str, *args: str) -> tuple[str, ...]:
+    return ("import", fmt, *args, "--out", "{ws}/scratch/out-ds")
+
+
+def _gz(rel: str, data: bytes) -> Callable[[Path], None]:
+    return _writer(rel, gzip.compress(data, mtime=0))
+
+
+def _derived(src: str, dst: str, fn: Callable[[bytes], bytes]) -> Callable[[Path], None]:
+    """Write ``fn(bytes of released/src)`` to ``scratch/dst``."""
+
+    def setup(ws: Path) -> None:
+        p = ws / "scratch" / dst
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(fn((ws / "released" / src).read_bytes()))
+
+    return setup
+
+
+def _lm_dir(samples: bytes | None = None, results: bytes | None = None) -> Callable[[Path], None]:
+    """``scratch/lm``: the released lm-eval directory with one file replaced."""
+
+    def setup(ws: Path) -> None:
+        d = ws / "scratch" / "lm"
+        shutil.copytree(ws / "released" / "lm", d)
+        if samples is not None:
+            (d / LM_SAMPLES).write_bytes(samples)
+        if results is not None:
+            (d / LM_RESULTS).write_bytes(results)
+
+    return setup
+
+
+def _csv_edit(fn: Callable[[list[list[str]]], list[list[str]]]) -> Callable[[bytes], bytes]:
+    """Edit a gzipped CSV (TextAttack's) row by row; the result is gzipped again."""
+    import csv
+
+    def edit(data: bytes) -> bytes:
+        rows = list(csv.reader(io.StringIO(gzip.decompress(data).decode("utf-8"))))
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerows(fn(rows))
+        return gzip.compress(buf.getvalue().encode("utf-8"), mtime=0)
+
+    return edit
+
+
+def _ta_cell(column: str, value: str, row: int = 1) -> Callable[[bytes], bytes]:
+    def fn(rows: list[list[str]]) -> list[list[str]]:
+        rows[row][rows[0].index(column)] = value
+        return rows
+
+    return _csv_edit(fn)
+
+
+def _ta_drop(column: str) -> Callable[[bytes], bytes]:
+    def fn(rows: list[list[str]]) -> list[list[str]]:
+        i = rows[0].index(column)
+        return [r[:i] + r[i + 1 :] for r in rows]
+
+    return _csv_edit(fn)
+
+
+def _jbb_edit(fn: Callable[[dict[str, Any]], Any]) -> Callable[[bytes], bytes]:
+    def edit(data: bytes) -> bytes:
+        doc = json.loads(gzip.decompress(data))
+        return json.dumps(fn(doc)).encode()
+
+    return edit
+
+
+def _jbb_first(field_: str, value: Any) -> Callable[[bytes], bytes]:
+    def fn(doc: dict[str, Any]) -> dict[str, Any]:
+        doc["jailbreaks"][0][field_] = value
+        return doc
+
+    return _jbb_edit(fn)
+
+
+def _zip_member(replace: bytes | None) -> Callable[[bytes], bytes]:
+    """An Inspect .eval (a zip) whose first sample is replaced (None: removed)."""
+    import zipfile
+
+    def edit(data: bytes) -> bytes:
+        src = zipfile.ZipFile(io.BytesIO(data))
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as dst:
+            first = next(n for n in src.namelist() if n.startswith("samples/"))
+            for n in src.namelist():
+                if n != first:
+                    dst.writestr(n, src.read(n))
+                elif replace is not None:
+                    dst.writestr(n, replace)
+        return buf.getvalue()
+
+    return edit
+
+
+def _lm_samples_edit(fn: Callable[[dict[str, Any]], Any]) -> bytes:
+    """The released lm-eval samples with the first record edited."""
+    lines = (FIXTURES / "lm_eval" / "alpha" / "mkm8wwzn" / LM_SAMPLES).read_text().splitlines()
+    first = fn(json.loads(lines[0]))
+    return ("\n".join([json.dumps(first), *lines[1:]]) + "\n").encode()
+
+
+def _set(key: str, value: Any) -> Callable[[dict[str, Any]], Any]:
+    def fn(d: dict[str, Any]) -> Any:
+        d[key] = value
+        return d
+
+    return fn
+
+
+def _drop(key: str) -> Callable[[dict[str, Any]], Any]:
+    def fn(d: dict[str, Any]) -> Any:
+        d.pop(key, None)
+        return d
+
+    return fn
+
+
+#: hostile text files for the CSV readers (textattack, table): name → bytes
+HOSTILE_CSV: dict[str, bytes] = {
+    "empty": b"",
+    "header-only": b"id,label,benign,attacked\n",
+    "garbage": bytes(random.Random(7).getrandbits(8) for _ in range(3000)),
+    "invalid-utf8": b"id,label,benign,attacked\nc1,\xff\xfe,pos,neg\n",
+    "nul-bytes": b"id,label,benign,attacked\nc1,pos\x00,pos,neg\n",
+    "unbalanced-quote": b'id,label,benign,attacked\nc1,"pos,pos,neg\nc2,neg,neg,neg\n',
+    "ragged-rows": b"id,label,benign,attacked\nc1,pos\nc2,neg,neg,neg,extra,more\n",
+    "huge-field": b"id,label,benign,attacked\nc1," + b"p" * 3_000_000 + b",pos,neg\n",
+    "control-chars": b"id,label,benign,attacked\nc\x1b[2J1,pos,pos,neg\n",
+    "crlf": b"id,label,benign,attacked\r\nc1,pos,pos,neg\r\nc2,neg,neg,pos\r\n",
+    "duplicate-columns": b"id,id,label,benign,attacked\nc1,c2,pos,pos,neg\n",
+    "one-label": b"id,label,benign,attacked\nc1,pos,pos,pos\nc2,pos,pos,pos\n",
+}
+#: what ``import table`` may read (a label is any text; a duplicated column is kept in
+#: extras); the others are unreadable: exit 2
+_CSV_TABLE_OK = {"crlf", "nul-bytes", "huge-field", "duplicate-columns"}
+
+
+def released_cases() -> list[Case]:
+    """Bad released results and eval logs, and misused import options."""
+    cases: list[Case] = []
+
+    def add(name: str, argv: tuple[str, ...], expect: tuple[int, ...] = (UNUSABLE,),
+            setup: Callable[[Path], None] | None = None) -> None:  # fmt: skip
+        cases.append(Case("released", name, argv, expect, _OUT_DS, setup))
+
+    # hostile CSV: TextAttack's reader and the table reader
+    for name, data in HOSTILE_CSV.items():
+        add(f"table/{name}", _imp("table", "{ws}/scratch/t.csv", *TABLE_MAP),
+            (OK, UNUSABLE) if name in _CSV_TABLE_OK else (UNUSABLE,),
+            _writer("scratch/t.csv", data))  # fmt: skip
+        add(f"textattack/{name}", _imp("textattack", "{ws}/scratch/t.csv"), (UNUSABLE,),
+            _writer("scratch/t.csv", data))  # fmt: skip
+        add(f"textattack-gz/{name}", _imp("textattack", "{ws}/scratch/t.csv.gz"), (UNUSABLE,),
+            _gz("scratch/t.csv.gz", data))  # fmt: skip
+    # damaged and altered TextAttack files
+    ta = "ta.csv.gz"
+    for name, fn in [
+        ("truncated-gzip", lambda b: b[: len(b) // 2]),
+        ("gzip-header-only", lambda b: b[:10]),
+        ("not-gzip", lambda b: gzip.decompress(b)[:5000]),
+        ("missing-result-type", _ta_drop("result_type")),
+        ("missing-perturbed-text", _ta_drop("perturbed_text")),
+        ("label-nan", _ta_cell("ground_truth_output", "nan")),
+        ("label-1e400", _ta_cell("ground_truth_output", "1e400")),
+        ("label-empty", _ta_cell("ground_truth_output", "")),
+        ("output-inf", _ta_cell("perturbed_output", "inf")),
+        ("unknown-result-type", _ta_cell("result_type", "Exploded")),
+        ("queries-negative", _ta_cell("num_queries", "-5")),
+        ("queries-huge", _ta_cell("num_queries", "1" + "0" * 400)),
+        ("score-nan", _ta_cell("original_score", "nan")),
+        ("esc-in-text", _ta_cell("original_text", "benign \x1b[2J text")),
+    ]:
+        lenient = name in ("queries-negative", "queries-huge", "score-nan", "esc-in-text")
+        add(f"textattack/{name}", _imp("textattack", "{ws}/scratch/" + ta),
+            (OK, UNUSABLE) if lenient else (UNUSABLE,), _derived(ta, ta, fn))  # fmt: skip
+    # JailbreakBench artifacts
+    jbb = "jbb.json.gz"
+    for name, fn, expect in [
+        ("truncated-gzip", lambda b: b[: len(b) // 2], (UNUSABLE,)),
+        ("jailbroken-text", _jbb_first("jailbroken", "yes"), (UNUSABLE,)),
+        ("jailbroken-null", _jbb_first("jailbroken", None), (OK, UNUSABLE)),
+        ("prompt-number", _jbb_first("prompt", 12), (UNUSABLE,)),
+        ("response-object", _jbb_first("response", {"a": 1}), (UNUSABLE,)),
+        ("jailbreaks-object", _jbb_edit(_set("jailbreaks", {"a": 1})), (UNUSABLE,)),
+        ("jailbreaks-empty", _jbb_edit(_set("jailbreaks", [])), (UNUSABLE,)),
+        ("no-parameters", _jbb_edit(_drop("parameters")), (OK, UNUSABLE)),
+        ("asr-nan-text", _jbb_edit(lambda d: {**d, "parameters": {
+            **d["parameters"], "attack_success_rate": "NaN"}}), (OK, UNUSABLE)),
+        ("behavior-esc", _jbb_first("behavior", "x\x1b[31m"), (OK, UNUSABLE)),
+    ]:  # fmt: skip
+        out = jbb if name == "truncated-gzip" else "jbb.json"
+        add(f"jailbreakbench/{name}", _imp("jailbreakbench", "{ws}/scratch/" + out), expect,
+            _derived(jbb, out, fn))  # fmt: skip
+    # Inspect logs
+    for name, fn, expect in [
+        ("truncated-zip", lambda b: b[: len(b) // 2], (UNUSABLE,)),
+        ("zip-header-only", lambda b: b[:30], (UNUSABLE,)),
+        ("sample-garbage", _zip_member(b"\xff\xfe not json"), (UNUSABLE,)),
+        ("sample-deep", _zip_member(_deep(5000).encode()), (UNUSABLE,)),
+        ("sample-nan", _zip_member(b'{"id": "q01", "epoch": 1, "score": NaN}'), (UNUSABLE,)),
+        ("sample-missing", _zip_member(None), (OK, UNUSABLE)),
+        ("not-a-zip", lambda b: b"PK\x03\x04" + b"\x00" * 100, (UNUSABLE,)),
+    ]:
+        add(f"inspect/{name}", _imp("inspect", "{ws}/scratch/bad.eval"), expect,
+            _derived("mc.eval", "bad.eval", fn))  # fmt: skip
+    for name, opts in [
+        ("unknown-scorer", ("--scorer", "nope")),
+        ("pair-by-unknown-field", ("--pair-by", "nope", "--arm-field", "nope")),
+        ("benign-without-attacked", ("--benign", "{ws}/released/mc.eval")),
+        ("attacked-log-missing", ("--benign", "{ws}/released/mc.eval", "--attacked",
+                                  "{ws}/nope.eval")),
+        ("input-missing", ("{ws}/nope.eval",)),
+        ("input-is-dir", ("{ws}/foreign",)),
+        ("labels-not-an-option", ("{ws}/released/mc.eval", "--labels", "a,b")),
+        ("threshold-nan", ("{ws}/released/mc.eval", "--threshold", "nan")),
+    ]:  # fmt: skip
+        argv = opts if opts[0].startswith("{") else ("{ws}/released/mc.eval", *opts)
+        add(f"inspect/{name}", _imp("inspect", *argv))
+    # lm-eval outputs
+    for name, setup in [
+        ("samples-deep", _lm_dir(samples=_deep(3000).encode())),
+        ("samples-doc-id-negative", _lm_dir(samples=_lm_samples_edit(_set("doc_id", -1)))),
+        ("samples-doc-id-huge", _lm_dir(samples=_lm_samples_edit(_set("doc_id", 2**70)))),
+        ("samples-doc-id-text", _lm_dir(samples=_lm_samples_edit(_set("doc_id", "a")))),
+        ("samples-target-object", _lm_dir(samples=_lm_samples_edit(_set("target", {"x": 1})))),
+        ("samples-duplicate-doc", _lm_dir(samples=_lm_samples_edit(_set("doc_id", 1)))),
+        ("results-garbage", _lm_dir(results=b"\x00\x01garbage")),
+        ("results-no-results", _lm_dir(results=b'{"configs": {}}')),
+        ("samples-empty", _lm_dir(samples=b"")),
+    ]:
+        add(f"lm-eval/{name}", _imp("lm-eval", "{ws}/scratch/lm", "--attacked-task",
+                                    "arith_add=arith_add_perturbed"), (UNUSABLE,), setup)  # fmt: skip
+    add("lm-eval/samples-without-doc-kept", _imp("lm-eval", "{ws}/scratch/lm", "--attacked-task",
+        "arith_add=arith_add_perturbed"), (OK,), _lm_dir(samples=_lm_samples_edit(_drop("doc"))))  # fmt: skip
+    for name, opts in [
+        ("empty-dir", ("{ws}/scratch",)),
+        ("unknown-metric", ("{ws}/released/lm", "--metric", "nope")),
+        ("unknown-filter", ("{ws}/released/lm", "--filter", "nope")),
+        ("attacked-task-malformed", ("{ws}/released/lm", "--attacked-task", "arith_add")),
+        ("attacked-task-unknown", ("{ws}/released/lm", "--attacked-task", "a=b")),
+        ("attacked-task-itself", ("{ws}/released/lm", "--attacked-task", "arith_add=arith_add")),
+        ("scorer-not-an-option", ("{ws}/released/lm", "--scorer", "x")),
+        ("threshold-inf", ("{ws}/released/lm", "--threshold", "inf")),
+        ("input-missing", ("{ws}/nope",)),
+    ]:
+        add(f"lm-eval/{name}", _imp("lm-eval", *opts))
+    # table options
+    t = "{ws}/released/table.csv"
+    for name, opts in [
+        ("no-map", ()),
+        ("map-unknown-field", (*TABLE_MAP, "--map", "nope=id")),
+        ("map-missing-column", ("--map", "case_id=nope", "--map", "expected=label")),
+        ("map-malformed", ("--map", "case_id")),
+        ("map-file-not-object", ("--map", "{ws}/released/jbb.json")),
+        ("two-runs", (*TABLE_MAP, "--run", "r2")),
+        ("threshold-nan", (*TABLE_MAP, "--threshold", "nan")),
+        ("threshold-text", (*TABLE_MAP, "--threshold", "high")),
+        ("layout-long-without-arm", (*TABLE_MAP, "--layout", "long")),
+        ("options-missing-label", (*TABLE_MAP, "--options", "pos")),
+        ("table-format-wrong", (*TABLE_MAP, "--table-format", "parquet")),
+        ("two-inputs", (*TABLE_MAP, t)),
+    ]:
+        add(f"table/{name}", _imp("table", t, *opts))
+    # options of one format given to another
+    add("textattack/judge-is-jailbreakbench-only",
+        _imp("textattack", "{ws}/released/ta.csv.gz", "--scorer", "x"))  # fmt: skip
+    add("jailbreakbench/labels-unknown-judge",
+        _imp("jailbreakbench", "{ws}/released/jbb.json.gz", "--judge", "nope"))  # fmt: skip
+    add("textattack/labels-too-few",
+        _imp("textattack", "{ws}/released/ta.csv.gz", "--labels", "neg"))  # fmt: skip
+    add("textattack/runs-mismatch",
+        _imp("textattack", "{ws}/released/ta.csv.gz", "--run", "a", "--run", "b"))  # fmt: skip
+    # a BOM is accepted like in the other importers
+    add("table/bom-accepted", _imp("table", "{ws}/scratch/t.csv", *TABLE_MAP), (OK,),
+        _derived("table.csv", "t.csv", lambda b: b"\xef\xbb\xbf" + b))  # fmt: skip
+    add("jailbreakbench/bom-accepted", _imp("jailbreakbench", "{ws}/scratch/j.json"), (OK,),
+        _derived("jbb.json", "j.json", lambda b: b"\xef\xbb\xbf" + b))  # fmt: skip
+    # every format imports its valid file (the baseline of the cases above)
+    for w in ("import-textattack", "import-jailbreakbench", "import-table", "import-inspect",
+              "import-lm-eval"):  # fmt: skip
+        argv = tuple(a.replace("{out}", "{ws}/scratch/out-ds") for a in WRITERS[w][0])
+        add(f"{w.removeprefix('import-')}/valid", argv, (OK,))
+    return cases
+
+
+# --- peira adapters list|check
+
+
+def adapters_command_cases() -> list[Case]:
+    cases = [
+        Case("adapter", "adapters-list", ("adapters", "list"), (OK,)),
+        Case("adapter", "adapters-check/conforming",
+             ("adapters", "check", "tests.fuzz_adapters:Counting"), (OK,)),
+        Case("adapter", "adapters-check/nondeterministic-is-a-finding",
+             ("adapters", "check", "tests.fuzz_adapters:Hostile"), (VIOLATION,)),
+    ]  # fmt: skip
+    for spec, name in [
+        ("tests.no_such_module:X", "missing-module"),
+        ("tests.fuzz_adapters:Missing", "missing-class"),
+        ("tests.fuzz_adapters:NoDecide", "no-decide"),
+        ("tests.fuzz_adapters:BadInit", "constructor-raises"),
+        ("tests.fuzz_adapters:TakesArgs", "missing-argument"),
+        ("tests.fuzz_adapters:NoName", "no-name"),
+        ("tests.fuzz_adapters:not_a_class", "not-a-class"),
+        ("no-colon", "no-colon"),
+        (":", "empty"),
+        ("", "empty-string"),
+        ("os:system", "builtin-function"),
+        ("nope", "unknown-name"),
+    ]:
+        cases.append(Case("adapter", f"adapters-check/{name}", ("adapters", "check", spec),
+                          (UNUSABLE,), calls=0))  # fmt: skip
+    cases.append(Case("adapter", "adapters-check/bad-adapter-arg",
+                      ("adapters", "check", "tests.fuzz_adapters:Counting", "--adapter-arg",
+                       "nope=1"), (UNUSABLE,), calls=0))  # fmt: skip
+    for v in [*_NUM, "0", *_INT_EXTRA]:
+        cases.append(Case("flags", f"adapters check --concurrency={v}",
+                          ("adapters", "check", "tests.fuzz_adapters:Counting",
+                           f"--concurrency={v}"), (UNUSABLE,), calls=0))  # fmt: skip
+    return cases
+
+
 def usage_cases() -> list[Case]:
     """Bad arguments that are not numbers: unknown runs, metrics, columns, missing files."""
     r = RESAMPLES
@@ -1227,6 +1619,17 @@ def usage_cases() -> list[Case]:
         ),
         ("validate/missing-dataset", ("validate", "{ws}/nope"), (UNUSABLE,)),
         (
+            "import/unknown-format",
+            ("import", "nope", "{ws}/cases.jsonl", "--out", "{ws}/scratch/o"),
+            (UNUSABLE,),
+        ),
+        (
+            "import/option-of-another-format",
+            ("import", "cases", "{ws}/cases.jsonl", "--metric", "acc", "--out", "{ws}/scratch/o"),
+            (UNUSABLE,),
+        ),
+        ("metrics/unknown-format", ("metrics", "--format", "nope"), (UNUSABLE,)),
+        (
             "validate/missing-log",
             ("validate", "{ws}/ds", "--responses", "{ws}/nope.parquet"),
             (UNUSABLE,),
@@ -1273,6 +1676,8 @@ def all_cases() -> list[Case]:
         *verdict_cases(),
         *leak_cases(),
         *usage_cases(),
+        *released_cases(),
+        *adapters_command_cases(),
     ]
     seen: set[str] = set()
     out = []
@@ -1298,7 +1703,8 @@ def sample(cases: Sequence[Case], per_class: dict[str, int], seed: int = 13) -> 
 
 #: The default suite: every class, a few hundred cases.
 DEFAULT_PER_CLASS = {"json": 45, "flags": 60, "output": 70, "data": 60, "adapter": 14,
-                     "partition": 9, "verdict": 2, "leak": 2, "usage": 24}  # fmt: skip
+                     "partition": 9, "verdict": 2, "leak": 2, "usage": 24,
+                     "released": 30}  # fmt: skip
 
 
 def prepare(root: Path) -> tuple[Path, Path]:

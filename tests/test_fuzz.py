@@ -48,14 +48,37 @@ def _check(case: Case, workspace: tuple[Path, Path]) -> None:
 def test_the_classes_are_covered() -> None:
     classes = {c.klass for c in ALL}
     assert classes == {"adapter", "data", "flags", "json", "leak", "output", "partition",
-                       "usage", "verdict"}  # fmt: skip
+                       "released", "usage", "verdict"}  # fmt: skip
     assert len(ALL) >= 1000 and len(DEFAULT) >= 250
     assert {c.klass for c in DEFAULT} == classes
     writers = {c.argv[0] if c.argv[0] not in ("holdout", "import") else " ".join(c.argv[:2])
                for c in ALL if c.klass == "output"}  # fmt: skip
     assert writers >= {"run", "import cases", "import artifact", "import transcript", "export",
                        "holdout blind", "holdout unblind", "validate", "rescore", "report",
-                       "tables", "publish", "seal", "synth"}  # fmt: skip
+                       "tables", "publish", "seal", "synth", "import textattack",
+                       "import jailbreakbench", "import table", "import inspect",
+                       "import lm-eval"}  # fmt: skip
+    # every subcommand of the command line, and every import format, meets cases
+    import argparse
+
+    from peira.cli import build_parser
+    from peira.importers import IMPORTERS
+
+    commands = {c.argv[0] for c in ALL} | {" ".join(c.argv[:2]) for c in ALL}
+
+    def subcommands(parser: argparse.ArgumentParser, prefix: str = "") -> set[str]:
+        out: set[str] = set()
+        for a in parser._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for name, child in a.choices.items():
+                    below = subcommands(child, f"{prefix}{name} ")
+                    out |= below or {prefix + name}
+        return out
+
+    missing = subcommands(build_parser()) - commands
+    assert not missing, f"subcommands without fuzz cases: {sorted(missing)}"
+    formats = {f"import {name}" for name in IMPORTERS.names()}
+    assert formats <= commands, sorted(formats - commands)
 
 
 def test_the_harness_catches_what_it_looks_for(

@@ -1,5 +1,5 @@
 """Kill tests: SIGTERM and SIGKILL at random points of ``run``, ``tables``, ``publish``,
-``seal --force`` and ``import cases``.
+``seal --force``, ``import cases`` and ``import textattack`` (released results).
 
 After the signal the output is either the previous state or the complete new
 one (never missing, never mixed), only hidden litter may be left beside it,
@@ -104,6 +104,9 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert code.returncode == 0, code.stderr
     lines = (root / "cases.jsonl").read_text().splitlines(keepends=True)
     (root / "few.jsonl").write_text("".join(lines[:10]))
+    fixtures = Path(__file__).resolve().parent / "fixtures" / "textattack"
+    for name in ("bert-mr-greedy.csv.gz", "lstm-mr-greedy.csv.gz"):
+        shutil.copy(fixtures / name, root / name)
     return root
 
 
@@ -128,7 +131,7 @@ def _scenarios(root: Path, work: Path) -> dict[str, Scenario]:
         return put
 
     tables, pub, art = work / "tables", work / "public", work / "sealed"
-    ds_out, log = work / "imported", work / "run.parquet"
+    ds_out, log, released = work / "imported", work / "run.parquet", work / "released"
     seal = ["seal", "--dataset", str(ds), "--responses", str(ds / "responses.parquet"),
             "--run", "m01-robust", "--out", str(art), "--force"]  # fmt: skip
     return {
@@ -148,6 +151,12 @@ def _scenarios(root: Path, work: Path) -> dict[str, Scenario]:
             "import cases", ["import", "cases", str(root / "cases.jsonl"), "--out", str(ds_out)],
             ds_out, from_argv(["import", "cases", str(root / "few.jsonl"), "--out", str(ds_out)],
                               ds_out),
+        ),
+        "import textattack": Scenario(
+            "import textattack", ["import", "textattack", str(root / "bert-mr-greedy.csv.gz"),
+                                  "--out", str(released), "--force"],
+            released, from_argv(["import", "textattack", str(root / "lstm-mr-greedy.csv.gz"),
+                                 "--out", str(released), "--force"], released),
         ),
         "run": Scenario(
             "run", ["run", "--adapter", "tests.fuzz_adapters:Slow", "--adapter-arg",
@@ -213,7 +222,7 @@ def _trials(
     return seen
 
 
-NAMES = ["run", "tables", "publish", "seal --force", "import cases"]
+NAMES = ["run", "tables", "publish", "seal --force", "import cases", "import textattack"]
 
 
 @pytest.mark.parametrize(
@@ -301,3 +310,27 @@ def test_a_second_run_on_the_same_output_is_refused(bench: Path, tmp_path: Path)
     log = pl.read_parquet(out)
     assert log.height == pl.read_parquet(bench / "ds" / "variants.parquet").height
     assert log.select("case_id", "arm").is_unique().all()
+
+
+def test_an_interrupt_inside_exec_code_still_exits_with_the_commands_code(tmp_path: Path) -> None:
+    """CPython marks a KeyboardInterrupt that escaped ``exec(<string>)`` (a dataclass
+    being built when the signal arrives) as unhandled and, under ``python -m``, kills
+    itself with SIGINT at exit; the guard handles the interrupt, so the exit code stays
+    130 (143 for SIGTERM), not -2."""
+    (tmp_path / "interrupted_in_exec.py").write_text(
+        "import argparse\n"
+        "from peira.cli._errors import guard\n"
+        "def command(args):\n"
+        "    exec('raise KeyboardInterrupt')\n"
+        "raise SystemExit(guard(command, argparse.Namespace(command='x')))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "interrupted_in_exec"],
+        env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 130, (proc.returncode, proc.stderr)
+    assert proc.stderr.strip() == "peira x: interrupted"

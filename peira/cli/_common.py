@@ -47,6 +47,7 @@ __all__ = [
     "dataset_files",
     "emit",
     "finite_non_negative",
+    "finite_number",
     "int_range",
     "log_inputs",
     "non_negative_int",
@@ -107,6 +108,14 @@ def number_range(
 
     parse.__name__ = name or "number"
     return parse
+
+
+def finite_number(text: str) -> float:
+    """An argparse type: any finite number (``import --threshold``)."""
+    value: float = _number(text, float)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, not {text}")
+    return value
 
 
 #: An integer >= 1 (``--resamples``: at most :data:`MAX_RESAMPLES`).

@@ -45,6 +45,19 @@ def _error(name: str, message: object) -> None:
     print(f"peira {name}: error: {message}", file=sys.stderr)
 
 
+def _interrupt_handled() -> None:
+    """Tell CPython the interrupt was handled.
+
+    An interrupt raised inside code that ``exec`` runs from a string (a
+    dataclass or namedtuple being built while the signal arrives) leaves
+    CPython's "unhandled KeyboardInterrupt" mark set, and at exit the
+    interpreter then kills itself with SIGINT whatever the exit code (a
+    SIGTERM would end as -2, not 143). Every ``exec`` of a string resets that
+    mark.
+    """
+    exec("None")  # a constant string: resets the mark, runs nothing
+
+
 def _print_warnings(caught: list[warnings.WarningMessage]) -> None:
     shown: set[str] = set()
     for w in caught:
@@ -82,6 +95,7 @@ def guard(func: Command, args: argparse.Namespace) -> int:
             _print_warnings(caught)  # also when the command failed
         return code
     except KeyboardInterrupt as exc:
+        _interrupt_handled()
         how = "terminated (SIGTERM)" if terminated else "interrupted"
         detail = f"; {exc.args[0]}" if exc.args else ""
         print(f"peira {name}: {how}{detail}", file=sys.stderr)

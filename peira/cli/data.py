@@ -394,7 +394,7 @@ def register(sub: Any) -> None:
     )
     im.add_argument(
         "--threshold",
-        type=float,
+        type=c.finite_number,
         help="table, inspect, lm-eval: a verdict score from this on counts as correct "
         "(eval logs: default 1)",
     )
