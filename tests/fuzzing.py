@@ -21,6 +21,14 @@ satisfy, whatever the input:
 project promises to handle); :func:`sample` draws a stratified,
 deterministic subset for the default suite. ``python -m tests.fuzzing``
 prints the counts per class.
+
+A new subcommand needs cases (``tests/test_fuzz.py`` fails until every
+subcommand and import format has some): a writer gets a row in
+:data:`WRITERS` (its argv with ``{out}``, ``"file"`` or ``"dir"``, and the
+inputs it must never overwrite), which brings every bad-output-path case;
+its numeric options a row in :data:`FLAGS` or ``_OTHER_FLAGS``; a reader of a
+new format rows like :func:`released_cases`; anything else a row in
+:func:`usage_cases`.
 """
 
 from __future__ import annotations
