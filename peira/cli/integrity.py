@@ -136,9 +136,15 @@ def _holdout_key(args: argparse.Namespace) -> bytes:
 
 def cmd_keygen(args: argparse.Namespace) -> int:
     """``peira holdout keygen``: a new random key file (mode 0600, never overwritten)."""
+    from .._writes import output_lock
     from ..integrity.keys import write_key_file
 
-    out = write_key_file(args.out, n_bytes=args.bytes)
+    path = Path(args.out)
+    if path.exists() or path.is_symlink() or not path.parent.is_dir():
+        write_key_file(path, n_bytes=args.bytes)  # refuses: exists, or no such directory
+    c.check_out(args, path, kind="file")  # the write policy's checks, before anything is made
+    with output_lock(path):
+        out = write_key_file(path, n_bytes=args.bytes)
     print(
         f"{out}: new {args.bytes}-byte key (hex, mode 0600); keep it secret and out of "
         "version control (the same text works as PEIRA_HOLDOUT_KEY)"
