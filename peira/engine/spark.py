@@ -190,7 +190,8 @@ class SparkEngine:
         An existing ``SparkSession`` (e.g. the one ``spark-submit`` or a
         notebook made); by default one is made on first use with ``master``.
     master
-        The master URL of a session made here (default ``"local[*]"``).
+        The master URL of a session made here (default: the one Spark is
+        configured with, e.g. by ``spark-submit --master``, else ``local[*]``).
     partitions
         How many partitions the log is shuffled into (default: the session's
         ``spark.sql.shuffle.partitions``).
@@ -202,7 +203,7 @@ class SparkEngine:
         self,
         session: SparkSession | None = None,
         *,
-        master: str = "local[*]",
+        master: str | None = None,
         partitions: int | None = None,
     ) -> None:
         if partitions is not None and partitions < 1:
@@ -227,10 +228,11 @@ class SparkEngine:
         from pyspark.sql import SparkSession
 
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        builder = SparkSession.builder.appName("peira")
+        if self.master is not None:
+            builder = builder.master(self.master)
         self._session = (
-            SparkSession.builder.master(self.master)
-            .appName("peira")
-            .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
+            builder.config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
             .config("spark.ui.showConsoleProgress", "false")
             .getOrCreate()
         )
@@ -387,7 +389,7 @@ def _raise_problems(got: pl.DataFrame, source: str, missing: str) -> None:
             gone.select(
                 "run_id",
                 pl.col("_case").alias("case_id"),
-                pl.col("_sample").alias("sample"),
+                pl.col("_sample").cast(pl.Int32).alias("sample"),
                 pl.col("_detail").alias("missing_arm"),
             )
             .sort("run_id", "case_id", "sample")
