@@ -324,9 +324,11 @@ def headline(table: pl.DataFrame, by: Sequence[str] = ()) -> pl.DataFrame:
     When the table carries ASR's interval (:func:`score_pairs` with a plan), it
     shows ``asr_lo``, ``asr_hi`` beside ASR and, last, ``interval_method`` (the
     interval ASR used) and ``flags`` (``few_clusters``: fewer than 30 clusters
-    behind the row's ASR).
+    behind the row's ASR). Columns the table lacks (a score on the Spark engine
+    has no calibration and no gates) are left out.
     """
-    table = gate_text(table)
+    if "ranked" in table.columns:
+        table = gate_text(table)
     shown = ["run_id", *by, *HEADLINE]
     if "asr_lo" in table.columns:
         defined = pl.col("asr_lo").is_not_null()
@@ -342,7 +344,7 @@ def headline(table: pl.DataFrame, by: Sequence[str] = ()) -> pl.DataFrame:
         )
         at = shown.index("asr") + 1
         shown = [*shown[:at], "asr_lo", "asr_hi", *shown[at:], "interval_method", "flags"]
-    return table.select(with_notes(table, shown))
+    return table.select(with_notes(table, [c for c in shown if c in table.columns]))
 
 
 def _wide_intervals(ci: pl.DataFrame, keys: list[str]) -> pl.DataFrame:

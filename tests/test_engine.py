@@ -8,7 +8,6 @@ tests with that reason rather than skipping them.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,16 +27,10 @@ from tests.builders import random_log
 DEMO = demo_dir()
 
 
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkEngine]:
-    """One ``local[2]`` Spark session for every test of this module."""
-    problem = java_problem()
-    if problem is not None:
-        pytest.fail(f"the Spark tests need Java: {problem}")
-    engine = SparkEngine(master="local[2]", partitions=3)
-    session = engine.session()
-    yield engine
-    session.stop()
+@pytest.fixture
+def spark(spark_engine: SparkEngine) -> SparkEngine:
+    """The session-wide ``local[2]`` Spark engine (tests/conftest.py)."""
+    return spark_engine
 
 
 def hive(log: pl.DataFrame, root: Path) -> Path:
@@ -104,9 +97,7 @@ def test_spark_sums_equal_local_on_the_demo(spark: SparkEngine, tmp_path: Path) 
     assert local.height > 1000
     from_file = spark.cluster_sums(str(DEMO / "responses.parquet"), cases, by=["split", "family"])
     assert from_file.equals(local)  # bit-identical, same dtypes, same order
-    parted = spark.cluster_sums(
-        str(hive(log, tmp_path / "log")), cases, by=["split", "family"]
-    )
+    parted = spark.cluster_sums(str(hive(log, tmp_path / "log")), cases, by=["split", "family"])
     assert parted.equals(local)
 
 
@@ -130,7 +121,9 @@ def build(spec: dict[str, Any]) -> tuple[pl.DataFrame, pl.DataFrame]:
     parts = []
     for s in range(spec["samples"]):
         flip = rng.random(base.height) < 0.3  # later samples answer differently
-        other = pl.when(pl.col("decision") == "deny").then(pl.lit("approve")).otherwise(pl.lit("deny"))
+        other = (
+            pl.when(pl.col("decision") == "deny").then(pl.lit("approve")).otherwise(pl.lit("deny"))
+        )
         parts.append(
             base.with_columns(
                 pl.lit(s, dtype=pl.Int32).alias("sample"),
@@ -215,3 +208,46 @@ def test_spark_says_which_path_it_cannot_read(spark: SparkEngine, tmp_path: Path
     cases = read_dataset(DEMO).cases
     with pytest.raises(DataFileError, match="Spark cannot read the response log"):
         spark.cluster_sums(str(tmp_path / "nowhere"), cases)
+
+
+# ---------------------------------------------------------------- the flat API and the command
+
+
+SHARED = ["run_id", "n_pairs", "n_eligible", "asr", "robustness", "benign_accuracy"]
+
+
+def test_score_on_spark_equals_the_local_score(spark: SparkEngine) -> None:
+    import peira
+
+    kw: dict[str, Any] = {"split": "public", "n_resamples": 300}
+    local = peira.score(DEMO / "responses.parquet", DEMO, **kw)
+    remote = peira.score(DEMO / "responses.parquet", DEMO, engine=spark, **kw)
+    from peira.metrics import RATIO_METRICS
+
+    cols = [
+        c
+        for c in remote.columns
+        if c.split("_lo")[0].split("_hi")[0].split("_n_defined")[0] in (*RATIO_METRICS, "run_id")
+        or c in ("n_pairs", "n_eligible", "fingerprint", "seed", "n_resamples")
+    ]
+    assert {"asr", "asr_lo", "asr_hi", "robustness_hi", "fingerprint"} <= set(cols)
+    assert remote.select(cols).equals(local.select(cols))  # estimates and intervals identical
+    assert "auroc_flip" not in remote.columns  # non-ratio metrics need every pair
+
+
+def test_score_command_with_the_spark_engine(spark: SparkEngine, capsys: Any) -> None:
+    import json
+
+    from peira.cli import main
+
+    args = ["score", "--format", "json", "--resamples", "200"]
+    assert main(args) == 0
+    local = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert main([*args, "--engine", "spark", "--responses", str(DEMO / "responses.parquet")]) == 0
+    remote = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [{k: r[k] for k in (*SHARED, "asr_lo", "asr_hi")} for r in remote] == [
+        {k: r[k] for k in (*SHARED, "asr_lo", "asr_hi")} for r in local
+    ]
+    assert main(["score", "--engine", "spark", "--resamples", "200"]) == 0
+    out = capsys.readouterr().out
+    assert "m01-robust" in out and "asr_lo" in out

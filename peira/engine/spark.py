@@ -227,15 +227,13 @@ class SparkEngine:
             raise PeiraError(f"the spark engine cannot start: {problem}")
         from pyspark.sql import SparkSession
 
+        # Workers run this interpreter unless told otherwise (spark.pyspark.python,
+        # e.g. from spark-submit --conf, wins over the variable).
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = SparkSession.builder.appName("peira")
         if self.master is not None:
             builder = builder.master(self.master)
-        self._session = (
-            builder.config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
-            .config("spark.ui.showConsoleProgress", "false")
-            .getOrCreate()
-        )
+        self._session = builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
         self._session.sparkContext.setLogLevel("ERROR")
         return self._session
 
