@@ -19,6 +19,7 @@ with each figure: this machine is shared.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -67,10 +68,8 @@ def tree_rss(pid: int) -> int:
         return 0
     total = 0
     for q in procs:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             total += q.memory_info().rss
-        except psutil.NoSuchProcess:
-            pass
     return total
 
 
