@@ -39,6 +39,8 @@ from peira.io import read_dataset
 engine, data, out = sys.argv[1], sys.argv[2], sys.argv[3]
 cases = read_dataset(data).cases
 if engine == "spark":
+    import os
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers: this interpreter
     from pyspark.sql import SparkSession
     from peira.engine.spark import SparkEngine
     session = (SparkSession.builder.master("local[2]").appName("peira-bench")
@@ -47,9 +49,16 @@ if engine == "spark":
     session.sparkContext.setLogLevel("ERROR")
     eng = SparkEngine(session=session, partitions=int(sys.argv[4]))
     log = data + "/responses.parquet"
-else:
+elif engine == "local":
     from peira.engine.local import LocalEngine
     eng = LocalEngine()
+    log = data + "/responses.parquet"
+else:  # local-scan: the reduction alone, streaming, no validation of the log's values
+    from peira.metrics.frame import scan_cluster_sums
+    class Scan:
+        def cluster_sums(self, log, cases, by):
+            return scan_cluster_sums(pl.scan_parquet(log), cases, by)
+    eng = Scan()
     log = data + "/responses.parquet"
 t1 = time.perf_counter()
 sums = eng.cluster_sums(log, cases, by=["split"])
@@ -108,6 +117,12 @@ def main() -> None:
     ap.add_argument("data", type=Path)
     ap.add_argument("--partitions", type=int, default=200)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument(
+        "--engines",
+        default="local-scan,local,spark",
+        help="comma-separated: local-scan (reduction alone, no validation), local "
+        "(LocalEngine: read, validate, reduce), spark",
+    )
     args = ap.parse_args()
     import polars as pl
 
@@ -115,20 +130,25 @@ def main() -> None:
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="peira-bench-spark-") as tmp:
         res = {}
-        for engine in ("local", "spark"):
+        engines = args.engines.split(",")
+        for engine in engines:
             res[engine] = run(engine, args.data, Path(tmp) / f"{engine}.parquet", args.partitions)
             res[engine]["load"] = os.getloadavg()[0]
             print(engine, res[engine], flush=True)
-        a = pl.read_parquet(Path(tmp) / "local.parquet")
-        b = pl.read_parquet(Path(tmp) / "spark.parquet")
-        identical = a.equals(b)
+        outs = [pl.read_parquet(Path(tmp) / f"{e}.parquet") for e in engines]
+        identical = all(o.equals(outs[0]) for o in outs[1:])
     load_after = os.getloadavg()
-    lo, sp = res["local"], res["spark"]
+    names = {
+        "local-scan": "local, reduction alone (no validation)",
+        "local": "local engine (read, validate, reduce)",
+        "spark": "spark local[2] (validate, pair, reduce)",
+    }
+    first = res[engines[0]]
     lines = [
         "# Spark `local[2]` beside the local engine: log → per-cluster sums",
         "",
         f"Log: {n_rows:,} rows (`benchmarks/biglog.py`, sorted), grouped by run × split × "
-        f"scenario ({lo['rows']:,} rows of sums). Each engine in a fresh process; "
+        f"scenario ({first['rows']:,} rows of sums). Each engine in a fresh process; "
         f"memory is the peak resident size of the whole process tree. Spark: "
         f"`local[2]`, driver memory 4g, {args.partitions} shuffle partitions.",
         "",
@@ -136,15 +156,24 @@ def main() -> None:
         "| load (1 min) |",
         "|---|---|---|---|---|---|",
     ]
-    for name, r in (("local (polars)", lo), ("spark local[2]", sp)):
+    for e in engines:
+        r = res[e]
         lines.append(
-            f"| {name} | {r['wall_s']:.1f} | {r['startup_s']:.1f} | {r['reduce_s']:.1f} "
+            f"| {names[e]} | {r['wall_s']:.1f} | {r['startup_s']:.1f} | {r['reduce_s']:.1f} "
             f"| {r['peak_gb']:.2f} | {r['load']:.1f} |"
         )
+    lines.append("")
+    if "spark" in res:
+        sp = res["spark"]
+        for e in engines:
+            if e != "spark":
+                r = res[e]
+                lines.append(
+                    f"Spark / {e}, whole process: {sp['wall_s'] / r['wall_s']:.2f}× the time, "
+                    f"{sp['peak_gb'] / r['peak_gb']:.2f}× the memory."
+                )
     lines += [
-        "",
-        f"Spark / local, whole process: {sp['wall_s'] / lo['wall_s']:.2f}× the time, "
-        f"{sp['peak_gb'] / lo['peak_gb']:.2f}× the memory. Sums bit-identical: {identical}.",
+        f"Sums bit-identical across {', '.join(engines)}: {identical}.",
         f"Load average before: {load_before[0]:.1f} / {load_before[1]:.1f} / "
         f"{load_before[2]:.1f}; after: {load_after[0]:.1f} / {load_after[1]:.1f} / "
         f"{load_after[2]:.1f} (2 cores, shared).",

@@ -330,7 +330,11 @@ class SparkEngine:
             agg = parts.groupBy(*side, *keys).agg(
                 *[F.sum(c).alias(c) for c in sums], F.sum("_count").alias("_count")
             )
-            got = pl.from_arrow(agg.toArrow())
+            try:
+                got = pl.from_arrow(agg.toArrow())
+            except Exception as exc:
+                _explain_worker_failure(exc)
+                raise
         assert isinstance(got, pl.DataFrame)
         _raise_problems(got, source, missing)
         out = got.filter(pl.col("_kind") == "sums").select(
@@ -351,6 +355,20 @@ def _arrow_only() -> Iterator[None]:
             "ignore", message="PySpark does not yet fully support pandas", category=FutureWarning
         )
         yield
+
+
+def _explain_worker_failure(exc: Exception) -> None:
+    """A Python worker that cannot import Peira runs another interpreter: say so."""
+    import re
+
+    m = re.search(r"ModuleNotFoundError: No module named '([\w.]+)'", str(exc))
+    if m is None:
+        return
+    raise PeiraError(
+        f"Spark's Python workers cannot import {m.group(1)!r}: they must run a Python with "
+        f"Peira installed (here {sys.executable}); set PYSPARK_PYTHON or "
+        "spark.pyspark.python before the session starts, or install Peira on the executors"
+    ) from exc
 
 
 def _plain_strings(schema: pa.Schema) -> pa.Schema:
