@@ -31,12 +31,14 @@ _ENV = ("SPARK_LOCAL_IP", "PYARROW_IGNORE_TIMEZONE")
 
 
 class _Unavailable(MetaPathFinder):
-    """A finder that reports ``pyspark.pandas`` (and its submodules) as not installed."""
+    """A finder that reports ``pyspark.pandas`` (and pyspark, if not imported yet) as absent."""
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> ModuleSpec | None:
-        if fullname == _BLOCKED or fullname.startswith(_BLOCKED + "."):
+        # "pyspark" too: importing pyspark.pandas imports its parent first (pyspark.sql,
+        # about 0.4 s); a pyspark imported already is in sys.modules and not looked up.
+        if fullname in ("pyspark", _BLOCKED) or fullname.startswith(_BLOCKED + "."):
             raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
         return None
 
