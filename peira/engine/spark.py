@@ -193,7 +193,8 @@ class SparkEngine:
         The master URL of a session made here (default: the one Spark is
         configured with, e.g. by ``spark-submit --master``, else ``local[*]``).
     partitions
-        How many partitions the log is shuffled into (default: the session's
+        How many partitions the log is shuffled into (default: as many as
+        Spark's adaptive execution finds fit, at most the session's
         ``spark.sql.shuffle.partitions``).
     """
 
@@ -312,7 +313,6 @@ class SparkEngine:
         sums = [c for c in blank.columns if c not in keys]
         spark = self.session()
         sdf, source = self._read(spark, responses)
-        n = self.partitions or int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
         kernel = partial(
             _kernel,
             cases=cases,
@@ -326,7 +326,14 @@ class SparkEngine:
         ddl = ", ".join(f"`{c}` {_TYPES[t.base_type()][1]}" for c, t in schema.items())
         side = ["_kind", "_detail", "_case", "_sample"]
         with _arrow_only():
-            parts = sdf.repartition(n, "run_id", "case_id").mapInArrow(kernel, ddl)
+            # Without a count, adaptive execution sizes the partitions to the data
+            # (a demo log: one or two; 30 M rows: about 64 MB each).
+            shuffled = (
+                sdf.repartition("run_id", "case_id")
+                if self.partitions is None
+                else sdf.repartition(self.partitions, "run_id", "case_id")
+            )
+            parts = shuffled.mapInArrow(kernel, ddl)
             agg = parts.groupBy(*side, *keys).agg(
                 *[F.sum(c).alias(c) for c in sums], F.sum("_count").alias("_count")
             )
