@@ -21,10 +21,12 @@ def cmd_score(args: argparse.Namespace) -> int:
     dataset, log = c.dataset_and_log(args)
     published = _published(args)
     terminal = args.format in ("table", "markdown")
+    local = args.engine == "local"
     chosen = bool(args.all or args.columns)
     table = api.score(  # the compact view shows ASR's interval; every other, every interval
-        log, dataset, by=args.by, interval_metrics=["asr"] if terminal and not chosen else None,
-        **c.data_kwargs(args),
+        c.responses_arg(args, log), dataset, by=args.by,
+        interval_metrics=["asr"] if terminal and not chosen else None,
+        engine=c.engine_of(args), **c.data_kwargs(args),
     )  # fmt: skip
     if terminal:
         view = api.headline(table, args.by)
@@ -32,7 +34,7 @@ def cmd_score(args: argparse.Namespace) -> int:
             view = api.gate_text(table)
             view = view.select(c.pick_columns(view, view.columns, args))
         c.emit(view, args.format)
-        if published is not None:
+        if published is not None and local:  # beside needs the pairs: local engine only
             _emit_published(args, published)
         return c.EXIT_OK
     if published is not None:
@@ -109,6 +111,7 @@ def register(sub: Any) -> None:
     """Add ``score`` and ``metrics`` to the ``peira`` subparsers object ``sub``."""
     s = c.add_command(sub, "score", cmd_score, "per-run metrics (default: the bundled demo data)")
     c.add_data_options(s, split="public", method=True)
+    c.add_engine_options(s)
     s.add_argument("--by", action="append", default=[], help="breakdown column (repeatable)")
     s.add_argument(
         "--published",
