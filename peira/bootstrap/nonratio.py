@@ -41,7 +41,7 @@ import numpy.typing as npt
 import polars as pl
 
 from ..metrics.calibration import Binning, forecasts
-from ..metrics.confidence import gate_confidence
+from ..metrics.confidence import AUROC_MIN_CLASS, gate_confidence
 from .intervals import (
     DEFAULT_METHOD,
     F64,
@@ -245,7 +245,9 @@ def nonratio_intervals(
     metrics
         Names from :data:`NONRATIO_INTERVAL_METRICS` (default: all).
     min_n
-        Withhold mean shifts and AUROC below this many observations (30).
+        Withhold mean shifts and AUROC below this many observations (30);
+        the AUROC also below 10 flipped or 10 unflipped pairs
+        (:data:`peira.metrics.confidence.AUROC_MIN_CLASS`).
     calibration_min_n
         Withhold ECE and Brier below this many rows (100).
     n_bins, binning
@@ -303,7 +305,7 @@ def nonratio_intervals(
             )
             parts = frame.partition_by(keys, maintain_order=True, as_dict=True)
             cols: dict[str, list[Any]] = {k: [] for k in key_cols}
-            ests, ns, thetas, jacks, ncl = [], [], [], [], []
+            ests, ns, thetas, jacks, ncl, oks = [], [], [], [], [], []
             for key, g in parts.items():
                 for k, v in zip(keys, key, strict=True):
                     cols[k].append(v)
@@ -314,7 +316,12 @@ def nonratio_intervals(
                 ns.append(g.height)
                 ncl.append(g["_ci"].n_unique())
                 est, theta, jack = np.nan, np.full(plan.n_resamples, np.nan), None
-                if g.height >= floor:
+                ok = g.height >= floor
+                if metric == "confidence_gate_auroc":  # both classes must be there
+                    n1 = int(g["y"].sum())
+                    ok = ok and min(n1, g.height - n1) >= AUROC_MIN_CLASS
+                oks.append(ok)
+                if ok:
                     stat = _stat_for(
                         metric, g, g["_ci"].to_numpy(), plan.n_clusters, n_bins, binning
                     )
@@ -326,7 +333,7 @@ def nonratio_intervals(
             jack_a = np.stack(jacks) if m == "bca" else None
             iv = intervals(np.stack(thetas), est_a, level, m, jack_a)
             n_a = np.array(ns, dtype=np.int64)
-            enough = n_a >= floor
+            enough = np.array(oks, dtype=bool)
             iv = RowIntervals(
                 iv.lo, iv.hi, np.where(enough, iv.n_defined, 0), iv.method,
                 np.array(ncl, dtype=np.int64),
