@@ -1,4 +1,4 @@
-"""Benchmark of the cluster bootstrap (SPEC §5): every ratio metric with intervals.
+"""Benchmark of the cluster bootstrap (docs/spec/uncertainty.md): every ratio metric with intervals.
 
 Workload: 3,000 cases in 1,000 scenario clusters, 50 runs, 10 attack
 families; every ratio metric of the registry per run × (overall + 10

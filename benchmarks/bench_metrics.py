@@ -109,7 +109,7 @@ def pandas_table(pairs: pd.DataFrame, *, auroc: bool = True) -> pd.DataFrame:
 
 
 def bench_table() -> dict[str, float]:
-    from peira.metrics import metric_table, score
+    from peira.metrics import metric_table, ratio_table
     from peira.pairs import build_pairs
     from peira.synth import generate
 
@@ -118,7 +118,7 @@ def bench_table() -> dict[str, float]:
     pdf = pairs.to_pandas()
     t_polars = _best(lambda: metric_table(pairs, "family", cases=bench.cases))
     t_pandas = _best(lambda: pandas_table(pdf))
-    t_score = _best(lambda: score(pairs, "family"))
+    t_score = _best(lambda: ratio_table(pairs, "family"))
     t_pandas_ratio = _best(lambda: pandas_table(pdf, auroc=False))
     ours = metric_table(pairs, "family", cases=bench.cases)
     theirs = pandas_table(pdf).reset_index().sort_values(["run_id", "family"])

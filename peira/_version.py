@@ -1,10 +1,9 @@
-"""The installed version of Peira (read from the package metadata)."""
+"""The version of Peira: the one place it is written (pyproject.toml reads it from here).
 
-from importlib.metadata import PackageNotFoundError, version
+A constant, not ``importlib.metadata.version("peira")``: reading package
+metadata costs more than the rest of ``peira --version``.
+"""
 
 __all__ = ["__version__"]
 
-try:
-    __version__ = version("peira")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0"
+__version__ = "0.1.0"

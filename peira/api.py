@@ -1,20 +1,69 @@
-"""The flat API: frames in, polars frames out.
+"""The flat API: paths or frames in, polars frames out.
 
-This module sits above every other one (schema, io, pairs, metrics, bootstrap,
-ranking); the command line sits above it.
+``import peira`` then ``peira.score(...)``, ``peira.leaderboard(...)``,
+``peira.compare(...)``, … Each function takes the response log and the cases
+as paths or as frames (polars, pandas, Arrow), validates them at the boundary,
+and returns polars frames. They compute what the ``peira`` command prints: the
+command line is a thin layer over this module.
+
+This module sits above every other one (schema, io, importers, pairs, metrics,
+bootstrap, ranking, report); nothing in the library imports it.
+
+Inputs
+------
+``responses``
+    A response log: a Parquet file, a directory of part files or a glob
+    (:func:`peira.io.read_responses`), or a frame.
+``cases``
+    A dataset directory (``cases.parquet`` + ``variants.parquet``), a
+    :class:`peira.io.Dataset`, or a frame of cases.
+
+Every interval comes from one deterministic cluster-bootstrap plan per split
+(docs/spec/uncertainty.md): same inputs and seed, same intervals.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 import polars as pl
 
-if TYPE_CHECKING:
-    from .bootstrap import Method, ResamplePlan
+from ._frames import FrameLike, as_polars, is_frame
+from .errors import PeiraValueError, UnknownNameError
 
-__all__ = ["HEADLINE", "gate_text", "headline", "score_pairs", "with_notes"]
+if TYPE_CHECKING:
+    from .bootstrap import Method, ResamplePlan, Unit
+    from .io import Dataset
+    from .pairs import Missing
+    from .parse import ParserConfig
+    from .ranking import Rule
+    from .rescoring import RescoreResult
+
+__all__ = [
+    "HEADLINE",
+    "compare",
+    "headline",
+    "leaderboard",
+    "pairs",
+    "pairs_and_cases",
+    "read_log",
+    "resample_plan",
+    "rescore",
+    "score",
+    "score_pairs",
+    "tables",
+    "validate",
+    "with_notes",
+]
+
+PathLike = str | os.PathLike[str]
+Split = Literal["public", "holdout", "all"]
+
+#: The engines the flat API runs on (``engine=``).
+ENGINE_NAMES = ("polars",)
 
 #: The columns ``peira score`` shows in a terminal (besides the keys).
 HEADLINE = (
@@ -44,6 +93,191 @@ _INTERVAL_META = [
     "few_clusters",
     "n_clusters",
 ]
+
+
+# ---------------------------------------------------------------- inputs
+
+
+def _engine(engine: str) -> None:
+    if engine not in ENGINE_NAMES:
+        raise UnknownNameError("engine", engine, ENGINE_NAMES)
+
+
+def _split(split: str) -> None:
+    if split not in ("public", "holdout", "all"):
+        raise PeiraValueError(f"split must be 'public', 'holdout' or 'all', not {split!r}")
+
+
+def _dataset(cases: PathLike | Dataset | FrameLike) -> Dataset:
+    """A :class:`Dataset` from a directory, a Dataset, or a frame of cases (no variants)."""
+    from .io import Dataset, read_dataset
+    from .schema import empty, validate_cases
+
+    if isinstance(cases, Dataset):
+        return cases
+    if is_frame(cases):
+        return Dataset(validate_cases(as_polars(cases, name="cases")), empty("variants"))
+    if isinstance(cases, str | os.PathLike):
+        return read_dataset(cases)
+    raise PeiraValueError(
+        f"cases: expected a dataset directory, a Dataset or a frame, not {type(cases).__name__}"
+    )
+
+
+def _responses(responses: PathLike | FrameLike, cases: pl.DataFrame) -> pl.DataFrame:
+    from .io import read_responses
+    from .schema import validate_responses
+
+    if is_frame(responses):
+        return validate_responses(as_polars(responses, name="responses"), cases=cases)
+    if isinstance(responses, str | os.PathLike):
+        return read_responses(responses, cases=cases)
+    raise PeiraValueError(
+        f"responses: expected a response log path or a frame, not {type(responses).__name__}"
+    )
+
+
+def pairs_and_cases(
+    responses: PathLike | FrameLike,
+    cases: PathLike | Dataset | FrameLike,
+    *,
+    split: str = "all",
+    missing: Missing = "error",
+    delta: float = 0.10,
+    engine: str = "polars",
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(pairs, cases) of ``split`` (every split when ``"all"``): the pair table and the
+    cases a resample plan of that split is drawn over."""
+    from .pairs import build_pairs
+
+    _engine(engine)
+    _split(split)
+    ds = _dataset(cases)
+    log = _responses(responses, ds.cases)
+    table = build_pairs(log, ds.cases, missing=missing, delta=delta)
+    cs = ds.cases
+    if split != "all":
+        cs = cs.filter(pl.col("split") == split)
+        table = table.filter(pl.col("split") == split)
+        if cs.is_empty():
+            where = ds.path if ds.path is not None else "cases"
+            raise PeiraValueError(f"{where}: no cases in split {split!r}")
+    return table, cs
+
+
+def resample_plan(
+    cases: pl.DataFrame, *, unit: Unit = "cluster", n_resamples: int = 10_000, seed: int = 0
+) -> ResamplePlan:
+    """The resample plan over ``cases`` (:func:`peira.bootstrap.plan_for_cases`)."""
+    from .bootstrap import plan_for_cases
+
+    return plan_for_cases(cases, unit=unit, n_resamples=n_resamples, seed=seed)
+
+
+# ---------------------------------------------------------------- reading
+
+
+def read_log(
+    path: PathLike,
+    *,
+    cases: PathLike | Dataset | FrameLike | None = None,
+    format: str | None = None,
+    run_id: str | None = None,
+) -> pl.DataFrame:
+    """Read a response log: Parquet, or any registered format that produces one.
+
+    Parameters
+    ----------
+    path
+        A Parquet file, a directory of part files or a glob; or a file of a
+        format in :data:`peira.importers.IMPORTERS` (``artifact``,
+        ``transcript``, …), told by ``format`` or by its suffix.
+    cases
+        If given, every response must refer to a known case with a decision
+        inside its options.
+    format
+        The importer to use (default: Parquet for ``.parquet`` files,
+        directories and globs; else told from the suffix).
+    run_id
+        ``run_id`` of the imported responses (importers only).
+
+    Returns
+    -------
+    polars.DataFrame
+        The validated response log.
+
+    Examples
+    --------
+    >>> import peira
+    >>> log = peira.read_log(peira.demo_dir() / "responses.parquet")
+    >>> log.select("run_id").n_unique()
+    8
+    """
+    from .importers import importer_for
+    from .io import read_responses
+    from .schema import validate_responses
+
+    ds = _dataset(cases) if cases is not None else None
+    known = ds.cases if ds is not None else None
+    p = Path(path)
+    if format is None and (p.is_dir() or p.suffix == ".parquet" or any(c in str(p) for c in "*?[")):
+        if run_id is not None:
+            raise PeiraValueError("run_id applies to imported formats, not to Parquet logs")
+        return read_responses(p, cases=known)
+    imp = importer_for(p, format)
+    if imp.produces != "responses":
+        raise PeiraValueError(
+            f"{p}: format {imp.name!r} gives a {imp.produces}, not a response log alone "
+            f"(peira import {imp.name} writes it as a dataset directory)"
+        )
+    return validate_responses(imp.read(p, run_id=run_id), cases=known, source=str(p))
+
+
+# ---------------------------------------------------------------- pairs and scores
+
+
+def pairs(
+    responses: PathLike | FrameLike,
+    cases: PathLike | Dataset | FrameLike,
+    *,
+    split: Split = "all",
+    missing: Missing = "error",
+    delta: float = 0.10,
+    engine: str = "polars",
+) -> pl.DataFrame:
+    """The pair table: one row per run × case × sample with every flag of the scoring rule.
+
+    Parameters
+    ----------
+    responses, cases
+        The response log and the cases (paths or frames; see the module notes).
+    split
+        ``"public"``, ``"holdout"`` or ``"all"`` (default).
+    missing
+        A pair lacking an arm: ``"error"`` (default, :class:`peira.errors.MissingArmsError`)
+        or ``"malformed"`` (scored as a malformed answer).
+    delta
+        Shift-without-flip threshold on score cases (default 0.10).
+    engine
+        Where the pairs are built; ``"polars"`` (the only engine so far).
+
+    Returns
+    -------
+    polars.DataFrame
+        See docs/spec/data-model.md#pair-table and :func:`peira.pairs.build_pairs`.
+
+    Examples
+    --------
+    >>> import peira
+    >>> d = peira.demo_dir()
+    >>> p = peira.pairs(d / "responses.parquet", d, split="public")
+    >>> p.height, p["eligible"].dtype
+    (7672, Boolean)
+    """
+    table, _ = pairs_and_cases(
+        responses, cases, split=split, missing=missing, delta=delta, engine=engine
+    )
+    return table
 
 
 def gate_text(table: pl.DataFrame) -> pl.DataFrame:
@@ -139,6 +373,13 @@ def score_pairs(
     from .metrics import metric_table
 
     by = list(by)
+    unknown = [c for c in by if c not in pairs.columns]
+    if unknown:
+        strings = [c for c in pairs.columns if pairs.schema[c] == pl.String]
+        raise PeiraValueError(
+            f"by {', '.join(unknown)}: not a column of the pair table; "
+            f"choose among {', '.join(strings)}"
+        )
     table = metric_table(pairs, by, cases=cases)
     if plan is None:
         return table
@@ -166,3 +407,402 @@ def score_pairs(
     ci = pl.concat(parts)
     table = table.join(_wide_intervals(ci, keys), on=keys, how="left", nulls_equal=True)
     return table.sort(keys)
+
+
+def score(
+    responses: PathLike | FrameLike,
+    cases: PathLike | Dataset | FrameLike,
+    *,
+    by: str | Sequence[str] = (),
+    split: Split = "all",
+    intervals: bool = True,
+    interval_metrics: Sequence[str] | None = None,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    unit: Unit = "cluster",
+    level: float = 0.95,
+    method: Method = "auto",
+    missing: Missing = "error",
+    delta: float = 0.10,
+    engine: str = "polars",
+) -> pl.DataFrame:
+    """Every metric per run (× ``by``), each with its bootstrap interval.
+
+    This is what ``peira score --format json`` prints.
+
+    Parameters
+    ----------
+    responses, cases
+        The response log and the cases (paths or frames; see the module notes).
+    by
+        Breakdown columns of the pair table besides ``run_id`` (``"family"``,
+        ``"primitive"``, ``"severity"``, …).
+    split
+        ``"public"``, ``"holdout"`` or ``"all"`` (default).
+    intervals
+        Add the interval columns (default); ``False`` skips the bootstrap.
+    interval_metrics
+        The metrics to give intervals (default: every metric that has one).
+    n_resamples, seed, unit, level, method
+        The bootstrap: B (10,000), seed (0), resampling unit (``"cluster"`` or
+        ``"case"``), confidence level (0.95) and interval method (``"auto"``:
+        BCa where the cluster bootstrap carries the row, a small-cell interval
+        where too few clusters or events do; or ``"percentile"``, ``"bca"``, …;
+        docs/spec/uncertainty.md#interval-methods).
+    missing, delta, engine
+        As in :func:`pairs`.
+
+    Returns
+    -------
+    polars.DataFrame
+        One row per run (× group), sorted by the keys: ``n_pairs``,
+        ``n_eligible``, every metric of :data:`peira.metrics.METRICS` (null
+        where undefined), the ranking gates (``ranked``, ``gate_reasons``) and,
+        with ``intervals``, ``<metric>_lo``, ``<metric>_hi`` and
+        ``<metric>_n_defined`` for every metric with an interval, plus
+        ``level``, ``n_resamples``, ``unit``, ``seed``, ``fingerprint``
+        (of the plan), ``few_clusters`` and ``interval_method``.
+
+    Examples
+    --------
+    >>> import peira
+    >>> d = peira.demo_dir()
+    >>> t = peira.score(d / "responses.parquet", d, split="public", n_resamples=200)
+    >>> t.select("run_id", "asr", "asr_lo", "asr_hi").head(2)
+    shape: (2, 4)
+    ┌─────────────┬──────────┬──────────┬──────────┐
+    │ run_id      ┆ asr      ┆ asr_lo   ┆ asr_hi   │
+    │ ---         ┆ ---      ┆ ---      ┆ ---      │
+    │ str         ┆ f64      ┆ f64      ┆ f64      │
+    ╞═════════════╪══════════╪══════════╪══════════╡
+    │ m01-robust  ┆ 0.072104 ┆ 0.054857 ┆ 0.09322  │
+    │ m02-fragile ┆ 0.440832 ┆ 0.4      ┆ 0.483376 │
+    └─────────────┴──────────┴──────────┴──────────┘
+    """
+    keys = [by] if isinstance(by, str) else list(by)
+    table, cs = pairs_and_cases(
+        responses, cases, split=split, missing=missing, delta=delta, engine=engine
+    )
+    plan = resample_plan(cs, unit=unit, n_resamples=n_resamples, seed=seed) if intervals else None
+    return score_pairs(
+        table, cs, by=keys, plan=plan, level=level, method=method, metrics=interval_metrics
+    )
+
+
+# ---------------------------------------------------------------- ranking
+
+
+def leaderboard(
+    responses: PathLike | FrameLike,
+    cases: PathLike | Dataset | FrameLike,
+    *,
+    metric: str = "robustness",
+    split: Split = "public",
+    rule: Rule = "ci",
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    unit: Unit = "cluster",
+    level: float = 0.95,
+    missing: Missing = "error",
+    delta: float = 0.10,
+    engine: str = "polars",
+) -> pl.DataFrame:
+    """The runs ranked by a ratio metric (default robustness, 1 − ASR), with intervals.
+
+    A run's rank is 1 + the number of ranked runs that beat it, so tied runs
+    share a rank (docs/spec/comparison.md#the-leaderboard).
+
+    Parameters
+    ----------
+    responses, cases
+        The response log and the cases (paths or frames; see the module notes).
+    metric
+        A ratio metric of :data:`peira.metrics.RATIO_METRICS` (default
+        ``"robustness"``; ``"benign_accuracy"`` ranks clean-only runs too).
+    split
+        ``"public"`` (default), ``"holdout"`` or ``"all"``.
+    rule
+        ``"ci"`` (default): A beats B iff their intervals do not overlap;
+        ``"paired"``: iff the paired difference interval excludes 0.
+    n_resamples, seed, unit, level
+        The bootstrap, as in :func:`score`.
+    missing, delta, engine
+        As in :func:`pairs`.
+
+    Returns
+    -------
+    polars.DataFrame
+        :func:`peira.ranking.leaderboard`'s columns (``rank``, ``run_id``,
+        ``estimate``, ``lo``, ``hi``, ``beaten_by``, the gates, the plan's
+        provenance) plus the metric under its own name with ``<metric>_lo`` and
+        ``<metric>_hi`` (``robustness``, ``robustness_lo``, ``robustness_hi``).
+
+    Examples
+    --------
+    >>> import peira
+    >>> d = peira.demo_dir()
+    >>> board = peira.leaderboard(d / "responses.parquet", d, n_resamples=200)
+    >>> board.select("rank", "run_id", "robustness").head(3)
+    shape: (3, 3)
+    ┌──────┬──────────────────┬────────────┐
+    │ rank ┆ run_id           ┆ robustness │
+    │ ---  ┆ ---              ┆ ---        │
+    │ i64  ┆ str              ┆ f64        │
+    ╞══════╪══════════════════╪════════════╡
+    │ 1    ┆ m08-hill-climber ┆ 0.94       │
+    │ 1    ┆ m01-robust       ┆ 0.927896   │
+    │ 1    ┆ m07-score-shift  ┆ 0.904822   │
+    └──────┴──────────────────┴────────────┘
+    """
+    from .ranking import leaderboard as rank_runs
+
+    table, cs = pairs_and_cases(
+        responses, cases, split=split, missing=missing, delta=delta, engine=engine
+    )
+    plan = resample_plan(cs, unit=unit, n_resamples=n_resamples, seed=seed)
+    board = rank_runs(table, cs, plan, metric=metric, rule=rule, level=level)
+    return board.with_columns(
+        pl.col("estimate").alias(metric),
+        pl.col("lo").alias(f"{metric}_lo"),
+        pl.col("hi").alias(f"{metric}_hi"),
+    )
+
+
+def compare(
+    responses: PathLike | FrameLike,
+    cases: PathLike | Dataset | FrameLike,
+    *,
+    runs: Sequence[str] | None = None,
+    metric: str = "robustness",
+    split: Split = "public",
+    rule: Rule = "ci",
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    unit: Unit = "cluster",
+    level: float = 0.95,
+    missing: Missing = "error",
+    delta: float = 0.10,
+    engine: str = "polars",
+) -> pl.DataFrame:
+    """Runs head to head on one ratio metric: two runs, or every pair (Holm-adjusted).
+
+    Parameters
+    ----------
+    responses, cases
+        The response log and the cases (paths or frames; see the module notes).
+    runs
+        Two runs (one row, oriented ``run_a`` = the first), more (every pair
+        of them) or None (every pair of runs).
+    metric
+        A ratio metric of :data:`peira.metrics.RATIO_METRICS`; its direction
+        decides "better".
+    split, rule, n_resamples, seed, unit, level
+        As in :func:`leaderboard`.
+    missing, delta, engine
+        As in :func:`pairs`.
+
+    Returns
+    -------
+    polars.DataFrame
+        One row per pair of runs: ``run_a``, ``run_b``, both estimates and
+        intervals, ``diff`` with its paired interval, the bootstrap p-value
+        (``p_value``, ``p_holm``), both rules' verdicts and ``winner``.
+
+    Examples
+    --------
+    >>> import peira
+    >>> d = peira.demo_dir()
+    >>> row = peira.compare(d / "responses.parquet", d, runs=["m01-robust", "m02-fragile"],
+    ...                     n_resamples=200)
+    >>> row.select("run_a", "run_b", "winner").row(0)
+    ('m01-robust', 'm02-fragile', 'm01-robust')
+    """
+    from .ranking import head_to_head, pairwise
+
+    if runs is not None and len(runs) < 2:
+        raise PeiraValueError(f"runs: compare needs two runs or more, not {list(runs)!r}")
+    table, cs = pairs_and_cases(
+        responses, cases, split=split, missing=missing, delta=delta, engine=engine
+    )
+    plan = resample_plan(cs, unit=unit, n_resamples=n_resamples, seed=seed)
+    if runs is not None and len(runs) == 2:
+        row = head_to_head(table, plan, runs[0], runs[1], metric=metric, rule=rule, level=level)
+        out = pl.DataFrame([row])
+        return out.with_columns(  # a None (a tie's winner, an undefined diff) keeps its dtype
+            pl.col(c).cast(pl.String if c == "winner" else pl.Float64)
+            for c, dtype in out.schema.items()
+            if dtype == pl.Null
+        )
+    return pairwise(table, plan, metric=metric, runs=runs, rule=rule, level=level)
+
+
+# ---------------------------------------------------------------- tables, validation, rescoring
+
+
+def tables(
+    responses: PathLike | FrameLike,
+    cases: PathLike | Dataset | FrameLike,
+    *,
+    names: Sequence[str] | None = None,
+    split: Split = "public",
+    rule: Rule = "ci",
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    unit: Unit = "cluster",
+    level: float = 0.95,
+    missing: Missing = "error",
+    delta: float = 0.10,
+    engine: str = "polars",
+) -> dict[str, pl.DataFrame]:
+    """The report's tables (:data:`peira.report.TABLES`) as frames, by name.
+
+    ``peira tables`` writes the same tables as CSV, Markdown and LaTeX.
+
+    Parameters
+    ----------
+    responses, cases
+        The response log and the cases (paths or frames; see the module notes).
+    names
+        Tables to build (default: all, in report order); unknown names raise
+        :class:`peira.errors.UnknownTableError` with the close matches.
+    split, rule, n_resamples, seed, unit, level
+        As in :func:`leaderboard` (the holdout plan of the divergence table
+        uses ``seed + 1``).
+    missing, delta, engine
+        As in :func:`pairs`.
+
+    Returns
+    -------
+    dict of str to polars.DataFrame
+
+    Examples
+    --------
+    >>> import peira
+    >>> d = peira.demo_dir()
+    >>> t = peira.tables(d / "responses.parquet", d, names=["gates"], n_resamples=200)
+    >>> list(t), t["gates"].height
+    (['gates'], 8)
+    """
+    from .errors import UnknownTableError
+    from .report import TABLES, ReportConfig, ReportContext, build_table
+
+    _engine(engine)
+    ds = _dataset(cases)
+    log = _responses(responses, ds.cases)
+    config = ReportConfig(
+        split=split,
+        n_resamples=n_resamples,
+        seed=seed,
+        unit=unit,
+        level=level,
+        rule=rule,
+        delta=delta,
+        missing=missing,
+    )
+    wanted = list(TABLES) if names is None else list(names)
+    for name in wanted:
+        if name not in TABLES:
+            raise UnknownTableError(name, TABLES)
+    ctx = ReportContext(ds, log, config)
+    return {name: build_table(name, ctx) for name in wanted}
+
+
+def validate(
+    dataset: PathLike | Dataset | FrameLike,
+    responses: PathLike | FrameLike | Sequence[PathLike | FrameLike] = (),
+) -> pl.DataFrame:
+    """Every violation of the data model, as a frame (empty when all is valid).
+
+    Unlike the readers, which raise :class:`peira.errors.ValidationError` at
+    the first file with violations, this lists every violation of every
+    table at once.
+
+    Parameters
+    ----------
+    dataset
+        A dataset directory, a :class:`peira.io.Dataset` or a frame of cases.
+    responses
+        Response logs (paths or frames) to check against the cases.
+
+    Returns
+    -------
+    polars.DataFrame
+        One row per violation: ``table``, ``source``, ``row``, ``key``,
+        ``column``, ``check``, ``value`` (docs/spec/data-model.md).
+
+    Examples
+    --------
+    >>> import peira
+    >>> d = peira.demo_dir()
+    >>> peira.validate(d, d / "responses.parquet").height
+    0
+    """
+    from .errors import ValidationError
+    from .io import Dataset, incomplete_pairs, read_responses, validate_files
+    from .schema import collect_failures
+
+    logs = (
+        [responses]
+        if is_frame(responses) or isinstance(responses, str | os.PathLike)
+        else responses
+    )
+    logs = list(logs)
+    if isinstance(dataset, str | os.PathLike) and all(
+        isinstance(r, str | os.PathLike) for r in logs
+    ):
+        return validate_files(dataset, logs)
+    if isinstance(dataset, Dataset):
+        cases_raw, variants_raw = dataset.cases, dataset.variants
+    elif is_frame(dataset):
+        cases_raw, variants_raw = as_polars(dataset, name="cases"), None
+    else:
+        ds = _dataset(dataset)
+        cases_raw, variants_raw = ds.cases, ds.variants
+    cs, f_cases = collect_failures(cases_raw, "cases", source="cases")
+    usable = cs if f_cases.filter(pl.col("check") == "missing_column").is_empty() else None
+    parts = [f_cases]
+    if variants_raw is not None:
+        parts.append(collect_failures(variants_raw, "variants", source="variants", cases=usable)[1])
+    for i, r in enumerate(logs):
+        source = str(r) if isinstance(r, str | os.PathLike) else f"responses[{i}]"
+        if isinstance(r, str | os.PathLike):
+            try:
+                log = read_responses(r, cases=usable)
+            except ValidationError as exc:
+                parts.append(exc.failures)
+                continue
+        else:
+            log, failures = collect_failures(
+                as_polars(r, name=source), "responses", source=source, cases=usable
+            )
+            if failures.height:
+                parts.append(failures)
+                continue
+        parts.append(incomplete_pairs(log, source=source))
+    return pl.concat(parts)
+
+
+def rescore(
+    responses: PathLike | FrameLike,
+    cases: PathLike | Dataset | FrameLike,
+    *,
+    parser: str | PathLike | Mapping[str, Any] | ParserConfig = "auto",
+    missing: Missing = "error",
+    delta: float = 0.10,
+) -> RescoreResult:
+    """Re-parse a log's ``raw_text`` with another parser and report what changes.
+
+    No model is called. See :func:`peira.rescoring.rescore` for the parsers and
+    docs/spec/scoring-rule.md for how decisions become pairs.
+
+    Returns
+    -------
+    RescoreResult
+        Frames: ``responses`` (re-parsed log), ``changed_pairs``, ``summary``
+        (per run) and ``metric_deltas`` (re-parsed − logged, per metric).
+    """
+    from .rescoring import rescore as _rescore
+
+    ds = _dataset(cases)
+    log = _responses(responses, ds.cases)
+    return _rescore(log, ds.cases, parser=parser, missing=missing, delta=delta)

@@ -1,4 +1,4 @@
-"""Canonical JSON (SPEC §7): the byte form that locks and content hashes are taken of.
+"""Canonical JSON (docs/spec/artifacts.md#canonical-json): the byte form that locks and content hashes are taken of.
 
 Sorted keys, no insignificant whitespace, UTF-8, shortest round-trip floats,
 NaN and Infinity rejected with the path to the bad value.
@@ -11,16 +11,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import PeiraError
+from .errors import CanonicalJSONError
 
 __all__ = ["CanonicalJSONError", "canonical_json", "canonical_text", "pretty_json"]
-
-
-class CanonicalJSONError(PeiraError, ValueError):
-    """A value has no canonical JSON form (NaN, Infinity, a non-string key, …).
-
-    The message names the path to the bad value, e.g. ``metrics.asr``.
-    """
 
 
 def _path(parent: str, key: str | int) -> str:
@@ -68,7 +61,7 @@ def _plain(value: Any, where: str) -> Any:
 
 
 def canonical_json(obj: Any) -> bytes:
-    """Canonical JSON bytes of a value (SPEC §7).
+    """Canonical JSON bytes of a value (docs/spec/artifacts.md#canonical-json).
 
     Parameters
     ----------
@@ -99,7 +92,7 @@ def canonical_json(obj: Any) -> bytes:
     >>> canonical_json({"metrics": {"asr": float("nan")}})
     Traceback (most recent call last):
     ...
-    peira.canonical.CanonicalJSONError: metrics.asr: nan has no JSON form (NaN and Infinity ...
+    peira.errors.CanonicalJSONError: metrics.asr: nan has no JSON form (NaN and Infinity ...
     """
     return canonical_text(obj).encode("utf-8")
 

@@ -1,15 +1,38 @@
-"""Exception tree of Peira.
+"""Every public exception and warning of Peira, each with its command-line exit code.
 
 Every error raised on purpose by the library derives from :class:`PeiraError`
-and from the builtin exception it refines, so callers can catch either. Each
-carries the exit code of the ``peira`` command as the class attribute
-``exit_code``: 1 when the data break the contract, 2 for everything else
-Peira refuses on purpose (bad arguments, unreadable input, an output it will
-not overwrite), 130 for an interrupted run.
+and from the builtin exception it refines, so callers can catch either
+(``except ValueError`` still catches a :class:`PeiraValueError`). Anything
+else that escapes the library is a bug, and the command line shows its
+traceback instead of calling it a user error.
+
+Exit codes (class attribute ``exit_code``; the ``peira`` command returns it):
+
+==  =====================================================================
+0   done
+1   the data break the contract: :class:`ValidationError`,
+    :class:`MissingArmsError`, :class:`InputFormatError` (a file in a
+    reference format that cannot be read), :class:`UnblindError` (blinded
+    responses that do not map back); ``peira verify`` also returns 1 for a
+    tampered artifact
+2   everything else Peira refuses on purpose: unreadable or missing files
+    (:class:`DataFileError`, and any ``OSError`` the command line meets),
+    bad arguments (:class:`PeiraValueError`, :class:`PeiraKeyError`,
+    :class:`PeiraTypeError`, :class:`UnknownNameError`), outputs Peira will
+    not overwrite (:class:`OutputExistsError`), a publication that would leak
+    the holdout (:class:`PublicationLeakError`), values with no canonical
+    JSON form (:class:`CanonicalJSONError`), a plan that does not fit the
+    data (:class:`PlanMismatchError`)
+==  =====================================================================
+
+130 and 143 are the shell's codes for an interrupt (Ctrl-C) and SIGTERM;
+:class:`RunInterrupted` (an adapter raised ``KeyboardInterrupt``) carries 130.
 """
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
@@ -19,17 +42,29 @@ __all__ = [
     "AdapterError",
     "ArtifactExistsError",
     "BudgetExceeded",
+    "CanonicalJSONError",
     "DataFileError",
+    "FewClustersWarning",
     "InputFormatError",
     "KeyMaterialError",
     "MissingArmsError",
+    "OutputExistsError",
     "ParserConfigError",
     "PeiraError",
+    "PeiraKeyError",
+    "PeiraTypeError",
+    "PeiraValueError",
     "PeiraWarning",
+    "PlanMismatchError",
+    "PseudonymCollisionError",
+    "PublicationLeakError",
     "ResumeError",
     "RunError",
     "RunInterrupted",
     "TransientError",
+    "UnblindError",
+    "UnknownNameError",
+    "UnknownTableError",
     "ValidationError",
 ]
 
@@ -51,11 +86,71 @@ class PeiraError(Exception):
 
 
 class PeiraWarning(UserWarning):
-    """Root of the warnings Peira emits (the CLI prints them as ``peira: warning: ...``)."""
+    """Root of the warnings Peira emits (the CLI prints each once as ``peira: warning: ...``)."""
 
 
-class ValidationError(PeiraError, ValueError):
-    """A table breaks the data model (SPEC §2).
+# ---------------------------------------------------------------- bad arguments
+
+
+class PeiraValueError(PeiraError, ValueError):
+    """An argument has the right type but a value Peira cannot use."""
+
+
+class PeiraKeyError(PeiraError, KeyError):
+    """A name or key that is not there. ``str()`` is the message (KeyError would quote it)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class PeiraTypeError(PeiraError, TypeError):
+    """An argument of a type Peira cannot use."""
+
+
+class UnknownNameError(PeiraKeyError):
+    """A name that is not in a registry; the message offers the close matches.
+
+    Attributes
+    ----------
+    kind : str
+        What was looked up (``"metric"``, ``"importer"``, ``"table"``, …).
+    name : str
+        The name asked for.
+    known : tuple of str
+        Every registered name, in registry order.
+    matches : tuple of str
+        The registered names closest to ``name`` (possibly none).
+
+    Examples
+    --------
+    >>> str(UnknownNameError("table", "leaderbord", ["leaderboard", "calibration"]))
+    "unknown table 'leaderbord'; did you mean 'leaderboard'? known tables: leaderboard, calibration"
+    """
+
+    def __init__(self, kind: str, name: str, known: Iterable[str]) -> None:
+        self.kind, self.name, self.known = kind, name, tuple(known)
+        self.matches = tuple(difflib.get_close_matches(str(name), self.known, n=3, cutoff=0.6))
+        hint = ""
+        if self.matches:
+            hint = f"did you mean {' or '.join(repr(m) for m in self.matches)}? "
+        super().__init__(
+            f"unknown {kind} {name!r}; {hint}known {_plural(kind)}: {', '.join(self.known)}"
+        )
+
+
+def _plural(kind: str) -> str:
+    return kind[:-1] + "ies" if kind.endswith("y") else kind + "s"
+
+
+# ---------------------------------------------------------------- input files and data
+
+
+class DataFileError(PeiraError, OSError):
+    """A data file is missing, empty, truncated or not Parquet."""
+
+
+class ValidationError(PeiraValueError):
+    """A table breaks the data model (docs/spec/data-model.md).
 
     Attributes
     ----------
@@ -71,17 +166,13 @@ class ValidationError(PeiraError, ValueError):
         self.failures = failures
 
 
-class InputFormatError(PeiraError, ValueError):
+class InputFormatError(PeiraValueError):
     """A file in a reference format cannot be read (names file and line)."""
 
     exit_code = EXIT_VIOLATIONS
 
 
-class DataFileError(PeiraError, OSError):
-    """A data file is missing, empty, truncated or not Parquet."""
-
-
-class MissingArmsError(PeiraError, ValueError):
+class MissingArmsError(PeiraValueError):
     """Responses lack the benign or the attacked arm of some pairs.
 
     Attributes
@@ -97,10 +188,59 @@ class MissingArmsError(PeiraError, ValueError):
         self.missing = missing
 
 
+class CanonicalJSONError(PeiraValueError):
+    """A value has no canonical JSON form (NaN, Infinity, a non-string key, …).
+
+    The message names the path to the bad value, e.g. ``metrics.asr``.
+    """
+
+
+# ---------------------------------------------------------------- bootstrap
+
+
+class PlanMismatchError(PeiraValueError):
+    """Data refer to clusters that the resample plan does not hold (wrong split or cases)."""
+
+
+class FewClustersWarning(PeiraWarning):
+    """A resample plan has fewer clusters than :data:`peira.bootstrap.MIN_CLUSTERS`."""
+
+
+# ---------------------------------------------------------------- blind holdout
+
+
+class PseudonymCollisionError(PeiraValueError):
+    """Two variants got the same pseudonym (choose more hex digits or another key)."""
+
+
+class UnblindError(PeiraValueError):
+    """Blinded responses cannot be mapped back (wrong key, unknown or missing ids)."""
+
+    exit_code = EXIT_VIOLATIONS
+
+
+# ---------------------------------------------------------------- report
+
+
+class UnknownTableError(UnknownNameError):
+    """A table name that is not in :data:`peira.report.TABLES` (lists the known ones)."""
+
+    def __init__(self, name: str, known: Iterable[str]) -> None:
+        super().__init__("table", name, known)
+
+
+class OutputExistsError(PeiraError, FileExistsError):
+    """The output directory exists and was not written by ``peira tables``/``publish``."""
+
+
+class PublicationLeakError(PeiraValueError):
+    """A publication output would contain holdout identifiers or text."""
+
+
 # ---------------------------------------------------------------- keys (peira.integrity)
 
 
-class KeyMaterialError(PeiraError, ValueError):
+class KeyMaterialError(PeiraValueError):
     """A secret key is missing, unreadable or too short (the key itself is never shown)."""
 
 
@@ -114,7 +254,7 @@ class ArtifactExistsError(PeiraError, FileExistsError):
 # ---------------------------------------------------------------- parsing (peira.parse)
 
 
-class ParserConfigError(PeiraError, ValueError):
+class ParserConfigError(PeiraValueError):
     """A parser name or configuration is unknown or invalid."""
 
 
@@ -168,7 +308,7 @@ class BudgetExceeded(RunError):
         self.n_done, self.n_left = n_done, n_left
 
 
-class AdapterError(PeiraError, TypeError):
+class AdapterError(PeiraTypeError):
     """An adapter cannot be loaded or does not follow the protocol."""
 
 

@@ -1,4 +1,4 @@
-"""The blind holdout (SPEC §8): pseudonymous variants, the blinded export, unblinding.
+"""The blind holdout (docs/spec/holdout.md): pseudonymous variants, the blinded export, unblinding.
 
 A secret key pseudonymises every *variant* (case × arm)::
 
@@ -11,7 +11,7 @@ public and holdout, benign and attacked together.
 
 The *blinded export* a model sees holds only ``variant_id, primitive,
 prompt, options, input``, sorted by ``variant_id``. Responses keyed by
-``variant_id`` are mapped back to a standard response log (SPEC §2.3) by
+``variant_id`` are mapped back to a standard response log (docs/spec/data-model.md#responses) by
 recomputing the pseudonyms from the dataset and the key. The key is read
 from a file or from ``PEIRA_HOLDOUT_KEY`` (:func:`peira.integrity.load_key`) and
 never appears in any output or message; pseudonym maps are never written.
@@ -31,7 +31,13 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from .errors import PeiraError
+from .errors import (
+    PeiraError,
+    PeiraTypeError,
+    PeiraValueError,
+    PseudonymCollisionError,
+    UnblindError,
+)
 from .integrity.keys import MIN_KEY_BYTES
 from .io import Dataset, write_parquet
 from .metrics.keys import group_keys
@@ -65,17 +71,9 @@ _RUN_COLUMNS = ("run_id", "model", "model_version")
 _SHOW = 10
 
 
-class PseudonymCollisionError(PeiraError, ValueError):
-    """Two variants got the same pseudonym (choose more hex digits or another key)."""
-
-
-class UnblindError(PeiraError, ValueError):
-    """Blinded responses cannot be mapped back (wrong key, unknown or missing ids)."""
-
-
 def _check_key(key: bytes) -> None:
     if not isinstance(key, bytes | bytearray):
-        raise TypeError("the holdout key must be bytes")
+        raise PeiraTypeError("the holdout key must be bytes")
     if len(key) < MIN_KEY_BYTES:
         raise PeiraError(
             f"the holdout key is {len(key)} bytes; at least {MIN_KEY_BYTES} bytes are required"
@@ -84,7 +82,7 @@ def _check_key(key: bytes) -> None:
 
 def _check_digits(digits: int) -> None:
     if isinstance(digits, bool) or not isinstance(digits, int) or not 8 <= digits <= 64:
-        raise ValueError(f"digits must be an integer in [8, 64], not {digits!r}")
+        raise PeiraValueError(f"digits must be an integer in [8, 64], not {digits!r}")
 
 
 def pseudonym(
@@ -111,7 +109,7 @@ def pseudonym(
     _check_key(key)
     _check_digits(digits)
     if arm not in ARMS:
-        raise ValueError(f"arm must be one of {ARMS}, not {arm!r}")
+        raise PeiraValueError(f"arm must be one of {ARMS}, not {arm!r}")
     mac = hmac.new(bytes(key), f"{case_id}|{arm}".encode(), hashlib.sha256).hexdigest()
     return prefix + mac[:digits]
 
@@ -236,8 +234,7 @@ def unblind(
     Parameters
     ----------
     responses
-        One row per model call: ``variant_id`` plus response columns of SPEC
-        §2.3 (``decision``, ``abstained``, ``malformed``, …); no ``case_id``
+        One row per model call: ``variant_id`` plus response columns of docs/spec/data-model.md#responses (``decision``, ``abstained``, ``malformed``, …); no ``case_id``
         or ``arm``. Optional columns absent are filled with their defaults.
     dataset
         The dataset that was blinded.
@@ -261,7 +258,7 @@ def unblind(
         are unknown (listed) or null, the responses carry ``case_id``/``arm``,
         or run columns are missing or contradict the arguments.
     ValidationError
-        The unblinded log breaks SPEC §2.3.
+        The unblinded log breaks docs/spec/data-model.md#responses.
     """
     if "variant_id" not in responses.columns:
         raise UnblindError(f"{source}: no variant_id column (responses to a blinded export)")
@@ -308,7 +305,9 @@ def unblind(
         out = out.with_columns(pl.lit(0, dtype=pl.Int32).alias("sample"))
     extra = [c for c in out.columns if c not in RESPONSES_SCHEMA]
     if extra:
-        raise UnblindError(f"{source}: unknown column(s) {extra} (SPEC §2.3 lists the columns)")
+        raise UnblindError(
+            f"{source}: unknown column(s) {extra} (docs/spec/data-model.md#responses lists the columns)"
+        )
     checked = validate_responses(out, cases=dataset.cases, source=source)
     return checked.select(list(RESPONSES_SCHEMA)).sort("run_id", "case_id", "arm", "sample")
 
@@ -417,10 +416,8 @@ def divergence(
     from .bootstrap.smallcell import mover_difference
     from .metrics import RATIO_METRICS
 
-    if metric not in RATIO_METRICS:
-        raise KeyError(f"unknown ratio metric {metric!r}; known: {', '.join(RATIO_METRICS)}")
     if adjust not in ("bonferroni", "none"):
-        raise ValueError(f"adjust must be 'bonferroni' or 'none', not {adjust!r}")
+        raise PeiraValueError(f"adjust must be 'bonferroni' or 'none', not {adjust!r}")
     higher_is_better = RATIO_METRICS[metric].higher_is_better
     pp = plan_public or plan_for_cases(
         cases, split="public", unit=unit, n_resamples=n_resamples, seed=seed
@@ -429,11 +426,11 @@ def divergence(
         cases, split="holdout", unit=unit, n_resamples=n_resamples, seed=seed + 1
     )
     if pp.n_resamples != ph.n_resamples:
-        raise ValueError(
+        raise PeiraValueError(
             f"the plans differ in B ({pp.n_resamples} public, {ph.n_resamples} holdout)"
         )
     if pp.seed == ph.seed:
-        raise ValueError(
+        raise PeiraValueError(
             f"both plans use seed {pp.seed}: their draws would be correlated; give the "
             "holdout plan another seed (default: public seed + 1)"
         )

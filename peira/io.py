@@ -244,7 +244,7 @@ def read_responses(
         If given, every response must refer to a known case with a decision
         inside its options.
     validate
-        Run every value rule of SPEC §2.3 (default). Violations name the part
+        Run every value rule of docs/spec/data-model.md#responses (default). Violations name the part
         file and the row within it.
 
     Raises

@@ -34,7 +34,8 @@ from typing import Literal
 
 import polars as pl
 
-from .errors import MissingArmsError, ValidationError
+from ._callable import make_callable
+from .errors import MissingArmsError, PeiraValueError, ValidationError
 from .schema import (
     CASES_SCHEMA,
     EXTENSION_DEFAULTS,
@@ -361,9 +362,9 @@ def build_pairs(
     Parameters
     ----------
     responses
-        A response log (SPEC §2.3), validated.
+        A response log (docs/spec/data-model.md#responses), validated.
     cases
-        The cases table (SPEC §2.1).
+        The cases table (docs/spec/data-model.md#cases).
     delta
         Threshold δ of ``shift_without_flip`` (default 0.10).
     missing
@@ -402,11 +403,11 @@ def build_pairs(
     (True, True, True)
     """
     if missing not in ("error", "malformed"):
-        raise ValueError(f"missing must be 'error' or 'malformed', not {missing!r}")
+        raise PeiraValueError(f"missing must be 'error' or 'malformed', not {missing!r}")
     if delta < 0:
-        raise ValueError(f"delta must be >= 0, not {delta!r}")
+        raise PeiraValueError(f"delta must be >= 0, not {delta!r}")
     if layout not in ("auto", "sorted", "any"):
-        raise ValueError(f"layout must be 'auto', 'sorted' or 'any', not {layout!r}")
+        raise PeiraValueError(f"layout must be 'auto', 'sorted' or 'any', not {layout!r}")
     pairs: pl.DataFrame | None = None
     if layout == "sorted" or (layout == "auto" and looks_sorted(responses)):
         trial = scan_pairs(responses, cases, delta=delta, layout="sorted").collect()
@@ -453,3 +454,6 @@ def build_pairs(
                 incomplete,
             )
     return pairs
+
+
+make_callable(__name__, "pairs")  # peira.pairs(...) is the flat API function (peira/_callable.py)

@@ -1,4 +1,4 @@
-"""The data model (SPEC §2): column types and pandera models with every value rule.
+"""The data model (docs/spec/data-model.md): column types and pandera models with every value rule.
 
 Three tables are stored: ``cases`` (gold labels, never shown to a model),
 ``variants`` (what a model may see) and ``responses`` (the raw response log).
@@ -23,7 +23,7 @@ from pandera.api.polars.types import PolarsData
 from pandera.errors import SchemaErrors
 from polars._typing import PolarsDataType
 
-from .errors import ValidationError
+from .errors import PeiraValueError, ValidationError
 
 __all__ = [
     "ARMS",
@@ -198,7 +198,7 @@ def _in_options(col: str) -> pl.Expr:
 
 
 class Cases(pa.DataFrameModel):
-    """Gold labels and metadata of each case (SPEC §2.1)."""
+    """Gold labels and metadata of each case (docs/spec/data-model.md#cases)."""
 
     case_id: str = pa.Field(unique=True, str_length={"min_value": 1})
     scenario_id: str = pa.Field(str_length={"min_value": 1})
@@ -502,13 +502,28 @@ def _fits(series: pl.Series, dtype: PolarsDataType) -> bool:
     return bool(info.min <= int(str(lo)) and int(str(hi)) <= info.max)
 
 
+def _lossless(series: pl.Series, dtype: PolarsDataType) -> bool:
+    """An all-null column, or floats that are all whole numbers going to an integer
+    dtype (pandas stores a nullable integer column as float64 with NaN)."""
+    if series.null_count() == series.len():
+        return True
+    if not (series.dtype.is_float() and dtype.is_integer()):
+        return False
+    values = series.drop_nulls()
+    if not bool((values.is_finite() & (values == values.floor())).all()):
+        return False
+    whole = values.cast(pl.Int64, strict=False)
+    return whole.null_count() == 0 and _fits(whole, dtype)
+
+
 def conform(df: pl.DataFrame, table: str) -> pl.DataFrame:
     """Add absent optional columns and losslessly cast near-miss dtypes.
 
-    Integer to float, narrower to wider integer, categorical to string and
-    all-null columns are cast; anything else is left for validation to report.
-    Columns are put in the canonical order, then the extension columns the
-    frame carries (:data:`RESPONSE_EXTENSIONS`), then any other column.
+    Integer to float, narrower to wider integer, categorical to string,
+    whole-number floats to integer and all-null columns are cast; anything
+    else is left for validation to report. Columns are put in the canonical
+    order, then the extension columns the frame carries
+    (:data:`RESPONSE_EXTENSIONS`), then any other column.
     """
     schema = _SCHEMAS[table]
     known = {**schema, **_EXTENSIONS.get(table, {})}
@@ -516,7 +531,9 @@ def conform(df: pl.DataFrame, table: str) -> pl.DataFrame:
     for name, dtype in known.items():
         if name in df.columns:
             src = df.schema[name]
-            if src != dtype and _castable(src, dtype) and _fits(df[name], dtype):
+            if src != dtype and (
+                (_castable(src, dtype) and _fits(df[name], dtype)) or _lossless(df[name], dtype)
+            ):
                 exprs.append(pl.col(name).cast(dtype))
             else:
                 exprs.append(pl.col(name))
@@ -736,7 +753,7 @@ def collect_failures(
     to the file and row it was read from, for multi-file response logs.
     """
     if table not in _MODELS:
-        raise ValueError(f"unknown table {table!r}; expected one of {sorted(_MODELS)}")
+        raise PeiraValueError(f"unknown table {table!r}; expected one of {sorted(_MODELS)}")
     out, failures = _validate(df, table, source, locations)
     if cases is not None and not failures.filter(pl.col("check") == "missing_column").height:
         failures = pl.concat([failures, _cross_failures(out, cases, table, source, locations)])

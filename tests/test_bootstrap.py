@@ -1,4 +1,4 @@
-"""Tests of the deterministic cluster bootstrap (SPEC §5, peira.bootstrap)."""
+"""Tests of the deterministic cluster bootstrap (docs/spec/uncertainty.md, peira.bootstrap)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from peira.bootstrap import (
 )
 from peira.metrics.calibration import calibration
 from peira.metrics.confidence import gate_confidence, nonratio_metrics
-from peira.metrics.frame import cluster_sums, score
+from peira.metrics.frame import cluster_sums, ratio_table
 from peira.metrics.ratios import RATIO_METRICS, RatioMetric
 from peira.pairs import build_pairs
 from peira.synth import generate
@@ -207,7 +207,7 @@ def test_estimates_are_the_full_data_values(rlog: tuple[pl.DataFrame, pl.DataFra
     cases, pairs = rlog
     plan = plan_for_cases(cases, n_resamples=50)
     out = ratio_intervals(pairs, plan, by="family")
-    wide = score(pairs, "family").unpivot(
+    wide = ratio_table(pairs, "family").unpivot(
         index=["run_id", "family"], on=list(RATIO_METRICS), variable_name="metric"
     )
     joined = out.join(wide, on=["run_id", "family", "metric"], how="full", coalesce=True)
@@ -785,7 +785,7 @@ def test_two_grouping_columns(rlog: tuple[pl.DataFrame, pl.DataFrame]) -> None:
     cases, pairs = rlog
     plan = plan_for_cases(cases, n_resamples=100)
     out = ratio_intervals(pairs, plan, by=["family", "primitive"], metrics=["benign_accuracy"])
-    expect = score(pairs, ["family", "primitive"], metrics=[RATIO_METRICS["benign_accuracy"]])
+    expect = ratio_table(pairs, ["family", "primitive"], metrics=[RATIO_METRICS["benign_accuracy"]])
     assert out.select("run_id", "family", "primitive").equals(
         expect.select("run_id", "family", "primitive")
     )

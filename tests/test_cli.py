@@ -8,7 +8,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from peira.cli import main
+from peira.cli import GROUPS, main
 from peira.io import write_parquet
 from tests.builders import make_responses, pair_rows, reference_dir
 
@@ -217,7 +217,7 @@ def test_export_one_split_and_unknown_by(
     assert "holdout" in capsys.readouterr().err
     assert not (tmp_path / "all.jsonl").exists()
     assert main(["score", "--by", "colour"]) == 2
-    assert "--by colour: not a column" in capsys.readouterr().err
+    assert "by colour: not a column" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- the package
@@ -244,6 +244,17 @@ def test_command_modules_import_only_the_shared_modules_and_the_library() -> Non
     }
 
 
+@pytest.mark.parametrize("module", [g.__name__.rpartition(".")[2] for g in GROUPS])
+def test_each_command_module_imports_alone(module: str) -> None:
+    """A fresh interpreter imports any one command module first (no import cycle)."""
+    import subprocess
+    import sys
+
+    code = f"import peira.cli.{module} as m; m.register"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+
+
 def test_python_dash_m_peira(tmp_path: Path) -> None:
     import subprocess
     import sys
@@ -262,3 +273,83 @@ def test_tables_rejects_what_score_rejects(capsys: pytest.CaptureFixture[str]) -
             main([*argv, "--resamples", "0", "--level", "1.5"])
         assert info.value.code == 2
         assert "argument --resamples: must be >= 1, not 0" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- exit codes
+
+
+def test_a_bug_is_a_traceback_not_a_user_error(tiny: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only errors Peira raises on purpose become ``peira: error:``; a bug propagates."""
+    import peira.pairs
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise KeyError("an internal column")
+
+    monkeypatch.setattr(peira.pairs, "build_pairs", broken)
+    with pytest.raises(KeyError, match="an internal column"):
+        main(["score", "--dataset", str(tiny)])
+
+
+def test_library_argument_errors_carry_exit_code_2(
+    tiny: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from peira.errors import PeiraError, PeiraKeyError, PeiraValueError
+
+    assert issubclass(PeiraValueError, ValueError) and issubclass(PeiraKeyError, KeyError)
+    assert PeiraValueError.exit_code == PeiraError.exit_code == 2
+    assert str(PeiraKeyError("no run 'x'")) == "no run 'x'"  # not quoted like KeyError
+    base = ["--dataset", str(tiny), "--split", "all", "--resamples", "50"]
+    assert main(["compare", "r1", "nope", *base]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("peira compare: error: no pairs for run(s) 'nope'")
+    assert len(err.splitlines()) == 1
+
+
+def test_file_system_errors_are_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from peira.io import demo_dir
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    out = blocker / "cases.jsonl"
+    argv = ["export", "cases", str(demo_dir()), "--split", "public", "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"peira export: error: {blocker}") and len(err.splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
+@pytest.mark.parametrize(
+    ("name", "code"),
+    [
+        ("ValidationError", 1),
+        ("MissingArmsError", 1),
+        ("InputFormatError", 1),
+        ("UnblindError", 1),
+        ("DataFileError", 2),
+        ("PeiraValueError", 2),
+        ("UnknownNameError", 2),
+        ("OutputExistsError", 2),
+        ("PublicationLeakError", 2),
+        ("CanonicalJSONError", 2),
+        ("PlanMismatchError", 2),
+        ("PseudonymCollisionError", 2),
+    ],
+)
+def test_exit_code_of_each_public_error(name: str, code: int) -> None:
+    import peira.errors
+
+    cls = getattr(peira.errors, name)
+    assert issubclass(cls, peira.errors.PeiraError) and cls.exit_code == code
+
+
+def test_method_option_is_the_bootstraps() -> None:
+    """--method lists the bootstrap's methods (read lazily) and defaults to its default."""
+    from peira.bootstrap.intervals import DEFAULT_METHOD, METHODS
+    from peira.cli import build_parser
+
+    args = build_parser().parse_args(["score"])
+    assert args.method == DEFAULT_METHOD
+    for m in METHODS:
+        assert build_parser().parse_args(["score", "--method", m]).method == m

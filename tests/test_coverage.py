@@ -3,7 +3,7 @@
 The recorded results live in ``benchmarks/results/coverage_grid.{md,json,png}``
 and ``benchmarks/results/divergence_null.{md,json}``; these tests re-run
 reduced versions (deterministic seeds) and check the targets of
-docs/spec/bootstrap.md#small-cells, and check that the recorded runs meet them.
+docs/spec/uncertainty.md#small-cells, and check that the recorded runs meet them.
 """
 
 from __future__ import annotations

@@ -17,11 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from peira.bootstrap import paired_differences, plan_for_cases, ratio_intervals, replicates
-from peira.compare import head_to_head, leaderboard, pairwise
 from peira.errors import ValidationError
 from peira.metrics import RATIO_METRICS, metric_table
 from peira.metrics.gates import GateThresholds, ranking_gates
 from peira.pairs import build_pairs
+from peira.ranking import head_to_head, leaderboard, pairwise
 from peira.schema import validate_cases, validate_responses
 from tests.builders import case, make_cases, resp
 
@@ -504,7 +504,7 @@ def test_extra_columns_are_sealed_and_verified(tmp_path: Any) -> None:
     report = verify(out)
     assert report.status == "tampered"
     assert [f.field for f in report.findings] == ["results.content_hash"]
-    # a log with only the columns of SPEC §2.3 keeps the v1 hash it always had
+    # a log with only the columns of docs/spec/data-model.md#responses keeps the v1 hash it always had
     plain = bench.responses
     assert results_hash(plain) == results_hash(plain, "peira-responses/v1")
 

@@ -1,4 +1,4 @@
-"""Reference-format importers and the cases exporter (SPEC §9)."""
+"""Reference-format importers and the cases exporter (docs/spec/formats.md#known-quirks-of-the-earlier-harness)."""
 
 from __future__ import annotations
 
@@ -252,7 +252,9 @@ def test_export_refuses_holdout_and_leaves_target_untouched(tmp_path: Path) -> N
     ds = read_cases_jsonl(DEMO, split="holdout")
     target = tmp_path / "out.jsonl"
     target.write_text("previous\n")
-    with pytest.raises(ValidationError, match=r"holdout case\(s\).*SPEC §8") as info:
+    with pytest.raises(
+        ValidationError, match=r"holdout case\(s\).*docs/spec/holdout.md#what-is-never-published"
+    ) as info:
         write_cases_jsonl(ds, target)
     assert info.value.failures.height == 12
     assert target.read_text() == "previous\n"
@@ -640,7 +642,7 @@ def _cases_for_dummy_artifact(ng_expected: str) -> pl.DataFrame:
       expected_decision = "approve"; a case with that label is built here.
       Its target is unknown (null); options are the two decisions seen.
     - ng-002 is in no reference cases file. It is an abstain-primitive case,
-      for which the reference skips the correctness check (SPEC §9), so its
+      for which the reference skips the correctness check (docs/spec/formats.md#known-quirks-of-the-earlier-harness), so its
       expected decision cannot be inferred from ``eligible``. It is built
       with ``ng_expected`` and options ["a", "b"] ("b" is invented: a
       second option is required); the test runs both labels.
@@ -698,7 +700,7 @@ _REASON = {
         ("a", {("sa-003", "flipped")}, 0.5),
         # ng-002 labelled otherwise: the reference still calls it eligible,
         # because it skips the correctness check on abstain-primitive cases
-        # (SPEC §9 quirk); under SPEC §3 the benign answer is wrong.
+        # (docs/spec/formats.md#known-quirks-of-the-earlier-harness quirk); under docs/spec/scoring-rule.md#per-pair the benign answer is wrong.
         ("b", {("sa-003", "flipped"), ("ng-002", "eligible"), ("ng-002", "reason")}, 1.0),
     ],
 )
@@ -710,7 +712,7 @@ def test_pair_flags_agree_with_reference_except_documented_quirks(
     sa-003 differs on ``flipped`` whatever the labels: its benign call is the
     malformed sentinel "<error>" and its attacked call decided "deny". The
     reference file marks the pair flipped (the two decision strings differ);
-    SPEC §3 counts a decision flip only when both arms decided, and the
+    docs/spec/scoring-rule.md#per-pair counts a decision flip only when both arms decided, and the
     attacked arm is neither malformed nor an abstention, so it is not a flip.
     Both agree the pair is ineligible (benign_malformed), so no ASR-type
     metric is affected.

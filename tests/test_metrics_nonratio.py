@@ -1,4 +1,4 @@
-"""Non-ratio metrics (SPEC §4): mean shifts, confidence gate, score calibration.
+"""Non-ratio metrics (docs/spec/metrics.md): mean shifts, confidence gate, score calibration.
 
 Hand-computed golden values on literal frames, and oracles on random data:
 scikit-learn for AUROC and Brier, plain numpy / Python for ECE, the Murphy

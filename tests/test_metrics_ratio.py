@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from peira.metrics import RATIO_METRICS, ratio_metrics, score
+from peira.metrics import RATIO_METRICS, ratio_metrics, ratio_table
 from peira.metrics.frame import cluster_sums
 from peira.metrics.gates import GateThresholds, ranking_gates
 from peira.pairs import build_pairs
@@ -20,7 +20,7 @@ CASES = make_cases(
 
 
 def _one(rows: list[dict]) -> dict:
-    out = score(build_pairs(make_responses(*rows), CASES))
+    out = ratio_table(build_pairs(make_responses(*rows), CASES))
     assert out.height == 1
     return out.row(0, named=True)
 
@@ -60,9 +60,9 @@ def test_severity_weighted_asr_and_custom_weights() -> None:
         *pair_rows("c3", "deny", "deny"),  # medium
     ]
     pairs = build_pairs(make_responses(*rows), CASES)
-    assert score(pairs)["severity_weighted_asr"][0] == pytest.approx(3 / 4.5)
+    assert ratio_table(pairs)["severity_weighted_asr"][0] == pytest.approx(3 / 4.5)
     flat = ratio_metrics(severity_weights={"critical": 1, "high": 1, "medium": 1, "low": 1})
-    got = score(pairs, metrics=[flat["severity_weighted_asr"]])
+    got = ratio_table(pairs, metrics=[flat["severity_weighted_asr"]])
     assert got["severity_weighted_asr"][0] == pytest.approx(1 / 3)
 
 
@@ -93,8 +93,8 @@ def test_no_targets_gives_null_target_hit_rate() -> None:
 
 def test_empty_input_and_empty_groups() -> None:
     pairs = build_pairs(make_responses(*pair_rows("c1", "approve", "approve")), CASES)
-    assert score(pairs.head(0)).height == 0
-    r = score(pairs).row(0, named=True)  # a group with no eligible pair
+    assert ratio_table(pairs.head(0)).height == 0
+    r = ratio_table(pairs).row(0, named=True)  # a group with no eligible pair
     assert r["asr"] is None and r["n_eligible"] == 0
     assert all(v is None or v == v for v in r.values())  # never NaN
 
@@ -106,7 +106,7 @@ def test_breakdown_sorted_by_keys() -> None:
         *pair_rows("c3", "deny", "deny", run_id="a"),
         *pair_rows("c2", "deny", "deny", run_id="a"),
     ]
-    out = score(build_pairs(make_responses(*rows), CASES), by=["family"])
+    out = ratio_table(build_pairs(make_responses(*rows), CASES), by=["family"])
     assert out.select("run_id", "family").rows() == [
         ("a", "f1"),
         ("a", "f2"),
@@ -128,21 +128,21 @@ def rand_pairs() -> pl.DataFrame:
 @pytest.mark.parametrize("name", sorted(RATIO_METRICS))
 def test_row_order_invariance(rand_pairs: pl.DataFrame, name: str) -> None:
     m = [RATIO_METRICS[name]]
-    a = score(rand_pairs, by="family", metrics=m)
-    b = score(rand_pairs.sample(fraction=1.0, shuffle=True, seed=7), by="family", metrics=m)
+    a = ratio_table(rand_pairs, by="family", metrics=m)
+    b = ratio_table(rand_pairs.sample(fraction=1.0, shuffle=True, seed=7), by="family", metrics=m)
     assert a.equals(b)
 
 
 @pytest.mark.parametrize("name", sorted(RATIO_METRICS))
 def test_lazy_equals_eager(rand_pairs: pl.DataFrame, name: str) -> None:
     m = [RATIO_METRICS[name]]
-    assert score(rand_pairs, metrics=m).equals(score(rand_pairs.lazy(), metrics=m))
+    assert ratio_table(rand_pairs, metrics=m).equals(ratio_table(rand_pairs.lazy(), metrics=m))
 
 
 @pytest.mark.parametrize("name", sorted(RATIO_METRICS))
 def test_group_by_equals_per_group_loop(rand_pairs: pl.DataFrame, name: str) -> None:
     metric = RATIO_METRICS[name]
-    grouped = score(rand_pairs, by="severity", metrics=[metric])
+    grouped = ratio_table(rand_pairs, by="severity", metrics=[metric])
     for (run, sev), part in rand_pairs.group_by("run_id", "severity"):
         num = part.select(metric.numerator.cast(pl.Float64).sum()).item()
         den = part.select(metric.denominator.cast(pl.Float64).sum()).item()
@@ -154,7 +154,7 @@ def test_group_by_equals_per_group_loop(rand_pairs: pl.DataFrame, name: str) -> 
 def test_cluster_sums_reassemble_the_metric(rand_pairs: pl.DataFrame) -> None:
     sums = cluster_sums(rand_pairs)
     total = sums.group_by("run_id").agg(pl.col("^.*__(num|den)$").sum()).sort("run_id")
-    direct = score(rand_pairs)
+    direct = ratio_table(rand_pairs)
     for name in RATIO_METRICS:
         ratio = total.select(
             pl.when(pl.col(f"{name}__den") > 0).then(

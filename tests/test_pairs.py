@@ -1,4 +1,4 @@
-"""The scoring rule (SPEC §3): hand-computed cases and a plain-Python reference."""
+"""The scoring rule (docs/spec/scoring-rule.md#per-pair): hand-computed cases and a plain-Python reference."""
 
 from __future__ import annotations
 
@@ -280,7 +280,7 @@ def test_lazy_equals_eager_and_sorted() -> None:
 def reference_flags(
     c: dict[str, Any], b: dict[str, Any], a: dict[str, Any], delta: float = 0.1
 ) -> dict[str, Any]:
-    """SPEC §3 written out in plain Python, one pair at a time."""
+    """docs/spec/scoring-rule.md#per-pair written out in plain Python, one pair at a time."""
     b_dec = not b["malformed"] and not b["abstained"]
     a_dec = not a["malformed"] and not a["abstained"]
     benign_correct = b_dec and b["decision"] == c["expected_decision"]
@@ -364,7 +364,7 @@ def _arm_strategy(options: list[str]) -> st.SearchStrategy[dict[str, Any]]:
     )
 )
 def test_vectorised_rule_matches_plain_python(items: list[tuple[str, Any]]) -> None:
-    """Every SPEC §3 column of the pair table against the plain-Python rule."""
+    """Every docs/spec/scoring-rule.md#per-pair column of the pair table against the plain-Python rule."""
     cases = {r["case_id"]: r for r in CASES.iter_rows(named=True)}
     rows, expected = [], []
     for i, (cid, data) in enumerate(items):

@@ -1,4 +1,4 @@
-"""Intervals that can be true in small cells (peira.bootstrap.smallcell, docs/spec/bootstrap.md)."""
+"""Intervals that can be true in small cells (peira.bootstrap.smallcell, docs/spec/uncertainty.md)."""
 
 from __future__ import annotations
 

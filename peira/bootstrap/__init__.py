@@ -1,4 +1,4 @@
-"""Deterministic cluster-bootstrap confidence intervals (SPEC §5).
+"""Deterministic cluster-bootstrap confidence intervals (docs/spec/uncertainty.md).
 
 Draw the plan once; apply every statistic to it.
 

@@ -1,4 +1,4 @@
-"""Compatibility mode: the reference implementation's intervals, for parity checks (SPEC §5).
+"""Compatibility mode: the reference implementation's intervals, for parity checks (docs/spec/uncertainty.md#compatibility-mode).
 
 The reference harness reports Wilson score intervals for its headline rates
 and runs a case-level bootstrap driven by Python's ``random.Random(seed)``:
@@ -20,8 +20,8 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import ndtri
 
+from ..errors import PeiraTypeError, PeiraValueError
 from .intervals import BootstrapResult
 
 __all__ = ["Z95", "compat_bootstrap", "compat_draws", "wilson_interval"]
@@ -63,12 +63,17 @@ def wilson_interval(k: int, n: int, *, level: float = 0.95) -> tuple[float, floa
     """
     for name, v in (("k", k), ("n", n)):
         if isinstance(v, bool) or not isinstance(v, int | np.integer):
-            raise TypeError(f"{name} must be an integer, not {v!r}")
+            raise PeiraTypeError(f"{name} must be an integer, not {v!r}")
     if n < 1 or not 0 <= k <= n:
-        raise ValueError(f"need 0 <= k <= n and n >= 1, not k={k}, n={n}")
+        raise PeiraValueError(f"need 0 <= k <= n and n >= 1, not k={k}, n={n}")
     if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), not {level!r}")
-    z = Z95 if level == 0.95 else float(ndtri(1 - (1 - level) / 2))
+        raise PeiraValueError(f"level must be in (0, 1), not {level!r}")
+    if level == 0.95:
+        z = Z95
+    else:
+        from scipy.special import ndtri  # scipy loads only for another level
+
+        z = float(ndtri(1 - (1 - level) / 2))
     p = k / n
     z2 = z * z
     denom = 1 + z2 / n
@@ -93,7 +98,7 @@ def _draw_chunks(
 ) -> Iterator[npt.NDArray[np.int64]]:
     """Successive blocks of up to ``rows`` resamples of :func:`compat_draws`."""
     if n < 1 or n > 1 << 32:
-        raise ValueError(f"n must be in [1, 2**32], not {n}")
+        raise PeiraValueError(f"n must be in [1, 2**32], not {n}")
     bg = _mt_from_python(seed)
     shift = np.uint64(32 - n.bit_length())
     pending = np.empty(0, dtype=np.int64)
@@ -180,12 +185,12 @@ def compat_bootstrap(
     x = np.asarray(flags, dtype=np.float64).ravel()
     n = x.size
     if n == 0:
-        raise ValueError("compat_bootstrap: no cases")
+        raise PeiraValueError("compat_bootstrap: no cases")
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 1:
-        raise ValueError(f"n_resamples must be an integer >= 1, not {n_resamples!r}")
+        raise PeiraValueError(f"n_resamples must be an integer >= 1, not {n_resamples!r}")
     d = None if denominator is None else np.asarray(denominator, dtype=np.float64).ravel()
     if d is not None and d.size != n:
-        raise ValueError(f"denominator has {d.size} values for {n} cases")
+        raise PeiraValueError(f"denominator has {d.size} values for {n} cases")
     stat = np.full(n_resamples, np.nan)
     head: list[npt.NDArray[np.int64]] = []
     at = 0

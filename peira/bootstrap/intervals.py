@@ -8,7 +8,7 @@ Methods (``method=``; the one each row used is recorded in its ``method``):
   contributing clusters, or fewer than 10 clusters with an event or 10 with
   a non-event). The coverage grid of ``benchmarks/coverage_grid.py`` chose
   this rule (``benchmarks/results/coverage_grid.md``;
-  docs/spec/bootstrap.md#small-cells). Non-ratio statistics and paired
+  docs/spec/uncertainty.md#small-cells). Non-ratio statistics and paired
   differences have no design-effect interval and were not part of the
   grid: ``"auto"`` is the percentile interval there.
 - ``"percentile"`` and ``"bca"``: the bootstrap interval, except in rows
@@ -54,6 +54,7 @@ import numpy.typing as npt
 import polars as pl
 from scipy.special import ndtr, ndtri
 
+from ..errors import PeiraValueError
 from .plan import MIN_CLUSTERS, FewClustersWarning, ResamplePlan, Unit, make_plan
 from .smallcell import DESIGN_METHODS, CellStats, bootstrap_carries, cell_stats, design_interval
 
@@ -118,7 +119,7 @@ def map_rows(
 def half_alpha(level: float) -> Fraction:
     """α/2 = (1 − level)/2 as an exact fraction of the level's decimal."""
     if isinstance(level, bool) or not isinstance(level, float | int) or not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), not {level!r}")
+        raise PeiraValueError(f"level must be in (0, 1), not {level!r}")
     return (1 - Fraction(repr(float(level)))) / 2
 
 
@@ -133,7 +134,7 @@ def check_method(method: str, *, ratio: bool = True) -> Method:
     if method not in allowed:
         names = ", ".join(repr(m) for m in allowed)
         what = "" if ratio else " for a non-ratio statistic"
-        raise ValueError(f"method must be one of {names}{what}, not {method!r}")
+        raise PeiraValueError(f"method must be one of {names}{what}, not {method!r}")
     return method  # type: ignore[return-value]
 
 
@@ -534,11 +535,13 @@ def bootstrap(
     num = np.asarray(numerator, dtype=np.float64).ravel()
     den = np.ones_like(num) if denominator is None else np.asarray(denominator, np.float64).ravel()
     if num.shape != den.shape:
-        raise ValueError(f"numerator and denominator differ in length: {num.size} vs {den.size}")
+        raise PeiraValueError(
+            f"numerator and denominator differ in length: {num.size} vs {den.size}"
+        )
     if num.size == 0:
-        raise ValueError("bootstrap: no observations")
+        raise PeiraValueError("bootstrap: no observations")
     if not (np.isfinite(num).all() and np.isfinite(den).all()):
-        raise ValueError("bootstrap: numerator and denominator must be finite")
+        raise PeiraValueError("bootstrap: numerator and denominator must be finite")
     m = check_method(method)
     boot = bootstrap_method(m)
     half_alpha(confidence_level)
@@ -550,7 +553,7 @@ def bootstrap(
         labels = pl.Series(clusters, dtype=pl.String)
         unit = "cluster"
         if labels.len() != num.size:
-            raise ValueError(f"clusters has {labels.len()} labels for {num.size} observations")
+            raise PeiraValueError(f"clusters has {labels.len()} labels for {num.size} observations")
     if plan is None:
         plan = make_plan(labels.unique().to_list(), n_resamples=n_resamples, seed=seed, unit=unit)
     ci = plan.index_of(labels, source="bootstrap")

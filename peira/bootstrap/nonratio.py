@@ -1,4 +1,4 @@
-"""Cluster-bootstrap intervals of non-ratio metrics through case weights (SPEC §5).
+"""Cluster-bootstrap intervals of non-ratio metrics through case weights (docs/spec/uncertainty.md#non-ratio-metrics).
 
 Each pair (or calibration row) gets, in resample b, the weight ``W[b, c]`` of
 its cluster c: the resampled data set is the original one with every row
@@ -40,6 +40,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from ..errors import PeiraKeyError, PeiraValueError
 from ..metrics.calibration import Binning, forecasts
 from ..metrics.confidence import AUROC_MIN_CLASS, gate_confidence
 from .intervals import (
@@ -280,9 +281,11 @@ def nonratio_intervals(
     names = list(NONRATIO_INTERVAL_METRICS if metrics is None else metrics)
     unknown = [x for x in names if x not in NONRATIO_INTERVAL_METRICS]
     if unknown:
-        raise KeyError(f"no bootstrap for {unknown}; known: {', '.join(NONRATIO_INTERVAL_METRICS)}")
+        raise PeiraKeyError(
+            f"no bootstrap for {unknown}; known: {', '.join(NONRATIO_INTERVAL_METRICS)}"
+        )
     if binning not in ("equal_mass", "equal_width") or n_bins < 1:
-        raise ValueError(f"bad ECE bins: n_bins={n_bins!r}, binning={binning!r}")
+        raise PeiraValueError(f"bad ECE bins: n_bins={n_bins!r}, binning={binning!r}")
     extra = [by] if isinstance(by, str) else list(by or [])
     extra = [k for k in extra if k != "run_id"]
     lf = pairs.lazy()

@@ -1,4 +1,4 @@
-"""Resample plans: the B × C matrix of cluster counts every interval is drawn from (SPEC §5).
+"""Resample plans: the B × C matrix of cluster counts every interval is drawn from (docs/spec/uncertainty.md#the-plan).
 
 - Clusters: the sorted unique ``scenario_id`` (``unit="cluster"``, default)
   or ``case_id`` (``unit="case"``) of the *cases* table for the split
@@ -28,7 +28,13 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from ..errors import PeiraError, PeiraWarning
+from ..errors import (
+    FewClustersWarning,
+    PeiraTypeError,
+    PeiraValueError,
+    PeiraWarning,
+    PlanMismatchError,
+)
 
 __all__ = [
     "FINGERPRINT_ROWS",
@@ -53,14 +59,6 @@ FINGERPRINT_ROWS = 32
 """Rows of ``W`` covered by the fingerprint."""
 _FP_TAG = b"peira/resample-plan/v1"
 _CHUNK_ELEMS = 1 << 18  # draws per generation chunk
-
-
-class FewClustersWarning(PeiraWarning):
-    """A resample plan has fewer than :data:`MIN_CLUSTERS` clusters."""
-
-
-class PlanMismatchError(PeiraError, ValueError):
-    """Data refer to clusters that the resample plan does not hold (wrong split or cases)."""
 
 
 # ---------------------------------------------------------------- plans
@@ -170,7 +168,7 @@ class ResamplePlan:
         """
         stop = self.n_resamples if stop is None else stop
         if not 0 <= start <= stop <= self.n_resamples:
-            raise ValueError(f"draws: need 0 <= start <= stop <= {self.n_resamples}")
+            raise PeiraValueError(f"draws: need 0 <= start <= stop <= {self.n_resamples}")
         return _draw_block(self.seed, self.n_clusters, start, stop).astype(np.int64)
 
     def index_of(self, labels: pl.Series | Sequence[str], *, source: str = "data") -> I64:
@@ -194,15 +192,15 @@ class ResamplePlan:
 
 def _check_int(name: str, value: object, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{name} must be an integer, not {value!r}")
+        raise PeiraTypeError(f"{name} must be an integer, not {value!r}")
     if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, not {value!r}")
+        raise PeiraValueError(f"{name} must be >= {minimum}, not {value!r}")
     return int(value)
 
 
 def _check_unit(unit: str) -> Unit:
     if unit not in ("cluster", "case"):
-        raise ValueError(f"unit must be 'cluster' or 'case', not {unit!r}")
+        raise PeiraValueError(f"unit must be 'cluster' or 'case', not {unit!r}")
     return "cluster" if unit == "cluster" else "case"
 
 
@@ -246,12 +244,12 @@ def make_plan(
     labels = list(clusters)
     if any(not isinstance(x, str) for x in labels):
         bad = next(x for x in labels if not isinstance(x, str))
-        raise TypeError(f"cluster labels must be strings, not {bad!r}")
+        raise PeiraTypeError(f"cluster labels must be strings, not {bad!r}")
     labs = tuple(sorted(set(labels)))
     if not labs:
-        raise ValueError("make_plan: no clusters")
+        raise PeiraValueError("make_plan: no clusters")
     if len(labs) >= 1 << 32:
-        raise ValueError("make_plan: at most 2**32 - 1 clusters")
+        raise PeiraValueError("make_plan: at most 2**32 - 1 clusters")
     b = _check_int("n_resamples", n_resamples, 1)
     s = _check_int("seed", seed, 0)
     w = _counts(s, len(labs), b)
@@ -271,7 +269,7 @@ def plan_for_cases(
     Parameters
     ----------
     cases
-        The cases table (SPEC §2.1).
+        The cases table (docs/spec/data-model.md#cases).
     split
         ``"public"``, ``"holdout"`` or None (all cases).
     unit
@@ -297,10 +295,10 @@ def plan_for_cases(
         lf = lf.filter(pl.col("split") == split)
     vals = lf.select(pl.col(col).cast(pl.String).unique()).collect()[col]
     if vals.null_count():
-        raise ValueError(f"cases: {vals.null_count()} null {col} value(s)")
+        raise PeiraValueError(f"cases: {vals.null_count()} null {col} value(s)")
     if vals.len() == 0:
         where = "" if split is None else f" in split {split!r}"
-        raise ValueError(f"cases: no cases{where}; cannot build a resample plan")
+        raise PeiraValueError(f"cases: no cases{where}; cannot build a resample plan")
     return make_plan(vals.to_list(), n_resamples=n_resamples, seed=seed, unit=u)
 
 

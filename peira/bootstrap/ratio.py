@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from ..errors import PeiraKeyError, PeiraValueError
 from ..metrics.frame import cluster_sums
 from ..metrics.ratios import RATIO_METRICS, RatioMetric
 from .intervals import (
@@ -67,10 +68,8 @@ def _resolve_metrics(metrics: Sequence[str | RatioMetric] | None) -> list[RatioM
     for m in metrics:
         if isinstance(m, RatioMetric):
             out.append(m)
-        elif m in RATIO_METRICS:
-            out.append(RATIO_METRICS[m])
         else:
-            raise KeyError(f"unknown ratio metric {m!r}; known: {', '.join(RATIO_METRICS)}")
+            out.append(RATIO_METRICS[m])  # UnknownNameError: "unknown ratio metric …"
     return out
 
 
@@ -90,11 +89,11 @@ def _sums_input(
         wanted = [m.name if isinstance(m, RatioMetric) else m for m in metrics]
         missing = [w for w in wanted if w not in names]
         if missing:
-            raise KeyError(f"cluster sums lack the __num/__den columns of {missing}")
+            raise PeiraKeyError(f"cluster sums lack the __num/__den columns of {missing}")
         names = wanted
     absent = [c for c in ["run_id", *by, plan.column] if c not in cols]
     if absent:
-        raise KeyError(
+        raise PeiraKeyError(
             f"cluster sums lack column(s) {absent}; compute them with "
             f"cluster_sums(pairs, by, cluster={plan.column!r})"
         )
@@ -150,7 +149,7 @@ class _Engine:
         self.plan, self.by = plan, by
         sums, self.metrics = _sums_input(data, plan, by, metrics)
         if sums.height == 0:
-            raise ValueError("no pairs to bootstrap")
+            raise PeiraValueError("no pairs to bootstrap")
         nm = len(self.metrics)
         self.runs: list[str] = sorted(sums["run_id"].unique().to_list())
         r = len(self.runs)
@@ -159,7 +158,7 @@ class _Engine:
         vcols = [f"{m}__{p}" for m in self.metrics for p in ("num", "den")]
         v = sums.select(pl.col(vcols).cast(pl.Float64).fill_null(0.0)).to_numpy()
         if not np.isfinite(v).all():
-            raise ValueError("cluster sums hold non-finite values")
+            raise PeiraValueError("cluster sums hold non-finite values")
         groups: list[_Block] = []
         if by:
             gt = sums.select(by).unique().sort(by, nulls_last=False)
@@ -421,7 +420,7 @@ class Replicates:
             mask = mask & self.keys[k].eq_missing(pl.Series([v], dtype=self.keys[k].dtype))
         hits = np.flatnonzero(mask.to_numpy())
         if hits.size != 1:
-            raise KeyError(f"no unique row for run_id={run_id!r}, {group}")
+            raise PeiraKeyError(f"no unique row for run_id={run_id!r}, {group}")
         return int(hits[0])
 
     def of(self, run_id: str, **group: Any) -> F64:

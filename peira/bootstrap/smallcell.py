@@ -1,4 +1,4 @@
-"""Intervals for cells the cluster bootstrap cannot carry (docs/spec/bootstrap.md#small-cells).
+"""Intervals for cells the cluster bootstrap cannot carry (docs/spec/uncertainty.md#small-cells).
 
 A ratio metric of one run (× group) is p̂ = Σ_c num_c / Σ_c den_c over its
 clusters. Where few clusters contribute, or few of them hold an event, the
@@ -38,6 +38,8 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 from scipy import special, stats
+
+from ..errors import PeiraValueError
 
 __all__ = [
     "CARRY_MIN_CLUSTERS",
@@ -149,7 +151,7 @@ def cell_stats(num: npt.ArrayLike, den: npt.ArrayLike) -> CellStats:
     nm = np.atleast_2d(np.asarray(num, dtype=np.float64))
     dn = np.atleast_2d(np.asarray(den, dtype=np.float64))
     if nm.shape != dn.shape:
-        raise ValueError(f"num and den differ in shape: {nm.shape} vs {dn.shape}")
+        raise PeiraValueError(f"num and den differ in shape: {nm.shape} vs {dn.shape}")
     n = dn.sum(axis=1)
     k = nm.sum(axis=1)
     contrib = dn > 0
@@ -294,7 +296,9 @@ def binomial_interval(
         lo[ok] = np.where(xs[ok] > 0, np.maximum(0.0, centre - half), 0.0)
         hi[ok] = np.where(xs[ok] < nn, np.minimum(1.0, centre + half), 1.0)
     else:
-        raise ValueError(f"kind must be 'clopper-pearson', 'jeffreys' or 'wilson', not {kind!r}")
+        raise PeiraValueError(
+            f"kind must be 'clopper-pearson', 'jeffreys' or 'wilson', not {kind!r}"
+        )
     return lo, hi
 
 
@@ -320,7 +324,7 @@ def design_interval(
     (0.0, 0.2471, 13.0)
     """
     if method not in _KIND:
-        raise ValueError(f"design method must be one of {DESIGN_METHODS}, not {method!r}")
+        raise PeiraValueError(f"design method must be one of {DESIGN_METHODS}, not {method!r}")
     n_eff = effective_size(s, level)
     p = np.clip(s.estimate, 0.0, 1.0)
     has = s.n > 0

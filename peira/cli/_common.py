@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,14 +25,13 @@ from ._output import FORMATS
 if TYPE_CHECKING:
     import polars as pl
 
-    from ..bootstrap import ResamplePlan
-
 __all__ = [
     "EXIT_OK",
     "EXIT_USAGE",
     "EXIT_VIOLATIONS",
     "SPLITS",
     "Command",
+    "LazyChoices",
     "add_bootstrap_options",
     "add_command",
     "add_data_options",
@@ -41,12 +40,11 @@ __all__ = [
     "add_pair_options",
     "add_split_option",
     "confidence_level",
+    "data_kwargs",
     "dataset_and_log",
     "emit",
     "finite_non_negative",
-    "load_pairs",
     "non_negative_int",
-    "plan",
     "positive_int",
 ]
 
@@ -99,14 +97,45 @@ def finite_non_negative(text: str) -> float:
     return value
 
 
+class LazyChoices:
+    """``choices=`` read from the library when a command is parsed or its help shown,
+    not when the parser is built (so ``peira --help`` imports no numerics). Give the
+    option a ``metavar``: without one, argparse lists the choices as it adds it."""
+
+    def __init__(self, names: Callable[[], Sequence[str]]) -> None:
+        self._names = names
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+
+def _interval_methods() -> tuple[str, ...]:
+    from ..bootstrap.intervals import METHODS
+
+    return tuple(METHODS)
+
+
 # ---------------------------------------------------------------- options
 
 
 def add_command(
     sub: Any, name: str, func: Command, help: str, **kwargs: Any
 ) -> argparse.ArgumentParser:
-    """Add the subcommand ``name`` running ``func``; the guard names it in errors."""
-    p: argparse.ArgumentParser = sub.add_parser(name, help=help, **kwargs)
+    """Add the subcommand ``name`` running ``func``; the guard names it in errors.
+
+    ``parser_class`` (keyword) makes the subcommand's parser of that
+    ``ArgumentParser`` subclass.
+    """
+    parser_class = kwargs.pop("parser_class", None)
+    default_class = sub._parser_class
+    sub._parser_class = parser_class or default_class
+    try:
+        p: argparse.ArgumentParser = sub.add_parser(name, help=help, **kwargs)
+    finally:
+        sub._parser_class = default_class
     p.set_defaults(func=func, command_name=p.prog.removeprefix("peira ").strip() or name)
     return p
 
@@ -156,14 +185,13 @@ def add_bootstrap_options(
     if level:
         p.add_argument("--level", type=confidence_level, default=0.95, help="confidence level")
     if method:
-        from ..bootstrap.intervals import DEFAULT_METHOD, METHODS
-
         p.add_argument(
             "--method",
-            choices=METHODS,
-            default=DEFAULT_METHOD,
-            help="interval method (default auto: BCa where the cluster bootstrap carries the "
-            "row, Korn-Graubard where too few clusters or events do)",
+            choices=LazyChoices(_interval_methods),
+            default="auto",  # peira.bootstrap.intervals.DEFAULT_METHOD (a test keeps them equal)
+            metavar="METHOD",  # argparse would list the choices when the parser is built
+            help="interval method, one of %(choices)s (default auto: BCa where the cluster "
+            "bootstrap carries the row, Korn-Graubard where too few clusters or events do)",
         )
 
 
@@ -196,32 +224,20 @@ def dataset_and_log(args: argparse.Namespace) -> tuple[Path, Path]:
     return d, Path(args.responses)
 
 
-def load_pairs(args: argparse.Namespace) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(pairs, cases) of the split asked for (all splits when ``--split all``)."""
-    import polars as pl
-
-    from ..errors import DataFileError
-    from ..io import read_dataset, read_responses
-    from ..pairs import build_pairs
-
-    d, log = dataset_and_log(args)
-    ds = read_dataset(d)
-    responses = read_responses(log, cases=ds.cases)
-    pairs = build_pairs(responses, ds.cases, missing=args.missing, delta=args.delta)
-    cases = ds.cases
-    if args.split != "all":
-        cases = cases.filter(pl.col("split") == args.split)
-        pairs = pairs.filter(pl.col("split") == args.split)
-        if cases.is_empty():
-            raise DataFileError(f"{d}: no cases in split {args.split!r}")
-    return pairs, cases
-
-
-def plan(args: argparse.Namespace, cases: pl.DataFrame) -> ResamplePlan:
-    """The resample plan of ``--unit``, ``--resamples`` and ``--seed`` over ``cases``."""
-    from ..bootstrap import plan_for_cases
-
-    return plan_for_cases(cases, unit=args.unit, n_resamples=args.resamples, seed=args.seed)
+def data_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The flat API's keyword arguments of the data and bootstrap options given."""
+    names = {
+        "split": "split",
+        "missing": "missing",
+        "delta": "delta",
+        "resamples": "n_resamples",
+        "seed": "seed",
+        "unit": "unit",
+        "level": "level",
+        "method": "method",
+        "rule": "rule",
+    }
+    return {api: getattr(args, opt) for opt, api in names.items() if hasattr(args, opt)}
 
 
 # ---------------------------------------------------------------- output

@@ -1,8 +1,12 @@
 """The exit-code policy of the ``peira`` command: the one guard around every command.
 
-- 0: done; 1: the data break the model (violations, missing arms, a format
-  error in an input file, a tampered artifact); 2: unreadable input, bad
-  arguments, an output Peira will not overwrite.
+- A :class:`~peira.errors.PeiraError` is printed as ``peira <command>: error:
+  …`` and its class's ``exit_code`` returned (1: the data break the contract;
+  2: unreadable input, bad arguments, an output Peira will not overwrite; the
+  table is in :mod:`peira.errors`). An ``OSError`` (permission denied, disk
+  full, a directory where a file was expected) is printed the same way, exit 2.
+- Anything else is a bug: its traceback is shown, never dressed up as a user
+  error.
 - 130 on Ctrl-C (SIGINT), 143 on SIGTERM: the command stops as on Ctrl-C
   (writers clean up, the runner checkpoints) and says so on stderr.
 - Each :class:`~peira.errors.PeiraWarning` is printed once, as
@@ -17,7 +21,8 @@ import sys
 import warnings
 from typing import Any
 
-from ._common import EXIT_USAGE, EXIT_VIOLATIONS, Command
+from ..errors import PeiraError, PeiraWarning
+from ._common import EXIT_USAGE, Command
 
 __all__ = ["EXIT_INTERRUPTED", "EXIT_TERMINATED", "guard"]
 
@@ -33,38 +38,11 @@ def _install(signum: int, handler: Any) -> Any:
         return None
 
 
-def _error(name: str, exc: BaseException) -> None:
-    msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-    print(f"peira {name}: error: {msg}", file=sys.stderr)
-
-
-def _exit_code(exc: Exception) -> int | None:
-    """The exit code of an error the library raised on purpose (None: a bug)."""
-    import polars as pl
-
-    from ..errors import (
-        DataFileError,
-        InputFormatError,
-        MissingArmsError,
-        PeiraError,
-        ValidationError,
-    )
-    from ..holdout import UnblindError
-
-    if isinstance(exc, ValidationError | MissingArmsError | InputFormatError | UnblindError):
-        return EXIT_VIOLATIONS
-    if isinstance(exc, DataFileError | PeiraError):
-        return EXIT_USAGE
-    if isinstance(exc, ValueError | KeyError):  # bad arguments found by the library
-        return EXIT_USAGE
-    if isinstance(exc, pl.exceptions.PolarsError):  # unexpected data shape
-        return EXIT_USAGE
-    return None
+def _error(name: str, message: object) -> None:
+    print(f"peira {name}: error: {message}", file=sys.stderr)
 
 
 def _print_warnings(caught: list[warnings.WarningMessage]) -> None:
-    from ..errors import PeiraWarning
-
     shown: set[str] = set()
     for w in caught:
         if issubclass(w.category, PeiraWarning):
@@ -86,8 +64,6 @@ def guard(func: Command, args: argparse.Namespace) -> int:
         terminated = True
         signal.raise_signal(signal.SIGINT)
 
-    from ..errors import PeiraWarning
-
     previous = _install(signal.SIGTERM, on_sigterm)
     caught: list[warnings.WarningMessage] = []
     try:
@@ -103,12 +79,12 @@ def guard(func: Command, args: argparse.Namespace) -> int:
         detail = f"; {exc.args[0]}" if exc.args else ""
         print(f"peira {name}: {how}{detail}", file=sys.stderr)
         return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
-    except Exception as exc:
-        exit_code = _exit_code(exc)
-        if exit_code is None:
-            raise
+    except PeiraError as exc:  # refused on purpose: the class says the exit code
         _error(name, exc)
-        return exit_code
+        return exc.exit_code
+    except OSError as exc:  # the file system said no (permission, space, a directory)
+        _error(name, f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else exc)
+        return EXIT_USAGE
     finally:
         if previous is not None:
             _install(signal.SIGTERM, previous)

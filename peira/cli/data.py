@@ -13,10 +13,11 @@ __all__ = ["cmd_export", "cmd_import", "cmd_synth", "cmd_validate", "register"]
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Report every violation of the data model (exit 1 when there is one)."""
-    from ..io import validate_files, write_parquet
+    from .. import api
+    from ..io import write_parquet
     from ..schema import describe_failures
 
-    failures = validate_files(args.dataset, args.responses)
+    failures = api.validate(args.dataset, args.responses)
     if failures.height == 0:
         logs = f" and {len(args.responses)} response log(s)" if args.responses else ""
         print(f"{args.dataset}{logs}: valid")
@@ -39,15 +40,6 @@ def cmd_synth(args: argparse.Namespace) -> int:
         f"{bench.responses.height} responses of {bench.models.height} runs (seed {args.seed})"
     )
     return c.EXIT_OK
-
-
-#: Importers of released results (docs/spec/data-model.md): each reads one or more
-#: files into a dataset directory with its responses and the source's published figures.
-RELEASED = {
-    "textattack": "TextAttack --log-to-csv files (.csv, .csv.gz), one run each",
-    "jailbreakbench": "JailbreakBench attack artifacts (.json, .json.gz), one run each",
-    "table": "any CSV, TSV, JSONL or Parquet table of results with --map FIELD=COLUMN",
-}
 
 
 def _one_line(exc: Exception) -> str:
@@ -94,34 +86,29 @@ def _split(text: str | None) -> list[str] | None:
     return None if text is None else [x.strip() for x in text.split(",") if x.strip()]
 
 
-def _import_released(args: argparse.Namespace) -> int:
+def _import_released(args: argparse.Namespace, read: Any) -> int:
     """Import released results into a dataset directory, whole or not at all (exit 2 on
-    bad input, nothing written)."""
+    bad input, nothing written). ``read`` is the importer's reader; this turns the
+    command's options into its arguments."""
     from ..errors import DataFileError, InputFormatError, PeiraError, ValidationError
 
     files = list(args.input)
     try:
-        if args.kind == "textattack":
-            from ..importers.textattack import read_textattack
-
-            imported = read_textattack(
+        if args.format == "textattack":
+            imported = read(
                 files,
                 run_ids=args.run or None,
                 labels=_split(args.labels),
                 family=args.family or "textattack",
             )
-        elif args.kind == "jailbreakbench":
-            from ..importers.jailbreakbench import read_jailbreakbench
-
-            imported = read_jailbreakbench(files, judge=args.judge, run_ids=args.run or None)
+        elif args.format == "jailbreakbench":
+            imported = read(files, judge=args.judge, run_ids=args.run or None)
         else:
-            from ..importers.table import read_table
-
             if len(files) != 1:
                 raise PeiraError("import table reads one file at a time")
             if args.run and len(args.run) != 1:
                 raise PeiraError("import table takes one --run (or map run_id to a column)")
-            imported = read_table(
+            imported = read(
                 files[0],
                 _mapping(args.map),
                 format=args.table_format,
@@ -142,26 +129,131 @@ def _import_released(args: argparse.Namespace) -> int:
     return c.EXIT_OK
 
 
+#: Formats read from several files into one directory (docs/spec/eval-logs.md).
+EVAL_LOG_FORMATS = ("inspect", "lm-eval")
+#: The options only one eval-log format takes (argparse ``dest`` → flag).
+_EVAL_OPTIONS = {
+    "inspect": {
+        "scorer": "--scorer",
+        "pair_by": "--pair-by",
+        "arm_field": "--arm-field",
+        "benign": "--benign",
+        "attacked": "--attacked",
+        "cluster_by": "--cluster-by",
+    },
+    "lm-eval": {
+        "metric": "--metric",
+        "filter_name": "--filter",
+        "attacked_task": "--attacked-task",
+    },
+}
+#: Options of the other formats an eval-log import does not take.
+_NOT_EVAL = {
+    "run_id": "--run-id",
+    "run": "--run",
+    "family": "--family",
+    "labels": "--labels",
+    "map": "--map",
+    "layout": "--layout",
+    "table_format": "--table-format",
+    "options": "--options",
+    "arms": "--arms",
+    "verdict_source": "--verdict-source",
+}
+
+
+def _usage(args: argparse.Namespace, message: str) -> int:
+    print(f"peira {args.command_name}: error: {message}", file=sys.stderr)
+    return c.EXIT_USAGE
+
+
+def _eval_log_options_misused(args: argparse.Namespace) -> str | None:
+    """A message when an option is given to a format that does not take it."""
+    takes = _EVAL_OPTIONS.get(args.format, {})
+    for fmt, options in _EVAL_OPTIONS.items():
+        for dest, flag in options.items():
+            if dest not in takes and getattr(args, dest) not in (None, []):
+                return f"{flag} is an option of 'peira import {fmt}', not of {args.format!r}"
+    if args.format in EVAL_LOG_FORMATS:
+        for dest, flag in _NOT_EVAL.items():
+            if getattr(args, dest) not in (None, []):
+                return f"{flag} does not apply to {args.format!r} (docs/spec/eval-logs.md)"
+    return None
+
+
+def _import_eval_logs(args: argparse.Namespace, read: Any) -> int:
+    """``peira import inspect|lm-eval``: eval logs → one dataset directory (exit 2 on bad
+    input, naming file, record and field; nothing written)."""
+    from ..errors import DataFileError, InputFormatError, ValidationError
+
+    if len(args.benign) != len(args.attacked):
+        return _usage(args, "--benign and --attacked go in pairs (one attacked log per benign)")
+    if not args.input and not args.benign:
+        return _usage(args, f"no input: give the {args.format} logs to import")
+    threshold = 1.0 if args.threshold is None else args.threshold
+    try:
+        if args.format == "inspect":
+            imported = read(
+                args.input,
+                scorer=args.scorer,
+                pair_by=args.pair_by,
+                arm_field=args.arm_field,
+                pairs=list(zip(args.benign, args.attacked, strict=True)),
+                threshold=threshold,
+                cluster_by=args.cluster_by,
+            )
+        else:
+            twins = {}
+            for spec in args.attacked_task:
+                clean, sep, perturbed = spec.partition("=")
+                if not sep or not clean or not perturbed:
+                    return _usage(args, f"--attacked-task takes CLEAN=PERTURBED, not {spec!r}")
+                twins[clean] = perturbed
+            metric = _split(args.metric)
+            imported = read(
+                args.input,
+                metric=metric,
+                filter_name=args.filter_name,
+                threshold=threshold,
+                attacked_tasks=twins,
+            )
+    except (InputFormatError, ValidationError) as exc:
+        raise DataFileError(_one_line(exc)) from exc  # unreadable input: exit 2
+    out = imported.write(args.out, overwrite=args.force)
+    print(f"{out}: {imported.summary()}")
+    runs = imported.responses.group_by("run_id", "model", "arms").len().sort("run_id").iter_rows()
+    for run_id, model, arms, n in runs:
+        print(f"  {run_id}  {model}  arms={arms}  {n} answers")
+    return c.EXIT_OK
+
+
 def cmd_import(args: argparse.Namespace) -> int:
-    """Read a reference-format file; write a dataset or a response log."""
+    """Read files in a registered format; write a dataset, a response log, or a dataset
+    directory with its responses (released results, eval logs)."""
     import polars as pl
 
+    from ..importers import IMPORTERS
     from ..io import write_dataset, write_parquet
 
-    if args.kind in RELEASED:
-        return _import_released(args)
+    misused = _eval_log_options_misused(args)
+    if misused is not None:
+        return _usage(args, misused)
+    imp = IMPORTERS[args.format]
+    if args.format in EVAL_LOG_FORMATS:
+        return _import_eval_logs(args, imp.reader())
+    if not args.input:
+        return _usage(args, f"import {args.format} needs the file(s) to read")
+    if imp.produces == "benchmark":
+        return _import_released(args, imp.reader())
     if len(args.input) != 1:
-        from ..errors import PeiraError
-
-        raise PeiraError(f"import {args.kind} reads one file")
-    args.input = args.input[0]
-    if args.kind == "cases":
-        from ..importers.cases import read_cases_jsonl
-
-        ds = read_cases_jsonl(args.input)
-        write_dataset(ds.cases, ds.variants, args.out)
-        print(f"{args.out}: {ds.cases.height} cases, {ds.variants.height} variants")
-        inferred = ds.cases.filter(pl.col("extras").str.contains("peira:inferred", literal=True))
+        return _usage(args, f"{args.format!r} reads one INPUT file, got {len(args.input)}")
+    path = args.input[0]
+    result = imp.read(path, run_id=args.run_id)
+    if imp.produces == "dataset":
+        write_dataset(result.cases, result.variants, args.out)
+        print(f"{args.out}: {result.cases.height} cases, {result.variants.height} variants")
+        cases = result.cases
+        inferred = cases.filter(pl.col("extras").str.contains("peira:inferred", literal=True))
         if inferred.height:
             ids = ", ".join(inferred["case_id"].head(10).to_list())
             print(
@@ -170,17 +262,40 @@ def cmd_import(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         return c.EXIT_OK
-    if args.kind == "artifact":
-        from ..importers.artifact import read_artifact
-
-        df = read_artifact(args.input, run_id=args.run_id)
-    else:
-        from ..importers.transcript import read_transcript
-
-        df = read_transcript(args.input, run_id=args.run_id)
-    write_parquet(df, args.out)
-    print(f"{args.out}: {df.height} responses")
+    write_parquet(result, args.out)
+    print(f"{args.out}: {result.height} responses")
     return c.EXIT_OK
+
+
+def _formats() -> tuple[str, ...]:
+    """The registered importer names (entry points are listed on first use only)."""
+    from ..importers import IMPORTERS
+
+    return IMPORTERS.names()
+
+
+class _ImportParser(argparse.ArgumentParser):
+    """Lists the registered formats below the options of ``peira import --help``."""
+
+    @property
+    def epilog(self) -> str:
+        from ..importers import IMPORTERS
+
+        width = max(len(name) for name in IMPORTERS)
+        rows = [
+            f"  {imp.name:<{width}}  {imp.description} ({', '.join(imp.suffixes)})"
+            for imp in IMPORTERS.values()
+        ]
+        return (
+            "formats:\n" + "\n".join(rows) + "\n\neval logs (docs/spec/eval-logs.md):\n"
+            "  peira import inspect LOG... --out DIR      Inspect .eval/.json logs\n"
+            "  peira import lm-eval DIR|FILE... --out DIR lm-eval --log_samples outputs\n"
+            "Without pairing options every run is clean-only (no attacked arm)."
+        )
+
+    @epilog.setter
+    def epilog(self, value: str | None) -> None:
+        pass
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -209,16 +324,19 @@ def register(sub: Any) -> None:
     )
     v.add_argument("--failures-out", help="write all violations to this Parquet file")
 
-    formats = "; ".join(f"{k}: {v}" for k, v in RELEASED.items())
     im = c.add_command(
         sub,
         "import",
         cmd_import,
-        "import reference-format files, or released results into a dataset directory",
+        "import files in another format: a dataset, a response log, or released results",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parser_class=_ImportParser,
     )
-    im.add_argument("kind", choices=("cases", "artifact", "transcript", *RELEASED), help=formats)
-    im.add_argument("input", nargs="+", help="the file(s) to import")
-    im.add_argument("--out", required=True)
+    im.add_argument("format", choices=c.LazyChoices(_formats), metavar="FORMAT", help="see below")
+    im.add_argument("input", nargs="*", metavar="INPUT", help="the file(s) to read")
+    im.add_argument(
+        "--out", required=True, help="dataset directory or Parquet log to write (see below)"
+    )
     im.add_argument("--run-id", help="run_id for imported responses (artifact, transcript)")
     im.add_argument("--run", action="append", default=[], help="run id, one per file")
     im.add_argument("--force", action="store_true", help="replace a dataset directory peira wrote")
@@ -246,8 +364,49 @@ def register(sub: Any) -> None:
         choices=("both", "benign", "attacked"),
         help="table: what the runs observed (default: inferred)",
     )
-    im.add_argument("--threshold", type=float, help="table: threshold of verdict_score")
+    im.add_argument(
+        "--threshold",
+        type=float,
+        help="table, inspect, lm-eval: a verdict score from this on counts as correct "
+        "(eval logs: default 1)",
+    )
     im.add_argument("--verdict-source", help="table: who gave the verdicts")  # fmt: skip
+    ev = im.add_argument_group("eval logs (inspect, lm-eval)")
+    ev.add_argument("--scorer", help="inspect: the scorer whose value is the verdict")
+    ev.add_argument(
+        "--pair-by",
+        metavar="FIELD",
+        help="inspect: metadata field shared by the benign and attacked samples of a case",
+    )
+    ev.add_argument(
+        "--arm-field", metavar="FIELD", help="inspect: metadata field saying benign or attacked"
+    )
+    ev.add_argument(
+        "--benign", action="append", default=[], metavar="LOG", help="inspect: a benign log"
+    )
+    ev.add_argument(
+        "--attacked",
+        action="append",
+        default=[],
+        metavar="LOG",
+        help="inspect: the attacked log of the same model (pairs with the --benign before it)",
+    )
+    ev.add_argument(
+        "--cluster-by", metavar="FIELD", help="inspect: metadata field grouping samples (clusters)"
+    )
+    ev.add_argument(
+        "--metric", help="lm-eval: the verdict metric(s), in order of preference (acc,exact_match)"
+    )
+    ev.add_argument(
+        "--filter", dest="filter_name", metavar="NAME", help="lm-eval: the filter to read"
+    )
+    ev.add_argument(
+        "--attacked-task",
+        action="append",
+        default=[],
+        metavar="CLEAN=PERTURBED",
+        help="lm-eval: a perturbed twin task on the same documents is the attacked arm",
+    )
 
     ex = c.add_command(sub, "export", cmd_export, "export to reference formats")
     ex.add_argument("kind", choices=("cases",))

@@ -9,35 +9,39 @@ from . import _common as c
 
 __all__ = ["cmd_compare", "cmd_leaderboard", "register"]
 
+_RULES = {
+    "ci": "non-overlapping intervals (overlap = tie)",
+    "paired": "paired test, Holm-adjusted over every pair of runs",
+}
+
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     """Ranked runs with their intervals (the rule of ``--rule``)."""
     import polars as pl
 
-    from ..api import gate_text, with_notes
-    from ..compare import leaderboard
+    from .. import api
     from ..metrics.gates import metric_den_is_eligible
 
-    pairs, cases = c.load_pairs(args)
-    plan = c.plan(args, cases)
+    dataset, log = c.dataset_and_log(args)
     metric = args.metric
-    board = leaderboard(pairs, cases, plan, metric=metric, rule=args.rule, level=args.level)
-    board = board.with_columns(
-        pl.col("estimate").alias(metric),
-        pl.col("lo").alias(f"{metric}_lo"),
-        pl.col("hi").alias(f"{metric}_hi"),
-    )
+    board = api.leaderboard(log, dataset, metric=metric, **c.data_kwargs(args))
     if args.format in ("table", "markdown"):
-        board = gate_text(board)
+        if args.format == "table" and board.height:
+            print(
+                f"split {args.split}; {args.level:.0%} {args.unit}-bootstrap intervals, "
+                f"B={args.resamples}, seed {args.seed}, plan {board['fingerprint'][0][:12]}; "
+                f"rule: {_RULES[args.rule]}"
+            )
+        board = api.gate_text(board)
         board = board.select(
             "rank",
             "run_id",
             metric,
-            pl.col(f"{metric}_lo").alias("lo"),
-            pl.col(f"{metric}_hi").alias("hi"),
+            "lo",
+            "hi",
             "n_eligible" if metric_den_is_eligible(metric) else pl.col("n_counted").alias("n"),
             pl.col("beaten_by").list.len().alias("beaten_by"),
-            *with_notes(board, ["gate"]),
+            *api.with_notes(board, ["gate"]),
             pl.when(pl.col("lo").is_not_null())
             .then(pl.col("method"))
             .otherwise(pl.lit(""))
@@ -47,43 +51,19 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
             .otherwise(pl.lit(""))
             .alias("flags"),
         )
-        if args.format == "table":
-            rule = (
-                "non-overlapping intervals (overlap = tie)"
-                if args.rule == "ci"
-                else "paired test, Holm-adjusted over every pair of runs"
-            )
-            print(
-                f"split {args.split}; {args.level:.0%} {args.unit}-bootstrap intervals, "
-                f"B={args.resamples}, seed {args.seed}, plan {plan.fingerprint[:12]}; rule: {rule}"
-            )
     return c.emit(board, args.format)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Two runs head to head, or every pair (Holm-adjusted)."""
-    import polars as pl
-
-    from ..compare import head_to_head, pairwise
+    from .. import api
     from ..errors import PeiraError
 
-    pairs, cases = c.load_pairs(args)
-    plan = c.plan(args, cases)
-    if args.run_a and args.run_b:
-        row = head_to_head(
-            pairs,
-            plan,
-            args.run_a,
-            args.run_b,
-            metric=args.metric,
-            rule=args.rule,
-            level=args.level,
-        )
-        table = pl.DataFrame([row])
-    elif args.run_a or args.run_b:
+    if bool(args.run_a) != bool(args.run_b):
         raise PeiraError("compare needs two runs (RUN_A RUN_B), or none for every pair")
-    else:
-        table = pairwise(pairs, plan, metric=args.metric, rule=args.rule, level=args.level)
+    dataset, log = c.dataset_and_log(args)
+    runs = [args.run_a, args.run_b] if args.run_a else None
+    table = api.compare(log, dataset, runs=runs, metric=args.metric, **c.data_kwargs(args))
     if args.format in ("table", "markdown"):
         table = table.select(
             "run_a", "run_b", "estimate_a", "estimate_b", "diff", "diff_lo", "diff_hi",

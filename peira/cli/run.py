@@ -167,7 +167,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
 
     from ..errors import PeiraError
     from ..io import read_dataset, read_responses, write_parquet
-    from ..parse import rescore
+    from ..rescoring import rescore
     from ._output import render
 
     ds = read_dataset(args.dataset)

@@ -14,35 +14,22 @@ __all__ = ["cmd_metrics", "cmd_score", "register"]
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    """Every metric per run (× ``--by``); intervals in every format but table/markdown."""
-    import polars as pl
+    """Every metric per run (× ``--by``); intervals in every format but table/markdown;
+    the source's own figures beside them where the dataset has them."""
+    from .. import api
 
-    from ..api import headline, score_pairs
-    from ..errors import PeiraError
-
-    pairs, cases = c.load_pairs(args)
-    unknown = [col for col in args.by if col not in pairs.columns]
-    if unknown:
-        strings = (col for col in pairs.columns if pairs.schema[col] == pl.String)
-        raise PeiraError(
-            f"--by {', '.join(unknown)}: not a column of the pair table; "
-            f"choose among {', '.join(strings)}"
-        )
+    dataset, log = c.dataset_and_log(args)
     published = _published(args)
-    if args.format in ("table", "markdown"):
-        plan = c.plan(args, cases)
-        table = headline(
-            score_pairs(pairs, cases, by=args.by, plan=plan, level=args.level, method=args.method,
-                        metrics=["asr"]),
-            args.by,
-        )  # fmt: skip
-        c.emit(table, args.format)
+    terminal = args.format in ("table", "markdown")
+    table = api.score(  # a terminal shows ASR's interval; every other format, every interval
+        log, dataset, by=args.by, interval_metrics=["asr"] if terminal else None,
+        **c.data_kwargs(args),
+    )  # fmt: skip
+    if terminal:
+        c.emit(api.headline(table, args.by), args.format)
         if published is not None:
-            _emit_published(args, pairs, cases, published)
+            _emit_published(args, published)
         return c.EXIT_OK
-    table = score_pairs(
-        pairs, cases, by=args.by, plan=c.plan(args, cases), level=args.level, method=args.method
-    )
     if published is not None:
         from ..published import published_columns
 
@@ -67,15 +54,19 @@ def _published(args: argparse.Namespace) -> pl.DataFrame | None:
     return read_published(d)
 
 
-def _emit_published(
-    args: argparse.Namespace, pairs: pl.DataFrame, cases: pl.DataFrame, published: pl.DataFrame
-) -> None:
+def _emit_published(args: argparse.Namespace, published: pl.DataFrame) -> None:
     """The source's figures beside Peira's estimate and cluster interval."""
     import polars as pl
 
+    from .. import api
     from ..published import beside
 
-    rows = beside(pairs, published, c.plan(args, cases), level=args.level)
+    dataset, log = c.dataset_and_log(args)
+    pairs, cases = api.pairs_and_cases(
+        log, dataset, split=args.split, missing=args.missing, delta=args.delta
+    )
+    plan = api.resample_plan(cases, unit=args.unit, n_resamples=args.resamples, seed=args.seed)
+    rows = beside(pairs, published, plan, level=args.level)
     if rows.is_empty():
         return
     shown = rows.select(

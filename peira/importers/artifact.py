@@ -6,7 +6,7 @@ A reference artifact is one JSON object with the adapter's identity
 record (``decision, confidence, abstained, refusal_reason, malformed, score,
 usage, …``) plus the reference's own per-case verdicts (``eligible``,
 ``flipped``), which are not imported: the pair table recomputes them under
-SPEC §3.
+docs/spec/scoring-rule.md#per-pair.
 
 :func:`call_record_row` maps one call record to the response columns; the
 transcript importer uses it too.
@@ -257,7 +257,7 @@ def read_artifact(path: PathLike, *, run_id: str | None = None) -> pl.DataFrame:
     Returns
     -------
     polars.DataFrame
-        The columns of SPEC §2.3, validated, sorted by run_id, case_id, arm,
+        The columns of docs/spec/data-model.md#responses, validated, sorted by run_id, case_id, arm,
         sample: two rows (benign, attacked) per ``results[]`` entry, with
         ``model = adapter_name``, ``model_version = adapter_version``,
         ``sample = 0`` and ``raw_text`` null (artifacts keep no raw output).
@@ -272,7 +272,7 @@ def read_artifact(path: PathLike, *, run_id: str | None = None) -> pl.DataFrame:
         object, a missing field, or a call record of the wrong shape
         (``file: results[i].arm (case_id=…)``).
     ValidationError
-        A rule of SPEC §2.3 is broken (score outside [0, 1], a case listed
+        A rule of docs/spec/data-model.md#responses is broken (score outside [0, 1], a case listed
         twice, …); ``row`` is the index in ``results``.
 
     Notes

@@ -1,4 +1,4 @@
-"""Cases in the reference JSONL format (SPEC §9): import and export.
+"""Cases in the reference JSONL format (docs/spec/formats.md#cases-jsonl): import and export.
 
 One case per line::
 
@@ -10,7 +10,7 @@ One case per line::
      "notes": ..., <any other field>}
 
 :func:`read_cases_jsonl` turns such a file into validated ``cases`` and
-``variants`` tables (SPEC §2.1, §2.2); :func:`write_cases_jsonl` writes them
+``variants`` tables (docs/spec/data-model.md#cases, docs/spec/data-model.md#variants); :func:`write_cases_jsonl` writes them
 back. Every field the tables have no column for (``notes``, provenance, flags,
 unknown fields inside ``benign`` / ``attacked``) is kept in ``cases.extras``,
 so import followed by export gives back equal JSON objects, line by line.
@@ -381,7 +381,7 @@ def read_cases_jsonl(
     Parameters
     ----------
     path
-        A JSONL file, one case per line (SPEC §9).
+        A JSONL file, one case per line (docs/spec/formats.md#cases-jsonl).
     dataset_version
         Stored in every case. Default: the file name without its extension
         (``trial-demo-cases.jsonl`` → ``"trial-demo-cases"``); pass the real
@@ -406,7 +406,7 @@ def read_cases_jsonl(
         tables require (``expected_decision``, an input with ``prompt`` and
         ``options``, …); the message names ``file:line`` and the case_id.
     ValidationError
-        A rule of SPEC §2.1 is broken (unknown primitive, target equal to the
+        A rule of docs/spec/data-model.md#cases is broken (unknown primitive, target equal to the
         expected decision, duplicate case_id, …); ``source`` is the file and
         ``row`` the line number.
 
@@ -561,7 +561,7 @@ def write_cases_jsonl(dataset: Dataset, path: PathLike) -> Path:
     Raises
     ------
     ValidationError
-        The dataset holds holdout cases, which are never published (SPEC §8;
+        The dataset holds holdout cases, which are never published (docs/spec/holdout.md#what-is-never-published;
         filter ``dataset.cases`` to ``split == "public"`` first), or a case
         lacks its benign or attacked variant.
 
@@ -576,7 +576,7 @@ def write_cases_jsonl(dataset: Dataset, path: PathLike) -> Path:
     if holdout:
         raise ValidationError(
             f"refusing to export {len(holdout)} holdout case(s) (first: {holdout[0]!r}): "
-            "holdout cases are never published (SPEC §8); filter dataset.cases to "
+            "holdout cases are never published (docs/spec/holdout.md#what-is-never-published); filter dataset.cases to "
             "split == 'public' first",
             failures_frame(
                 [

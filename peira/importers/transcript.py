@@ -13,7 +13,7 @@ A transcript line records one model call::
 Only ``case_id``, ``variant`` and ``response`` are required. The reference
 writes more (``dispatch_index``, ``request``, ``seed``, …); they are not
 needed for scoring and are ignored. No real transcript sample ships with the
-reference files, so this reader follows SPEC §9 and the reference's
+reference files, so this reader follows docs/spec/formats.md#call-transcripts and the reference's
 transcript validator; fields beyond those are read only when present.
 """
 
@@ -116,7 +116,7 @@ def read_transcript(
     Returns
     -------
     polars.DataFrame
-        The columns of SPEC §2.3, validated, sorted by run_id, case_id, arm,
+        The columns of docs/spec/data-model.md#responses, validated, sorted by run_id, case_id, arm,
         sample; one row per line (``arm`` = ``variant``; ``sample`` from the
         line, default 0).
 
@@ -129,7 +129,7 @@ def read_transcript(
         (``case_id``, ``variant``, ``response.kind`` …), or no model
         identity; the message names ``file:line``.
     ValidationError
-        A rule of SPEC §2.3 is broken, e.g. one (case_id, variant, sample)
+        A rule of docs/spec/data-model.md#responses is broken, e.g. one (case_id, variant, sample)
         on two lines; ``row`` is the line number.
 
     Notes

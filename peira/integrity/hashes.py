@@ -1,4 +1,4 @@
-"""Content hashes of a dataset and of a response log (SPEC §7).
+"""Content hashes of a dataset and of a response log (docs/spec/artifacts.md#content-hashes).
 
 Both are hex SHA-256 over a tag line followed by one canonical JSON line per
 row (a row is an object of *every* column of the table's schema, nulls
@@ -9,7 +9,7 @@ included; see :func:`peira.canonical.canonical_json`), each line ending in ``\\n
   ``["variants", row]`` for each variant sorted by ``(case_id, arm)``.
 - results (``peira-responses/v1``): ``b"peira-responses/v1\\n"``, then each
   response row sorted by ``(run_id, case_id, arm, sample)``.
-- results of a log with columns beyond SPEC §2.3 (the extension columns of
+- results of a log with columns beyond docs/spec/data-model.md#responses (the extension columns of
   docs/spec/data-model.md, or any other kept column): scheme
   ``peira-responses/v2``, the same with every column of the log in each row
   object (temporal and other values JSON cannot hold, as their text).
@@ -92,7 +92,7 @@ def dataset_hash(cases: pl.DataFrame, variants: pl.DataFrame) -> str:
 
 
 def results_scheme(responses: pl.DataFrame) -> str:
-    """The results hash scheme of a log: v1 for the columns of SPEC §2.3 only, else v2."""
+    """The results hash scheme of a log: v1 for the columns of docs/spec/data-model.md#responses only, else v2."""
     extra = [c for c in responses.columns if c not in RESPONSES_SCHEMA]
     return RESULTS_SCHEME_ALL if extra else RESULTS_SCHEME
 
@@ -117,7 +117,7 @@ def results_hash(responses: pl.DataFrame, scheme: str | None = None) -> str:
     module notes).
 
     Rows are sorted by ``(run_id, case_id, arm, sample)`` first, so the hash
-    does not depend on row order; every column of SPEC §2.3 is covered, and
+    does not depend on row order; every column of docs/spec/data-model.md#responses is covered, and
     under v2 (the scheme of a log with more columns, :func:`results_scheme`)
     every other column too.
 

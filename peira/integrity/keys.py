@@ -3,7 +3,7 @@
 A key is read from a file or an environment variable, must be at least
 :data:`MIN_KEY_BYTES` bytes, and is never written, logged or put in a message.
 ``lock`` = hex SHA-256 of the canonical JSON of a payload, or with a secret
-key hex HMAC-SHA256(key, canonical JSON) (SPEC §7).
+key hex HMAC-SHA256(key, canonical JSON) (docs/spec/artifacts.md#the-lock).
 """
 
 from __future__ import annotations

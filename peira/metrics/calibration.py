@@ -1,4 +1,4 @@
-"""Score calibration per arm (SPEC §4): ECE, Brier and its Murphy decomposition.
+"""Score calibration per arm (docs/spec/metrics.md#calibration): ECE, Brier and its Murphy decomposition.
 
 Rows: the score cases whose response on the arm is well-formed (not
 malformed, not abstained) and carries a score. Label y = 1 iff
@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from ..errors import PeiraValueError
 from .keys import group_keys
 from .shift import _check_min_n, _col
 
@@ -60,9 +61,9 @@ _OK = "ok"
 
 def _check_bins(n_bins: int, binning: str) -> None:
     if isinstance(n_bins, bool) or not isinstance(n_bins, int) or n_bins < 1:
-        raise ValueError(f"n_bins must be an integer >= 1, not {n_bins!r}")
+        raise PeiraValueError(f"n_bins must be an integer >= 1, not {n_bins!r}")
     if binning not in ("equal_mass", "equal_width"):
-        raise ValueError(f"binning must be 'equal_mass' or 'equal_width', not {binning!r}")
+        raise PeiraValueError(f"binning must be 'equal_mass' or 'equal_width', not {binning!r}")
 
 
 def score_label(
@@ -381,7 +382,7 @@ def reliability_bins(
     """
     _check_bins(n_bins, binning)
     if arm is not None and arm not in ARMS:
-        raise ValueError(f"arm must be 'benign', 'attacked' or None, not {arm!r}")
+        raise PeiraValueError(f"arm must be 'benign', 'attacked' or None, not {arm!r}")
     keys = [*group_keys(by, reserved=["arm"]), "arm"]
     lf = forecasts(pairs, by).filter(
         pl.col("forecast").is_not_null() & pl.col("label").is_not_null()

@@ -1,4 +1,4 @@
-"""Can a confidence gate catch the attack? (SPEC §4, non-ratio metrics).
+"""Can a confidence gate catch the attack? (docs/spec/metrics.md#the-confidence-gate, non-ratio metrics).
 
 A *gate* accepts the model's attacked answer when its confidence is high and
 sends it to review otherwise. Three views of the same question, over the
@@ -34,6 +34,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from ..errors import PeiraValueError
 from .keys import group_keys
 from .shift import (
     MIN_N,
@@ -321,7 +322,7 @@ def selective_risk_name(coverage: float) -> str:
 
 def _check_coverage(coverage: float) -> None:
     if not 0.0 < coverage <= 1.0:
-        raise ValueError(f"coverage must be in (0, 1], not {coverage!r}")
+        raise PeiraValueError(f"coverage must be in (0, 1], not {coverage!r}")
 
 
 def selective_risk(
@@ -492,7 +493,7 @@ def nonratio_exprs(
         _check_coverage(cov)
     names = [selective_risk_name(c) for c in coverages]
     if len(set(names)) != len(names):
-        raise ValueError(f"coverages must be distinct, not {list(coverages)!r}")
+        raise PeiraValueError(f"coverages must be distinct, not {list(coverages)!r}")
     return [
         *mean_shift_toward_target(min_n=min_n),
         *mean_abs_score_shift(min_n=min_n),

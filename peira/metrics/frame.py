@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import polars as pl
 
@@ -14,10 +14,17 @@ from .gates import GateThresholds, ranking_gates
 from .keys import group_keys
 from .ratios import RATIO_METRICS, RatioMetric
 
-__all__ = ["ARMS_NOTES", "cluster_sums", "metric_table", "observed", "scan_cluster_sums", "score"]
+__all__ = [
+    "ARMS_NOTES",
+    "cluster_sums",
+    "metric_table",
+    "observed",
+    "ratio_table",
+    "scan_cluster_sums",
+]
 
 
-def score(
+def ratio_table(
     pairs: pl.DataFrame | pl.LazyFrame,
     by: str | Sequence[str] | None = None,
     *,
@@ -53,6 +60,25 @@ def score(
         .sort(keys)
     )
     return out.collect()
+
+
+def _deprecated_score() -> Any:
+    import warnings
+
+    warnings.warn(
+        "peira.metrics.score is now peira.metrics.ratio_table (every ratio metric, no "
+        "intervals); peira.score gives every metric with its interval. The old name "
+        "goes away in the next release.",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return ratio_table
+
+
+def __getattr__(name: str) -> Any:
+    if name == "score":  # renamed to ratio_table; kept for one release
+        return _deprecated_score()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def cluster_sums(
@@ -137,7 +163,7 @@ def metric_table(
     """
     keys = group_keys(by)
     lf = pairs.lazy()
-    out = score(lf, keys[1:], metrics=metrics)
+    out = ratio_table(lf, keys[1:], metrics=metrics)
     nonratio = nonratio_metrics(lf, keys[1:], min_n=min_n)
     cal = calibration(lf, keys[1:], n_bins=n_bins, binning=binning, min_n=calibration_min_n)
     per_arm = []

@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass
 
 import polars as pl
 
+from ..errors import PeiraValueError
+
 __all__ = ["GateThresholds", "metric_den_is_eligible", "ranking_gates"]
 
 
@@ -99,11 +101,7 @@ def ranking_gates(
     """
     from .ratios import RATIO_METRICS
 
-    if metric not in RATIO_METRICS:
-        raise ValueError(
-            f"unknown ratio metric {metric!r}; known: {', '.join(sorted(RATIO_METRICS))}"
-        )
-    m = RATIO_METRICS[metric]
+    m = RATIO_METRICS[metric]  # UnknownNameError, with close matches
     counted = (m.denominator.cast(pl.Float64) > 0).fill_null(False)
     by_eligible = _same(m.denominator, RATIO_METRICS["asr"].denominator)
     what = "eligible pairs" if by_eligible else f"pairs counted by {metric}"
@@ -120,7 +118,7 @@ def ranking_gates(
         .collect()
     )
     if stray.height:
-        raise ValueError(
+        raise PeiraValueError(
             f"ranking_gates: the pairs hold {stray.height} case(s) not in the cases given "
             f"(first: {stray['case_id'][0]!r}); pass the pairs and the cases of one split"
         )

@@ -12,6 +12,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from .._registry import Registry
+from ..errors import PeiraValueError
+
 __all__ = [
     "RATIO_METRICS",
     "SEVERITY_WEIGHTS",
@@ -74,12 +77,12 @@ def ratio_metrics(*, severity_weights: Mapping[str, float] | None = None) -> dic
     w_map = dict(SEVERITY_WEIGHTS if severity_weights is None else severity_weights)
     missing = sorted(set(SEVERITY_WEIGHTS) - set(w_map))
     if missing:
-        raise ValueError(
+        raise PeiraValueError(
             f"severity_weights lacks {', '.join(missing)}; give a weight to every severity"
         )
     bad = {k: v for k, v in w_map.items() if not (isinstance(v, int | float) and v >= 0)}
     if bad:
-        raise ValueError(f"severity weights must be numbers >= 0, not {bad}")
+        raise PeiraValueError(f"severity weights must be numbers >= 0, not {bad}")
     eligible = _b("eligible")
     flipped = _b("flipped")
     all_pairs = pl.col(
@@ -216,4 +219,4 @@ def ratio_metrics(*, severity_weights: Mapping[str, float] | None = None) -> dic
     }
 
 
-RATIO_METRICS: dict[str, RatioMetric] = ratio_metrics()
+RATIO_METRICS: Registry[RatioMetric] = Registry("ratio metric", ratio_metrics().values())

@@ -13,6 +13,7 @@ from typing import Literal
 
 import polars as pl
 
+from .._registry import Registry
 from .ratios import RATIO_METRICS
 
 __all__ = ["METRICS", "MetricInfo", "registry_frame"]
@@ -63,13 +64,16 @@ _OTHERS: tuple[MetricInfo, ...] = (
     MetricInfo("brier_attacked", "calibration", False, "Brier score of attacked scores", 100),
 )  # fmt: skip
 
-METRICS: dict[str, MetricInfo] = {
-    **{
-        m.name: MetricInfo(m.name, "ratio", m.higher_is_better, m.definition)
-        for m in RATIO_METRICS.values()
-    },
-    **{m.name: m for m in _OTHERS},
-}
+METRICS: Registry[MetricInfo] = Registry(
+    "metric",
+    [
+        *(
+            MetricInfo(m.name, "ratio", m.higher_is_better, m.definition)
+            for m in RATIO_METRICS.values()
+        ),
+        *_OTHERS,
+    ],
+)
 
 
 def registry_frame() -> pl.DataFrame:

@@ -1,4 +1,4 @@
-"""Mean score shifts and confidence erosion (SPEC §4, non-ratio metrics).
+"""Mean score shifts and confidence erosion (docs/spec/metrics.md#score-shifts, non-ratio metrics).
 
 Each metric is a list of three aliased aggregate expressions, usable in
 ``select`` and in ``group_by(...).agg(...)``:
@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from ..errors import PeiraValueError
+
 __all__ = [
     "MIN_N",
     "mean_abs_score_shift",
@@ -46,7 +48,7 @@ def _col(x: str | pl.Expr) -> pl.Expr:
 
 def _check_min_n(min_n: int) -> None:
     if isinstance(min_n, bool) or not isinstance(min_n, int) or min_n < 0:
-        raise ValueError(f"min_n must be an integer >= 0, not {min_n!r}")
+        raise PeiraValueError(f"min_n must be an integer >= 0, not {min_n!r}")
 
 
 def withhold(value: pl.Expr, n: pl.Expr, *, name: str, min_n: int = MIN_N) -> list[pl.Expr]:

@@ -10,7 +10,7 @@ This package is a face; the parts live in
 
 - :mod:`~peira.parse.rules`: the rules (``synth``, ``json``,
   ``decision-line``, ``abstain``, ``options``), what each recognises, and
-  :data:`RULES`;
+  :data:`PARSER_RULES` (a registry; :data:`RULES` are its names);
 - :mod:`~peira.parse.config`: :class:`ParserConfig`, the named
   :data:`PARSERS` and :func:`resolve_parser`;
 - :mod:`~peira.parse.assemble`: the first rule that recognises a text wins,
@@ -36,7 +36,7 @@ from .config import (
     ParserConfigError,
     resolve_parser,
 )
-from .rules import RULES
+from .rules import PARSER_RULES, RULES, ParserRule
 
 if TYPE_CHECKING:
     from ..rescoring import RescoreResult, rescore
@@ -46,9 +46,11 @@ __all__ = [
     "DEFAULT_NEGATIONS",
     "DEFAULT_REFUSAL_PHRASES",
     "PARSERS",
+    "PARSER_RULES",
     "RULES",
     "ParserConfig",
     "ParserConfigError",
+    "ParserRule",
     "RescoreResult",
     "parse_frame",
     "parse_responses",

@@ -23,7 +23,7 @@ import polars as pl
 from ..errors import ValidationError
 from ..schema import RESPONSES_SCHEMA, failures_frame
 from .config import ParserConfig, resolve_parser
-from .rules import RULE_FUNCS, rule_outputs
+from .rules import PARSER_RULES, rule_outputs
 
 __all__ = ["parse_frame", "parse_responses"]
 
@@ -105,7 +105,7 @@ def _parse_core(
     for rule in cfg.rules:
         if remaining.is_empty():
             break
-        out = RULE_FUNCS[rule](remaining, cfg, opts)
+        out = PARSER_RULES[rule].parse(remaining, cfg, opts)
         hit = out["_hit"]
         done.append(
             pl.concat([remaining.select("_row", "_oid"), out], how="horizontal")
@@ -203,7 +203,7 @@ def parse_responses(
     Parameters
     ----------
     log
-        A response log (SPEC §2.3) with ``raw_text``.
+        A response log (docs/spec/data-model.md#responses) with ``raw_text``.
     cases
         The cases table; each row's options come from its case.
     parser

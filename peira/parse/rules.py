@@ -1,4 +1,4 @@
-"""The parsing rules, one function each, and :data:`RULES`, the one list of them.
+"""The parsing rules, one function each, and :data:`PARSER_RULES`, the one table of them.
 
 A parser is an ordered list of *rules*. Each rule either *recognises* a text
 (and then decides it: an answer, an abstention or a malformed reason) or
@@ -68,10 +68,12 @@ read as ``'``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import polars as pl
 
+from .._registry import Registry
 from ._patterns import (
     NUM,
     bounded_alt,
@@ -86,7 +88,7 @@ from ._patterns import (
 if TYPE_CHECKING:
     from .config import ParserConfig
 
-__all__ = ["RULES", "RULE_FUNCS", "RuleFunc", "rule_outputs"]
+__all__ = ["PARSER_RULES", "RULES", "ParserRule", "RuleFunc", "rule_outputs"]
 
 # A rule takes a frame with ``_row``, ``_text`` (str, not null, not blank),
 # ``_oid`` (options id; ``opts`` maps ``_oid`` to ``_options``, a list[str])
@@ -443,16 +445,28 @@ def _rule_options(df: pl.DataFrame, cfg: ParserConfig, opts: pl.DataFrame) -> pl
 #: What a rule is: (texts, parser config, options table) → the outputs above, row for row.
 RuleFunc = Callable[[pl.DataFrame, "ParserConfig", pl.DataFrame], pl.DataFrame]
 
+
+@dataclass(frozen=True)
+class ParserRule:
+    """A named parsing rule: the function that recognises and decides texts."""
+
+    name: str
+    parse: RuleFunc
+
+
 #: Every rule by name, in the order of the ``auto`` parser (the strict forms
 #: first). This is the one place the rules are listed: :data:`RULES`, the
 #: named parsers and the rule check of ``ParserConfig`` all derive from it.
-RULE_FUNCS: dict[str, RuleFunc] = {
-    "synth": _rule_synth,
-    "json": _rule_json,
-    "decision-line": _rule_decision_line,
-    "abstain": _rule_abstain,
-    "options": _rule_options,
-}
+PARSER_RULES: Registry[ParserRule] = Registry(
+    "parser rule",
+    (
+        ParserRule("synth", _rule_synth),
+        ParserRule("json", _rule_json),
+        ParserRule("decision-line", _rule_decision_line),
+        ParserRule("abstain", _rule_abstain),
+        ParserRule("options", _rule_options),
+    ),
+)
 
 #: Rule names, in the order of the ``auto`` parser.
-RULES: tuple[str, ...] = tuple(RULE_FUNCS)
+RULES: tuple[str, ...] = PARSER_RULES.names()

@@ -32,7 +32,12 @@ from typing import Any
 
 import polars as pl
 
-from ..errors import PeiraError, PeiraWarning
+from ..errors import (
+    OutputExistsError,
+    PeiraValueError,
+    PeiraWarning,
+    PublicationLeakError,
+)
 from ..integrity.hashes import dataset_hash, results_hash
 from ..io import Dataset, _umask, atomic_dir, atomic_path
 from .figures import FIGURES, FORMATS, matplotlib_available, render_figure
@@ -61,14 +66,6 @@ _DEPENDENCIES = ("polars", "numpy", "scipy", "matplotlib", "pyarrow")
 
 Progress = Callable[[str], None]
 """Receives one line per item being built (``[ 3/22] table calibration``)."""
-
-
-class OutputExistsError(PeiraError, FileExistsError):
-    """The output directory exists and was not written by ``peira tables``/``publish``."""
-
-
-class PublicationLeakError(PeiraError, ValueError):
-    """A publication output would contain holdout identifiers or text."""
 
 
 @dataclass(frozen=True)
@@ -300,7 +297,7 @@ def write_tree(files: Mapping[str, bytes], out: str | os.PathLike[str]) -> Path:
     with atomic_dir(target) as tmp:
         for rel, data in files.items():
             if Path(rel).is_absolute() or ".." in Path(rel).parts:
-                raise ValueError(f"bad output path {rel!r}")
+                raise PeiraValueError(f"bad output path {rel!r}")
             p = tmp / rel
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_bytes(data)

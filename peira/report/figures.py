@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
+from .._registry import Registry
+from ..errors import PeiraValueError
 from ..metrics.calibration import corp_reliability
 from ..metrics.confidence import gate_confidence
 
@@ -367,9 +369,9 @@ class FigureSpec:
     draw: Callable[[ReportContext], Figure]
 
 
-FIGURES: dict[str, FigureSpec] = {
-    f.name: f
-    for f in (
+FIGURES: Registry[FigureSpec] = Registry(
+    "figure",
+    (
         FigureSpec(
             "asr_forest",
             "ASR forest plot",
@@ -404,8 +406,8 @@ FIGURES: dict[str, FigureSpec] = {
             "lines without a flip are shift-without-flip.",
             score_shift,
         ),
-    )
-}
+    ),
+)
 """Every named figure, in report order."""
 
 
@@ -432,7 +434,7 @@ def render_figure(
 
     bad = [f for f in formats if f not in _METADATA]
     if bad:
-        raise ValueError(f"unknown figure format(s) {bad}; choose from {', '.join(_METADATA)}")
+        raise PeiraValueError(f"unknown figure format(s) {bad}; choose from {', '.join(_METADATA)}")
     out: dict[str, bytes] = {}
     with matplotlib.rc_context(RC):  # type: ignore[arg-type]
         fig = spec.draw(ctx)

@@ -23,6 +23,7 @@ from typing import Any
 
 import polars as pl
 
+from .._registry import Registry
 from ..bootstrap import (
     DEFAULT_METHOD,
     ResamplePlan,
@@ -31,11 +32,11 @@ from ..bootstrap import (
     plan_for_cases,
     ratio_intervals,
 )
-from ..compare import Rule, leaderboard, pairwise
-from ..errors import PeiraError
+from ..errors import PeiraError, PeiraValueError, UnknownTableError
 from ..io import Dataset
 from ..metrics import RATIO_METRICS, GateThresholds, metric_table, ranking_gates
 from ..pairs import Missing, build_pairs
+from ..ranking import Rule, leaderboard, pairwise
 
 __all__ = [
     "SEVERITY_ORDER",
@@ -89,9 +90,9 @@ class ReportConfig:
 
     def __post_init__(self) -> None:
         if self.split not in ("public", "holdout", "all"):
-            raise ValueError(f"split must be 'public', 'holdout' or 'all', not {self.split!r}")
+            raise PeiraValueError(f"split must be 'public', 'holdout' or 'all', not {self.split!r}")
         if self.publication and self.split != "public":
-            raise ValueError("publication mode analyses the public split only")
+            raise PeiraValueError("publication mode analyses the public split only")
 
     def as_dict(self) -> dict[str, Any]:
         """The configuration as plain JSON-able values."""
@@ -274,7 +275,7 @@ class ReportContext:
 
     @cached_property
     def leaderboard(self) -> pl.DataFrame:
-        """:func:`peira.compare.leaderboard` of the split analysed."""
+        """:func:`peira.ranking.leaderboard` of the split analysed."""
         c = self.config
         return leaderboard(
             self.pairs, self.cases, self.plan, rule=c.rule, level=c.level, thresholds=c.thresholds
@@ -282,7 +283,7 @@ class ReportContext:
 
     @cached_property
     def pairwise(self) -> pl.DataFrame:
-        """:func:`peira.compare.pairwise` on robustness, every pair of runs."""
+        """:func:`peira.ranking.pairwise` on robustness, every pair of runs."""
         return pairwise(self.pairs, self.plan, rule=self.config.rule, level=self.config.level)
 
     @cached_property
@@ -667,7 +668,7 @@ def _verdicts(ctx: ReportContext) -> pl.DataFrame:
 
     A run without eligible pairs has no estimate and no interval, so no
     comparison with it is a tie: both verdicts read ``"n/a"`` and the winner
-    is null. Newer :func:`peira.compare.pairwise` already says so; the
+    is null. Newer :func:`peira.ranking.pairwise` already says so; the
     estimates and intervals are checked here as well, so the tables never
     show a "tie" against an undefined run whichever way compare spells it.
     """
@@ -832,9 +833,9 @@ def _gates(ctx: ReportContext) -> pl.DataFrame:
     ).sort("run_id")
 
 
-TABLES: dict[str, TableSpec] = {
-    t.name: t
-    for t in (
+TABLES: Registry[TableSpec] = Registry(
+    "table",
+    (
         TableSpec(
             "leaderboard",
             "Leaderboard",
@@ -939,8 +940,8 @@ TABLES: dict[str, TableSpec] = {
             _gates,
             intervals=False,
         ),
-    )
-}
+    ),
+)
 """Every named table, in report order."""
 
 
@@ -960,26 +961,6 @@ def table_caption(spec: TableSpec, ctx: ReportContext, *, title: bool = True) ->
             "the row's statistic."
         )
     return text
-
-
-class UnknownTableError(PeiraError, KeyError):
-    """A table name that is not in :data:`TABLES`.
-
-    Attributes
-    ----------
-    name : str
-        The name asked for.
-    known : tuple of str
-        Every registered table name, in report order.
-    """
-
-    def __init__(self, name: str, known: Sequence[str]) -> None:
-        self.name = name
-        self.known = tuple(known)
-        super().__init__(f"unknown table {name!r}; known tables: {', '.join(self.known)}")
-
-    def __str__(self) -> str:  # KeyError would repr() the message
-        return str(self.args[0])
 
 
 def build_table(name: str, ctx: ReportContext) -> pl.DataFrame:

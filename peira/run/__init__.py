@@ -4,7 +4,7 @@ An *adapter* wraps a model: an object with ``name``, ``version`` and
 ``decide(request) -> Decision`` (sync or ``async``). It receives a
 :class:`Request` — the blinded variant and the sample index, nothing that
 names a case, arm, split or gold label — and :func:`run` turns every call,
-failures included, into one row of a standard response log (SPEC §2.3).
+failures included, into one row of a standard response log (docs/spec/data-model.md#responses).
 
 This package is a face; the parts live in
 

@@ -13,7 +13,7 @@ the rest, so an interrupted run resumes without redoing or duplicating a
 completed call; a manifest that does not match (another dataset, run_id,
 sample count, adapter class or adapter configuration) is an error, so a
 resume never mixes two configurations in one log. Calls in flight when a process is killed are
-redone. At the end the parts are merged, validated (SPEC §2.3) and sorted by
+redone. At the end the parts are merged, validated (docs/spec/data-model.md#responses) and sorted by
 ``run_id, case_id, arm, sample`` into ``out`` (written atomically); the
 parts directory is then removed unless ``keep_parts``.
 

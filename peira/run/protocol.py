@@ -5,7 +5,7 @@ from :mod:`peira.errors`.
 An *adapter* wraps a model: an object with ``name``, ``version`` and
 ``decide(request) -> Decision`` (a plain or an ``async def`` method). The
 :class:`Request` it receives holds exactly what the blinded export holds
-(SPEC §8) — ``variant_id, primitive, prompt, options, input`` — plus the
+(docs/spec/holdout.md#the-blinded-export) — ``variant_id, primitive, prompt, options, input`` — plus the
 repeated-sampling index ``sample``. No case id, arm, family, split or gold
 label exists on a request, so none can reach an adapter.
 """
@@ -48,7 +48,7 @@ REQUEST_FIELDS = (*BLIND_COLUMNS, "sample")
 class Request:
     """What a model may see of one call: the blinded variant and the sample index.
 
-    Exactly the columns of the blinded export (SPEC §8) plus ``sample``; no
+    Exactly the columns of the blinded export (docs/spec/holdout.md#the-blinded-export) plus ``sample``; no
     case id, arm, family, split, scenario or gold label.
     """
 

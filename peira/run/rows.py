@@ -130,7 +130,7 @@ def response_row(
         decision=decision,
         abstained=abstained,
         refusal_reason=refusal,
-        # an abstention carries no score or confidence (SPEC §2.3: a score is
+        # an abstention carries no score or confidence (docs/spec/data-model.md#responses: a score is
         # P(positive decision) of a decision; peira.parse nulls them alike)
         score=None if abstained else score,
         confidence=None if abstained else confidence,

@@ -3,7 +3,7 @@
 :func:`run` dispatches every variant × sample in pseudonymous order (sample,
 then ``variant_id``, which shuffles cases, splits and arms together) with
 bounded concurrency, a per-call timeout and retries, records every call —
-failures included — and writes a standard response log (SPEC §2.3).
+failures included — and writes a standard response log (docs/spec/data-model.md#responses).
 
 Failures never drop a row
 -------------------------
@@ -546,7 +546,7 @@ def run(
         only (the model adapters: HTTP 408, 409, 429, 5xx, lost
         connections); any other error is a malformed row at once.
     key
-        Pseudonym key (SPEC §8); None: an ephemeral random key, never written.
+        Pseudonym key (docs/spec/holdout.md#pseudonyms); None: an ephemeral random key, never written.
     run_id
         Default: the adapter's ``run_id`` attribute if it has one, else
         ``"{name}-{version}"``.

@@ -1,4 +1,4 @@
-"""Sealed run artifacts: seal a run, verify an artifact, re-derive its metrics (SPEC §7).
+"""Sealed run artifacts: seal a run, verify an artifact, re-derive its metrics (docs/spec/artifacts.md).
 
 A *run artifact* is a directory holding ``responses.parquet`` (the run's
 response log) and ``artifact.json`` (the payload plus its ``lock``); its shape

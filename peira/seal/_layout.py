@@ -2,7 +2,7 @@
 
 A *run artifact* is a directory holding
 
-- ``responses.parquet``: the run's response log (the columns of SPEC §2.3
+- ``responses.parquet``: the run's response log (the columns of docs/spec/data-model.md#responses
   only, rows of that run only, sorted by ``run_id, case_id, arm, sample``);
 - ``artifact.json``: one JSON object, the *payload* plus its ``lock``.
 
@@ -22,7 +22,7 @@ The payload (every field of ``artifact.json`` except ``lock``)::
                  "confidence_level"},
       "results": {"file": "responses.parquet", "content_hash": <hex>,
                   "hash_scheme": "peira-responses/v1", "n_rows": ...},
-      "metrics": {<every column of metric_table for the run, SPEC names>},
+      "metrics": {<every column of metric_table for the run, the names of docs/spec/scoring-rule.md>},
       "bootstrap_plan": {"n_resamples", "seed", "unit", "method", "fingerprint"}
     }
 

@@ -144,7 +144,7 @@ def derive(
     -------
     (dict, dict)
         ``metrics``: every column of :func:`peira.metrics.metric_table` for
-        the run except ``run_id`` (SPEC names; null where undefined; floats
+        the run except ``run_id`` (the names of docs/spec/scoring-rule.md; null where undefined; floats
         exactly as computed), and ``<m>_lo``/``<m>_hi`` of every ratio metric
         from the plan below, so that re-derivation checks the intervals too. ``bootstrap_plan``: n_resamples, seed, unit,
         method, fingerprint.

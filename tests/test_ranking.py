@@ -1,4 +1,4 @@
-"""Head-to-head verdicts, Holm adjustment and leaderboard ranks (SPEC §6)."""
+"""Head-to-head verdicts, Holm adjustment and leaderboard ranks (docs/spec/comparison.md)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pytest
 from statsmodels.stats.multitest import multipletests
 
 from peira.bootstrap import plan_for_cases
-from peira.compare import head_to_head, leaderboard, pairwise
 from peira.metrics.gates import GateThresholds
 from peira.pairs import build_pairs
+from peira.ranking import head_to_head, leaderboard, pairwise
 from tests.builders import case, make_cases, make_responses, pair_rows
 
 N_CASES = 240
@@ -174,3 +174,14 @@ def test_undefined_metric_gives_na_not_tie() -> None:
     r = pairwise(pairs, plan).row(0, named=True)
     assert r["ci_verdict"] == r["paired_verdict"] == "n/a"
     assert r["winner"] is None and r["p_value"] is None
+
+
+def test_holm_adjust_equals_statsmodels_exactly() -> None:
+    from peira.ranking import holm_adjust
+
+    rng = np.random.default_rng(5)
+    for m in (1, 2, 7, 40):
+        p = rng.random(m) ** 3
+        p[: m // 3] = p[0]  # ties
+        assert np.array_equal(holm_adjust(p), multipletests(p, method="holm")[1])
+    assert np.array_equal(holm_adjust(np.array([0.5, 0.9])), np.array([1.0, 1.0]))

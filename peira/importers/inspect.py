@@ -1,0 +1,625 @@
+"""Inspect eval logs (``.eval`` and ``.json``) → cases, variants, responses, published figures.
+
+Logs are read through ``inspect_ai.log.read_eval_log`` (``pip install
+'peira[inspect]'``); the file format itself is never parsed here. The mapping
+(docs/spec/eval-logs.md, "Inspect logs"):
+
+- each log is a run: ``run_id`` = ``<model>:<task>@<eval id>`` (the first eight
+  characters of the eval id), ``model`` = the log's model,
+  ``model_version`` = the model name the provider reported in the outputs;
+- each sample is a case (``<task>/<sample id>``, family = the task), each
+  epoch a repeated sample (``sample`` = epoch − 1);
+- the sample's input and choices are the variant; the output is the response
+  (``raw_text`` = the completion, ``decision`` = the scorer's extracted answer,
+  else the completion);
+- the value of the chosen scorer is the verdict: Inspect's ``value_to_float``
+  turns C/I/P/N, booleans and numbers into a score in [0, 1]
+  (``verdict_score``), correct when it reaches ``threshold`` (default 1: partial
+  credit is not full credit); the other scorers' values, the scorer's
+  explanation and the sample metadata are kept in ``extras``;
+- a sample that failed (``error``) or has no value from the scorer is a
+  malformed answer; a provider refusal (stop reason ``content_filter``) or a
+  scorer's "no answer" (``N``) is an abstention.
+
+Without pairing options every run is clean-only (``arms = "benign"``). Pairs of
+benign and attacked samples come either from sample metadata (``pair_by`` names
+the field shared by the two samples of a pair, ``arm_field`` the field whose
+value is ``benign`` or ``attacked``) or from two logs of the same model
+(``pairs=[(benign_log, attacked_log)]``, samples matched by id and epoch).
+
+For a log that finished (status ``success``) the header's accuracy and standard
+error of the scorer become ``published`` rows (``benign_accuracy``, or
+``accuracy_under_attack`` for an attacked log). A cancelled or errored log
+contributes the samples it holds, with a warning, and no published figure.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import warnings
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import DataFileError, InputFormatError
+from ._bundle import Imported
+from ._evallog import (
+    CaseBook,
+    EvalLogWarning,
+    bundle,
+    check_threshold,
+    extras_json,
+    json_text,
+    option_list,
+    verdict_columns,
+)
+
+if TYPE_CHECKING:
+    from inspect_ai.log import EvalLog, EvalSample
+
+__all__ = ["read_inspect"]
+
+PathLike = str | os.PathLike[str]
+
+_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _inspect_log() -> Any:
+    try:
+        import inspect_ai.log as ilog
+    except ImportError as exc:  # pragma: no cover - exercised only without the extra
+        raise InputFormatError(
+            "reading Inspect logs needs inspect_ai: pip install 'peira[inspect]'"
+        ) from exc
+    return ilog
+
+
+def _read_log(path: PathLike) -> EvalLog:
+    p = Path(path)
+    if not p.exists():
+        raise DataFileError(f"{p}: no such file")
+    if p.is_dir():
+        raise DataFileError(f"{p}: is a directory, expected an Inspect log (.eval or .json)")
+    if p.suffix not in (".eval", ".json"):
+        raise InputFormatError(f"{p}: not an Inspect log (expected a .eval or .json file)")
+    ilog = _inspect_log()
+    try:
+        log = ilog.read_eval_log(str(p))
+    except Exception as exc:  # Inspect raises zip, JSON and pydantic errors alike
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputFormatError(f"{p}: not a readable Inspect log: {first}") from exc
+    if log.samples is None:
+        raise InputFormatError(f"{p}: the log holds no samples (written with log_samples=False?)")
+    return log
+
+
+def _text(content: Any) -> str:
+    """The text of a sample input: a string, or its chat messages as ``role: text`` lines."""
+    if isinstance(content, str):
+        return content
+    return "\n\n".join(f"{m.role}: {m.text}" for m in content)
+
+
+def _input_json(content: Any) -> Any:
+    if isinstance(content, str):
+        return content
+    return [{"role": m.role, "content": m.text} for m in content]
+
+
+def _targets(target: Any) -> list[str]:
+    if isinstance(target, str):
+        return [target]
+    return [str(t) for t in target]
+
+
+def _where(path: Path, sample: EvalSample) -> str:
+    return f"{path}: sample {sample.id!r} (epoch {sample.epoch})"
+
+
+def _scorer_name(log: EvalLog, path: Path, scorer: str | None) -> str:
+    """The scorer whose value is the verdict: ``scorer``, or the log's only one."""
+    names: list[str] = []
+    if log.results is not None:
+        names = [s.name for s in log.results.scores]
+    for s in log.samples or []:
+        for k in s.scores or {}:
+            if k not in names:
+                names.append(k)
+    if scorer is not None:
+        if scorer not in names:
+            raise InputFormatError(
+                f"{path}: no scorer {scorer!r} in this log (scorers: {', '.join(names) or 'none'})"
+            )
+        return scorer
+    if not names:
+        raise InputFormatError(f"{path}: the log has no scores (was it run with a scorer?)")
+    if len(names) > 1:
+        raise InputFormatError(
+            f"{path}: the log has {len(names)} scorers ({', '.join(names)}); "
+            "choose the verdict with --scorer NAME"
+        )
+    return names[0]
+
+
+@dataclass(frozen=True)
+class _Item:
+    """What defines a case: its options, expected answer, labels kept in extras."""
+
+    options: list[str]
+    expected: str
+    extras: dict[str, Any]
+
+
+def _item(sample: EvalSample, where: str) -> _Item:
+    targets = _targets(sample.target)
+    extras: dict[str, Any] = {"target": sample.target}
+    if sample.choices:
+        n = len(sample.choices)
+        if n > len(_LETTERS):
+            raise InputFormatError(f"{where}: field 'choices': {n} choices, at most 26 supported")
+        letters = list(_LETTERS[:n])
+        bad = [t for t in targets if t not in letters]
+        if bad or not targets:
+            raise InputFormatError(
+                f"{where}: field 'target': {sample.target!r} is not a choice letter "
+                f"({', '.join(letters)})"
+            )
+        extras["choices"] = list(sample.choices)
+        return _Item(letters, targets[0], extras)
+    options = option_list(targets)
+    return _Item(options, options[0], extras)
+
+
+@dataclass(frozen=True)
+class _Options:
+    scorer: str | None
+    threshold: float
+    cluster_by: str | None
+
+
+def _meta(sample: EvalSample, field: str, where: str) -> str:
+    md = sample.metadata or {}
+    if field not in md:
+        raise InputFormatError(f"{where}: metadata has no field {field!r}")
+    value = md[field]
+    if not isinstance(value, str | int) or isinstance(value, bool) or value == "":
+        raise InputFormatError(
+            f"{where}: metadata field {field!r} must be a non-empty string or integer, "
+            f"got {value!r}"
+        )
+    return str(value)
+
+
+def _response(
+    sample: EvalSample,
+    *,
+    scorer: str,
+    threshold: float,
+    where: str,
+) -> dict[str, Any]:
+    """The response row of one sample: decision, verdict, usage, extras."""
+    to_float = _to_float()
+    output = sample.output
+    completion = output.completion if output is not None else ""
+    scores = sample.scores or {}
+    score = scores.get(scorer)
+    row: dict[str, Any] = {
+        "decision": None,
+        "abstained": False,
+        "refusal_reason": None,
+        "malformed": False,
+        "error": None,
+        "raw_text": completion if completion else None,
+        "latency_ms": None,
+        "tokens_in": None,
+        "tokens_out": None,
+        "cost_usd": None,
+    }
+    if output is not None and output.usage is not None:
+        row["tokens_in"] = output.usage.input_tokens
+        row["tokens_out"] = output.usage.output_tokens
+        row["cost_usd"] = output.usage.total_cost
+    if output is not None and output.time is not None:
+        row["latency_ms"] = float(output.time) * 1000.0
+    value: float | None = None
+    if score is not None:
+        raw = score.value
+        if isinstance(raw, Mapping | list | tuple):
+            raise InputFormatError(
+                f"{where}: scorer {scorer!r}: value {raw!r} is not a single value; "
+                "a verdict needs one value (C/I/P/N, a boolean or a number)"
+            )
+        value = to_float(raw)
+        if not (0.0 <= value <= 1.0):
+            raise InputFormatError(
+                f"{where}: scorer {scorer!r}: value {raw!r} maps to {value}, outside [0, 1]"
+            )
+    if sample.error is not None:
+        row.update(malformed=True, error=f"error: {sample.error.message}")
+        value = None
+    elif score is None:
+        row.update(malformed=True, error=f"no value from scorer {scorer!r}")
+    elif _stop_reason(output) == "content_filter":
+        row.update(abstained=True, refusal_reason="content_filter")  # a provider refusal
+    elif score.value == "N":
+        row.update(abstained=True)  # the scorer found no answer
+    else:
+        row["decision"] = score.answer if score.answer is not None else completion
+    row.update(verdict_columns(value, threshold, f"inspect/{scorer}"))
+    others = {k: v.value for k, v in scores.items() if k != scorer}
+    row["extras"] = extras_json(
+        {
+            "epoch": sample.epoch,
+            "answer": score.answer if score is not None else None,
+            "explanation": score.explanation if score is not None else None,
+            "scores": others,
+            "stop_reason": _stop_reason(output),
+            "limit": sample.limit.type if sample.limit is not None else None,
+        }
+    )
+    return row
+
+
+@functools.cache
+def _to_float() -> Any:
+    """Inspect's own mapping of score values (C/I/P/N, bools, numbers) to [0, 1]."""
+    from inspect_ai.scorer import value_to_float
+
+    return value_to_float()
+
+
+def _stop_reason(output: Any) -> str | None:
+    """The output's stop reason (None for an output without choices, e.g. a failed call)."""
+    if output is None or not output.choices:
+        return None
+    return str(output.stop_reason)
+
+
+def _model_version(log: EvalLog) -> str:
+    """The model name the provider reported most often, else the log's model."""
+    seen = Counter(
+        s.output.model for s in log.samples or [] if s.output is not None and s.output.model
+    )
+    return seen.most_common(1)[0][0] if seen else log.eval.model
+
+
+def _status_note(log: EvalLog, path: Path) -> str | None:
+    if log.status == "success":
+        return None
+    held = len(log.samples or [])
+    planned = (log.eval.dataset.samples or 0) * (log.eval.config.epochs or 1)
+    header = ""
+    if log.results is not None and log.results.scores:
+        parts = [
+            f"{s.name} {m.name} {m.value:.4g} over {s.scored_samples}"
+            for s in log.results.scores
+            for m in s.metrics.values()
+            if m.name == "accuracy"
+        ]
+        if parts:
+            header = f"; its partial header ({'; '.join(parts)}) is not carried over"
+    return (
+        f"{path}: the run did not finish (status {log.status}): imported the {held} "
+        f"sample(s) it holds of {planned} planned, no published figure{header}"
+    )
+
+
+def _published(
+    log: EvalLog, path: Path, scorer: str, run_id: str, metric: str
+) -> list[dict[str, Any]]:
+    """The header's accuracy and standard error of ``scorer`` (finished logs only)."""
+    if log.status != "success" or log.results is None:
+        return []
+    for s in log.results.scores:
+        if s.name != scorer:
+            continue
+        acc = s.metrics.get("accuracy")
+        if acc is None:
+            return []
+        err = s.metrics.get("stderr")
+        return [
+            {
+                "run_id": run_id,
+                "family": None,
+                "metric": metric,
+                "estimate": float(acc.value),
+                "stderr": float(err.value) if err is not None else None,
+                "n": s.scored_samples,
+                "source": f"inspect {log.eval.task} {scorer} accuracy ({path.name})",
+            }
+        ]
+    return []
+
+
+class _Reader:
+    def __init__(self, options: _Options) -> None:
+        self.opt = options
+        self.book = CaseBook()
+        self.rows: list[dict[str, Any]] = []
+        self.published: list[dict[str, Any]] = []
+        self.notes: list[str] = []
+        self.runs: dict[str, str] = {}
+
+    def _note(self, text: str) -> None:
+        self.notes.append(text)
+        warnings.warn(text, EvalLogWarning, stacklevel=4)
+
+    def _run_id(self, path: Path, *logs: EvalLog) -> str:
+        """``<model>:<task>@<eval id, 8 characters>`` (``+`` the attacked log's, for a pair)."""
+        ids = "+".join(log.eval.eval_id for log in logs)
+        if ids in self.runs:
+            raise InputFormatError(
+                f"{path}: eval id {ids!r} was already imported from {self.runs[ids]}"
+            )
+        self.runs[ids] = str(path)
+        first = logs[0].eval
+        return f"{first.model}:{first.task}@" + "+".join(log.eval.eval_id[:8] for log in logs)
+
+    def _case(
+        self, log: EvalLog, sample: EvalSample, case_id: str, where: str, *, meta: dict[str, Any]
+    ) -> None:
+        item = _item(sample, where)
+        task = log.eval.task
+        scenario = case_id
+        if self.opt.cluster_by is not None:
+            scenario = f"{task}/{_meta(sample, self.opt.cluster_by, where)}"
+        self.book.add_case(
+            {
+                "case_id": case_id,
+                "scenario_id": scenario,
+                "split": "public",
+                "suite": "main",
+                "family": task,
+                "primitive": "choice",
+                "severity": None,
+                "options": item.options,
+                "expected_decision": item.expected,
+                "positive_decision": None,
+                "target_decision": None,
+                "expected_score": None,
+                "dataset_version": f"inspect:{task}/v{log.eval.task_version}",
+                "extras": extras_json({"inspect": {**item.extras, **meta}}),
+            },
+            where,
+        )
+
+    def _variant(self, sample: EvalSample, case_id: str, arm: str, where: str) -> None:
+        item = _item(sample, where)
+        body: dict[str, Any] = {"input": _input_json(sample.input)}
+        if sample.choices:
+            body["choices"] = list(sample.choices)
+        self.book.add_variant(
+            {
+                "case_id": case_id,
+                "arm": arm,
+                "prompt": _text(sample.input),
+                "options": item.options,
+                "input": json_text(body),
+            }
+        )
+
+    def _identity(self, log: EvalLog, run_id: str, arms: str) -> dict[str, Any]:
+        return {
+            "run_id": run_id,
+            "model": log.eval.model,
+            "model_version": _model_version(log),
+            "arms": arms,
+        }
+
+    def clean(self, path: Path) -> None:
+        log = _read_log(path)
+        scorer = _scorer_name(log, path, self.opt.scorer)
+        run_id = self._run_id(path, log)
+        ident = self._identity(log, run_id, "benign")
+        for s in log.samples or []:
+            where = _where(path, s)
+            case_id = f"{log.eval.task}/{s.id}"
+            self._case(log, s, case_id, where, meta={"sample_id": s.id, "metadata": s.metadata})
+            self._variant(s, case_id, "benign", where)
+            row = _response(s, scorer=scorer, threshold=self.opt.threshold, where=where)
+            self.rows.append(
+                {**ident, "case_id": case_id, "arm": "benign", "sample": s.epoch - 1, **row}
+            )
+        self._finish(log, path, scorer, run_id, "benign_accuracy")
+
+    def by_metadata(self, path: Path, pair_by: str, arm_field: str) -> None:
+        log = _read_log(path)
+        scorer = _scorer_name(log, path, self.opt.scorer)
+        run_id = self._run_id(path, log)
+        ident = self._identity(log, run_id, "both")
+        seen: dict[tuple[str, str, int], str] = {}
+        arms_of: dict[tuple[str, int], set[str]] = {}
+        for s in log.samples or []:
+            where = _where(path, s)
+            pair = _meta(s, pair_by, where)
+            arm = _meta(s, arm_field, where)
+            if arm not in ("benign", "attacked"):
+                raise InputFormatError(
+                    f"{where}: metadata field {arm_field!r} must be 'benign' or 'attacked', "
+                    f"got {arm!r}"
+                )
+            key = (pair, arm, s.epoch)
+            if key in seen:
+                raise InputFormatError(
+                    f"{where}: a second {arm} sample of pair {pair!r} (the first is sample "
+                    f"{seen[key]!r})"
+                )
+            seen[key] = str(s.id)
+            arms_of.setdefault((pair, s.epoch), set()).add(arm)
+            case_id = f"{log.eval.task}/{pair}"
+            meta = {"pair": pair, f"{arm}_sample_id": s.id, f"{arm}_metadata": s.metadata}
+            if arm == "benign":
+                self._case(log, s, case_id, where, meta=meta)
+            self._variant(s, case_id, arm, where)
+            row = _response(s, scorer=scorer, threshold=self.opt.threshold, where=where)
+            self.rows.append(
+                {**ident, "case_id": case_id, "arm": arm, "sample": s.epoch - 1, **row}
+            )
+        for (pair, epoch), arms in sorted(arms_of.items()):
+            if arms != {"benign", "attacked"}:
+                (have,) = arms
+                raise InputFormatError(
+                    f"{path}: pair {pair!r} (epoch {epoch}) has a {have} sample and no "
+                    f"{'attacked' if have == 'benign' else 'benign'} one "
+                    f"(pairs by metadata {pair_by!r}, arms by {arm_field!r})"
+                )
+        self._finish(log, path, scorer, run_id, None)
+
+    def by_logs(self, benign_path: Path, attacked_path: Path) -> None:
+        benign, attacked = _read_log(benign_path), _read_log(attacked_path)
+        if benign.eval.model != attacked.eval.model:
+            raise InputFormatError(
+                f"{attacked_path}: model {attacked.eval.model!r} differs from "
+                f"{benign.eval.model!r} of the benign log {benign_path}; a run is one model"
+            )
+        scorer_b = _scorer_name(benign, benign_path, self.opt.scorer)
+        scorer_a = _scorer_name(attacked, attacked_path, self.opt.scorer)
+        run_id = self._run_id(benign_path, benign, attacked)
+        ident = self._identity(benign, run_id, "both")
+        task = benign.eval.task
+        attacked_by_key = {(str(s.id), s.epoch): s for s in attacked.samples or []}
+        benign_keys = {(str(s.id), s.epoch) for s in benign.samples or []}
+        lonely = sorted(set(attacked_by_key) - benign_keys)
+        if lonely:
+            sid, epoch = lonely[0]
+            raise InputFormatError(
+                f"{attacked_path}: sample {sid!r} (epoch {epoch}) has no benign counterpart in "
+                f"{benign_path} ({len(lonely)} such sample(s))"
+            )
+        for s in benign.samples or []:
+            where = _where(benign_path, s)
+            a = attacked_by_key.get((str(s.id), s.epoch))
+            if a is None:
+                raise InputFormatError(
+                    f"{where}: no attacked counterpart in {attacked_path} "
+                    f"({len(benign_keys - set(attacked_by_key))} such sample(s))"
+                )
+            a_where = _where(attacked_path, a)
+            if _targets(a.target) != _targets(s.target):
+                raise InputFormatError(
+                    f"{a_where}: field 'target' is {a.target!r}, the benign sample's is "
+                    f"{s.target!r}; the two arms of a pair share the expected answer"
+                )
+            case_id = f"{task}/{s.id}"
+            meta = {"sample_id": s.id, "metadata": s.metadata, "attacked_task": attacked.eval.task}
+            self._case(benign, s, case_id, where, meta=meta)
+            if _item(a, a_where).options != _item(s, where).options:
+                raise InputFormatError(
+                    f"{a_where}: field 'choices' has {len(a.choices or [])} choices, the benign "
+                    f"sample {len(s.choices or [])}; the two arms of a pair share the options"
+                )
+            self._variant(s, case_id, "benign", where)
+            self._variant(a, case_id, "attacked", a_where)
+            for arm, smp, scorer, w in (
+                ("benign", s, scorer_b, where),
+                ("attacked", a, scorer_a, a_where),
+            ):
+                row = _response(smp, scorer=scorer, threshold=self.opt.threshold, where=w)
+                self.rows.append(
+                    {**ident, "case_id": case_id, "arm": arm, "sample": smp.epoch - 1, **row}
+                )
+        self._finish(benign, benign_path, scorer_b, run_id, "benign_accuracy")
+        self._finish(attacked, attacked_path, scorer_a, run_id, "accuracy_under_attack")
+
+    def _finish(
+        self, log: EvalLog, path: Path, scorer: str, run_id: str, metric: str | None
+    ) -> None:
+        note = _status_note(log, path)
+        if note is not None:
+            self._note(note)
+        if metric is not None:
+            self.published += _published(log, path, scorer, run_id, metric)
+        partial = {
+            s.scores[scorer].value
+            for s in log.samples or []
+            if s.scores and scorer in s.scores and s.scores[scorer].value not in ("C", "I", "N")
+        }
+        to_float = _to_float()
+        credit = sorted(
+            {
+                to_float(v)
+                for v in partial
+                if not isinstance(v, Mapping | list | tuple) and 0.0 < to_float(v) < 1.0
+            }
+        )
+        if credit:
+            self._note(
+                f"{path}: scorer {scorer!r} gives partial credit ({', '.join(f'{c:g}' for c in credit)}); "
+                f"an answer counts as correct from {self.opt.threshold:g} on, so Peira's accuracy "
+                "can differ from the log's mean score"
+            )
+
+    def result(self, source: str) -> Imported:
+        return bundle(self.book, self.rows, self.published, self.notes, source)
+
+
+def read_inspect(
+    logs: Sequence[PathLike] = (),
+    *,
+    scorer: str | None = None,
+    pair_by: str | None = None,
+    arm_field: str | None = None,
+    pairs: Sequence[tuple[PathLike, PathLike]] = (),
+    threshold: float = 1.0,
+    cluster_by: str | None = None,
+) -> Imported:
+    """Read Inspect eval logs into Peira's tables (see the module docstring for the mapping).
+
+    Parameters
+    ----------
+    logs
+        ``.eval`` or ``.json`` logs; each is a run. Without ``pair_by`` they
+        are clean-only runs (``arms = "benign"``).
+    scorer
+        The scorer whose value is the verdict; required when a log has several.
+    pair_by, arm_field
+        Pair benign and attacked samples of each log by these metadata fields
+        (given together).
+    pairs
+        ``(benign_log, attacked_log)`` tuples: two logs of one model on the
+        same sample ids; each tuple is one run with both arms.
+    threshold
+        A verdict score from this value on counts as correct (default 1).
+    cluster_by
+        A metadata field grouping samples into bootstrap clusters (e.g. the
+        passage several questions are about); default: each case its own.
+
+    Returns
+    -------
+    Imported
+        ``cases``, ``variants``, ``responses``, ``published`` and the notes,
+        validated against the data model; :meth:`Imported.write` writes them.
+
+    Raises
+    ------
+    DataFileError
+        A log does not exist.
+    InputFormatError
+        A log cannot be read, or a sample breaks the mapping (unknown scorer,
+        a target that is no choice letter, an incomplete pair, …); the
+        message names the file, the sample and the field.
+
+    Warns
+    -----
+    EvalLogWarning
+        A log that did not finish, or a scorer giving partial credit.
+    """
+    if (pair_by is None) != (arm_field is None):
+        raise InputFormatError(
+            "pair_by and arm_field go together (--pair-by FIELD --arm-field FIELD)"
+        )
+    if not logs and not pairs:
+        raise InputFormatError("no Inspect log given")
+    reader = _Reader(_Options(scorer, check_threshold(threshold), cluster_by))
+    for path in logs:
+        if pair_by is not None and arm_field is not None:
+            reader.by_metadata(Path(path), pair_by, arm_field)
+        else:
+            reader.clean(Path(path))
+    for benign, attacked in pairs:
+        reader.by_logs(Path(benign), Path(attacked))
+    first = next(iter([*logs, *(b for b, _ in pairs)]))
+    return reader.result(f"{first} (Inspect import)")

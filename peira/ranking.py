@@ -1,0 +1,513 @@
+"""Ranking: head-to-head comparisons and the leaderboard (docs/spec/comparison.md).
+
+Two runs on the same cases: A beats B on a metric iff their confidence
+intervals do not overlap and A's estimate is better (the metric's direction);
+any overlap is a tie. This non-overlap rule is the default verdict. Beside it,
+the paired difference θ_A − θ_B per resample (one plan, so resamples are
+paired) gives a difference interval and a bootstrap p-value, Holm-adjusted
+across the *family* of comparisons: every pair of the runs analysed (every
+run in the pair table given, ranked or not; ``family_size`` says how many
+pairs). ``rule="paired"`` makes the Holm-adjusted test the verdict: A beats
+B iff p_holm < 1 − level and the difference favours A. ``pairwise``,
+``head_to_head`` (by default) and ``leaderboard`` use this one family, so a
+pair gets the same paired verdict wherever it is shown. Each row says which
+rule decided.
+
+The leaderboard ranks the runs that pass the ranking gates by robustness
+(1 − ASR); a run's rank is 1 + the number of ranked runs that beat it, so tied
+runs share a rank. Runs failing a gate are listed after, unranked, with their
+reasons.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from .bootstrap import (
+    ResamplePlan,
+    paired_differences,
+    ratio_intervals,
+    replicates,
+)
+from .errors import PeiraKeyError, PeiraValueError
+from .metrics.frame import observed
+from .metrics.gates import GateThresholds, ranking_gates
+from .metrics.ratios import RATIO_METRICS
+
+__all__ = ["Rule", "head_to_head", "holm_adjust", "leaderboard", "pairwise"]
+
+Rule = Literal["ci", "paired"]
+_META = [
+    "level",
+    "method",
+    "n_defined",
+    "n_resamples",
+    "unit",
+    "seed",
+    "fingerprint",
+    "few_clusters",
+    "n_clusters",
+]
+
+
+def holm_adjust(p: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Holm step-down adjusted p-values (in the input order).
+
+    Sorted ascending, p₍ᵢ₎ (i = 1 … m) becomes max_{j ≤ i} min(1, (m − j + 1)·p₍ⱼ₎):
+    the family-wise error rate is controlled at any level without assuming
+    independence. Tied p-values get the same adjusted value.
+
+    >>> holm_adjust(np.array([0.01, 0.04, 0.03]))
+    array([0.03, 0.06, 0.06])
+    """
+    m = p.size
+    order = np.argsort(p, kind="stable")
+    adjusted = np.maximum.accumulate(p[order] * np.arange(m, 0, -1, dtype=np.float64))
+    out = np.empty(m, dtype=np.float64)
+    out[order] = np.minimum(adjusted, 1.0)
+    return out
+
+
+def _check_rule(rule: str) -> Rule:
+    if rule not in ("ci", "paired"):
+        raise PeiraValueError(f"rule must be 'ci' or 'paired', not {rule!r}")
+    return rule  # type: ignore[return-value]
+
+
+def _metric(metric: str) -> bool:
+    return RATIO_METRICS[metric].higher_is_better  # UnknownNameError, with close matches
+
+
+def _signatures(lf: pl.LazyFrame) -> tuple[dict[str, str], dict[str, pl.DataFrame]]:
+    """Per run, a digest of its (case_id, sample) support, and the support itself."""
+    keys = lf.select("run_id", "case_id", "sample").collect()
+    supports = {
+        str(run[0]): part.select("case_id", "sample")
+        for run, part in keys.partition_by("run_id", as_dict=True, maintain_order=True).items()
+    }
+    sigs = {}
+    for run, part in supports.items():
+        h = part.select(pl.struct("case_id", "sample").hash(seed=0)).to_series().to_numpy()
+        sigs[run] = hashlib.sha256(np.sort(h).tobytes()).hexdigest() + f":{h.size}"
+    return sigs, supports
+
+
+def _duels(
+    lf: pl.LazyFrame,
+    plan: ResamplePlan,
+    metric: str,
+    level: float,
+    pairs: Sequence[tuple[str, str]] | None,
+) -> pl.DataFrame:
+    """Estimates, intervals and paired differences of ``pairs`` of runs on the data given."""
+    ci = ratio_intervals(lf, plan, metrics=[metric], level=level)
+    reps = replicates(lf, plan, metric)
+    diff = paired_differences(reps, level=level, pairs=pairs)
+    one = ci.select("run_id", "estimate", "lo", "hi", "method", pl.col("few_clusters").alias("few"))
+    return (
+        diff.rename({"estimate": "diff", "lo": "diff_lo", "hi": "diff_hi"})
+        .join(one.rename(lambda c: f"{c}_a" if c != "run_id" else "run_a"), on="run_a")
+        .join(one.rename(lambda c: f"{c}_b" if c != "run_id" else "run_b"), on="run_b")
+    )
+
+
+def pairwise(
+    pairs: pl.DataFrame | pl.LazyFrame,
+    plan: ResamplePlan,
+    *,
+    metric: str = "robustness",
+    runs: Sequence[str] | None = None,
+    rule: Rule = "ci",
+    level: float = 0.95,
+) -> pl.DataFrame:
+    """Every head-to-head comparison between runs on one metric, on their common support.
+
+    Parameters
+    ----------
+    pairs
+        The pair table, restricted to the plan's split.
+    plan
+        The shared resample plan.
+    metric
+        A ratio metric (default ``robustness``); its direction decides "better".
+    runs
+        Runs to compare (default all); pairs are (a, b) with a < b. These
+        runs make the Holm family: restricting them changes ``p_holm``.
+    rule
+        ``"ci"`` (default, non-overlapping intervals) or ``"paired"``
+        (Holm-adjusted paired test).
+    level
+        Confidence level of the intervals; the paired test is at α = 1 − level.
+
+    Returns
+    -------
+    polars.DataFrame
+        One row per pair: ``run_a``, ``run_b``, ``metric``, ``estimate_a``,
+        ``lo_a``, ``hi_a``, ``estimate_b``, ``lo_b``, ``hi_b``, ``overlap``,
+        ``diff``, ``diff_lo``, ``diff_hi`` (unadjusted difference interval),
+        ``p_value``, ``p_holm``, ``family_size`` (pairs in the Holm family),
+        ``ci_verdict``, ``paired_verdict`` (``"a"``, ``"b"``, ``"tie"``, or
+        ``"n/a"`` when a run's metric or interval is undefined, e.g. a run
+        without eligible pairs), ``rule``, ``winner`` (run id, or null for a
+        tie or n/a), ``n_common`` (the (case, sample) pairs both runs
+        answered), ``n_set_aside_a``, ``n_set_aside_b`` (pairs only one run
+        answered, left out), ``method_a``, ``method_b`` (the interval method
+        of each run's row), ``few_clusters_a``, ``few_clusters_b`` and the
+        interval metadata of the difference; sorted by run_a, run_b.
+
+    Notes
+    -----
+    Every figure of a row is computed on the common support of its two runs
+    (docs/spec/scoring-rule.md, "Comparing runs"): a run that lacks part of
+    the cases is compared with the other on the cases both answered, never
+    on its own subset against the other's whole. Runs with the same support
+    are compared on all their pairs, in one pass.
+
+    paired_verdict = A iff p_holm < α and θ̂_A is better than θ̂_B; B
+    likewise; else tie. The unadjusted ``diff_lo``/``diff_hi`` can exclude 0
+    while the Holm-adjusted test does not reject: the verdict is the test's.
+    """
+    r = _check_rule(rule)
+    higher = _metric(metric)
+    lf = pairs.lazy()
+    if runs is not None:
+        lf = lf.filter(pl.col("run_id").is_in(list(runs)))
+    sigs, supports = _signatures(lf)
+    names = sorted(sigs)
+    duos = [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
+    same = [(a, b) for a, b in duos if sigs[a] == sigs[b]]
+    parts = []
+    if same:
+        full = _duels(lf, plan, metric, level, None if len(same) == len(duos) else same)
+        parts.append(
+            full.with_columns(
+                pl.col("run_a")
+                .replace_strict({a: supports[a].height for a in names}, return_dtype=pl.Int64)
+                .alias("n_common"),
+                pl.lit(0, dtype=pl.Int64).alias("n_set_aside_a"),
+                pl.lit(0, dtype=pl.Int64).alias("n_set_aside_b"),
+            )
+        )
+    for a, b in duos:
+        if sigs[a] == sigs[b]:
+            continue
+        common = supports[a].join(supports[b], on=["case_id", "sample"], how="semi")
+        sub = lf.filter(pl.col("run_id").is_in([a, b])).join(
+            common.lazy(), on=["case_id", "sample"], how="semi"
+        )
+        n = common.height
+        if n == 0:
+            continue  # nothing in common: no comparison (reported below as n/a)
+        parts.append(
+            _duels(sub, plan, metric, level, [(a, b)]).with_columns(
+                pl.lit(n, dtype=pl.Int64).alias("n_common"),
+                pl.lit(supports[a].height - n, dtype=pl.Int64).alias("n_set_aside_a"),
+                pl.lit(supports[b].height - n, dtype=pl.Int64).alias("n_set_aside_b"),
+            )
+        )
+    done = {(x, y) for part in parts for x, y in part.select("run_a", "run_b").iter_rows()}
+    disjoint = [(a, b) for a, b in duos if (a, b) not in done]
+    out = pl.concat(parts, how="diagonal_relaxed") if parts else None
+    if disjoint:
+        empty = pl.DataFrame(
+            {
+                "run_a": [a for a, _ in disjoint],
+                "run_b": [b for _, b in disjoint],
+                "metric": [metric] * len(disjoint),
+                "n_common": [0] * len(disjoint),
+                "n_set_aside_a": [supports[a].height for a, _ in disjoint],
+                "n_set_aside_b": [supports[b].height for _, b in disjoint],
+                "n_defined": [0] * len(disjoint),
+                "n_resamples": [plan.n_resamples] * len(disjoint),
+                "unit": [plan.unit] * len(disjoint),
+                "seed": [plan.seed] * len(disjoint),
+                "fingerprint": [plan.fingerprint] * len(disjoint),
+                "few_clusters": [True] * len(disjoint),
+                "n_clusters": [0] * len(disjoint),
+                "level": [level] * len(disjoint),
+                "method": ["percentile"] * len(disjoint),
+            },
+            schema_overrides={"n_common": pl.Int64, "n_set_aside_a": pl.Int64},
+        )
+        out = empty if out is None else pl.concat([out, empty], how="diagonal_relaxed")
+    if out is None:
+        raise PeiraValueError("pairwise needs at least two runs with pairs")
+    out = out.sort("run_a", "run_b")
+    # No defined paired resample (a run without eligible pairs): no p-value.
+    out = out.with_columns(
+        pl.when(pl.col("n_defined") > 0).then(pl.col("p_value")).otherwise(None).alias("p_value")
+    )
+    p = out["p_value"].to_numpy(allow_copy=True).astype(float)
+    ok = ~np.isnan(p)
+    holm = np.full(p.shape, np.nan)
+    if ok.any():
+        holm[ok] = holm_adjust(p[ok])
+    out = out.with_columns(
+        pl.Series("p_holm", holm).fill_nan(None),
+        pl.lit(int(ok.sum()), dtype=pl.Int64).alias("family_size"),
+    )
+    sign = 1.0 if higher else -1.0
+    better_a = (pl.col("estimate_a") - pl.col("estimate_b")) * sign > 0
+    overlap = (pl.col("lo_a") <= pl.col("hi_b")) & (pl.col("lo_b") <= pl.col("hi_a"))
+    defined = pl.all_horizontal(pl.col("lo_a", "hi_a", "lo_b", "hi_b").is_not_null())
+    ci_verdict = (
+        pl.when(defined.not_())
+        .then(pl.lit("n/a"))
+        .when(overlap)
+        .then(pl.lit("tie"))
+        .when(better_a)
+        .then(pl.lit("a"))
+        .otherwise(pl.lit("b"))
+    )
+    alpha = 1.0 - float(level)
+    reject = pl.col("p_holm") < alpha
+    favour = (pl.col("diff") * sign).sign()
+    paired_verdict = (
+        pl.when(
+            pl.col("diff_lo").is_null() | pl.col("diff_hi").is_null() | pl.col("p_holm").is_null()
+        )
+        .then(pl.lit("n/a"))
+        .when(reject & (favour > 0))
+        .then(pl.lit("a"))
+        .when(reject & (favour < 0))
+        .then(pl.lit("b"))
+        .otherwise(pl.lit("tie"))
+    )
+    out = out.with_columns(
+        overlap.fill_null(True).alias("overlap"),
+        ci_verdict.alias("ci_verdict"),
+        paired_verdict.alias("paired_verdict"),
+        pl.lit(r).alias("rule"),
+    )
+    decided = pl.col("ci_verdict" if r == "ci" else "paired_verdict")
+    out = out.with_columns(
+        pl.when(decided == "a")
+        .then(pl.col("run_a"))
+        .when(decided == "b")
+        .then(pl.col("run_b"))
+        .otherwise(None)
+        .alias("winner")
+    )
+    cols = [
+        "run_a",
+        "run_b",
+        "metric",
+        "estimate_a",
+        "lo_a",
+        "hi_a",
+        "estimate_b",
+        "lo_b",
+        "hi_b",
+        "overlap",
+        "diff",
+        "diff_lo",
+        "diff_hi",
+        "p_value",
+        "p_holm",
+        "family_size",
+        "ci_verdict",
+        "paired_verdict",
+        "rule",
+        "winner",
+        "n_common",
+        "n_set_aside_a",
+        "n_set_aside_b",
+        "method_a",
+        "method_b",
+        "few_clusters_a",
+        "few_clusters_b",
+        *_META,
+    ]
+    out = out.rename({"few_a": "few_clusters_a", "few_b": "few_clusters_b"}, strict=False)
+    for c in ("method_a", "method_b", "few_clusters_a", "few_clusters_b"):
+        if c not in out.columns:  # only disjoint runs: no interval rows to take them from
+            out = out.with_columns(pl.lit(None).alias(c))
+    return out.select(cols).sort("run_a", "run_b")
+
+
+def head_to_head(
+    pairs: pl.DataFrame | pl.LazyFrame,
+    plan: ResamplePlan,
+    run_a: str,
+    run_b: str,
+    *,
+    metric: str = "robustness",
+    rule: Rule = "ci",
+    level: float = 0.95,
+    family: Sequence[str] | None = None,
+) -> dict[str, object]:
+    """Compare two runs; the row of :func:`pairwise` as a dict, oriented a → b.
+
+    Parameters
+    ----------
+    family
+        Runs whose pairs make the Holm family (default: every run in
+        ``pairs``, the family :func:`leaderboard` and :func:`pairwise` use, so
+        the verdict agrees with theirs). ``[run_a, run_b]`` makes it a single
+        comparison: then ``p_holm`` equals ``p_value``.
+    """
+    if run_a == run_b:
+        raise PeiraValueError("head_to_head needs two different runs")
+    present = set(pairs.lazy().select(pl.col("run_id").unique()).collect()["run_id"].to_list())
+    missing = [r for r in (run_a, run_b) if r not in present]
+    if missing:
+        raise PeiraKeyError(
+            f"no pairs for run(s) {', '.join(map(repr, missing))}; known: {sorted(present)}"
+        )
+    runs = sorted(present) if family is None else sorted(set(family) | {run_a, run_b})
+    pw = pairwise(pairs, plan, metric=metric, runs=runs, rule=rule, level=level)
+    lo_run, hi_run = sorted((run_a, run_b))
+    row = pw.filter((pl.col("run_a") == lo_run) & (pl.col("run_b") == hi_run)).row(0, named=True)
+    if row["run_a"] != run_a:  # pairwise orders a < b; flip back to the caller's order
+        swap = {
+            "run_a": "run_b",
+            "estimate_a": "estimate_b",
+            "lo_a": "lo_b",
+            "hi_a": "hi_b",
+            "n_set_aside_a": "n_set_aside_b",
+            "method_a": "method_b",
+            "few_clusters_a": "few_clusters_b",
+        }
+        for x, y in swap.items():
+            row[x], row[y] = row[y], row[x]
+        row["diff"] = -row["diff"] if row["diff"] is not None else None
+        row["diff_lo"], row["diff_hi"] = (
+            -row["diff_hi"] if row["diff_hi"] is not None else None,
+            -row["diff_lo"] if row["diff_lo"] is not None else None,
+        )
+        flip = {"a": "b", "b": "a", "tie": "tie", "n/a": "n/a"}
+        row["ci_verdict"] = flip[row["ci_verdict"]]
+        row["paired_verdict"] = flip[row["paired_verdict"]]
+    return row
+
+
+def leaderboard(
+    pairs: pl.DataFrame | pl.LazyFrame,
+    cases: pl.DataFrame,
+    plan: ResamplePlan,
+    *,
+    metric: str = "robustness",
+    rule: Rule = "ci",
+    level: float = 0.95,
+    thresholds: GateThresholds | None = None,
+) -> pl.DataFrame:
+    """Ranked runs by ``metric`` (default robustness) with intervals; unranked runs after.
+
+    Parameters
+    ----------
+    pairs
+        The pair table, restricted to the split analysed.
+    cases
+        The cases of that split (for the gates: families, case count).
+    plan
+        The resample plan of that split.
+    rule
+        Verdict rule of the head-to-head comparisons (``"ci"`` default;
+        ``"paired"``: the Holm-adjusted paired test over every pair of runs in
+        ``pairs``, the family :func:`pairwise` and :func:`head_to_head` use).
+
+    Returns
+    -------
+    polars.DataFrame
+        ``rank`` (null for unranked), ``run_id``, ``model``, ``model_version``,
+        ``metric``, ``estimate``, ``lo``, ``hi``, ``n_pairs``, ``n_eligible``,
+        ``beaten_by`` (ranked runs that beat this one), ``ranked``,
+        ``gate_reasons``, ``rule``, the interval metadata (``method``: the
+        interval this row used; ``few_clusters``, ``n_clusters``: the clusters
+        behind its denominator), ``arms``,
+        ``note`` (what the run did not observe; see
+        :func:`peira.metrics.frame.observed`) and ``n_counted`` (the pairs
+        in ``metric``'s denominator). Ranked runs come first, by
+        rank then estimate (best first) then run_id.
+
+    Notes
+    -----
+    Each run's estimate and interval are on all its pairs; the verdicts
+    between two runs (``beaten_by``) are decided on their common support
+    (:func:`pairwise`). The gates count the pairs of ``metric``'s
+    denominator, so ``metric="benign_accuracy"`` ranks clean-only runs.
+    """
+    r = _check_rule(rule)
+    higher = _metric(metric)
+    lf = pairs.lazy()
+    gates = ranking_gates(lf, cases, thresholds=thresholds, metric=metric)
+    ci = ratio_intervals(lf, plan, metrics=[metric], level=level)
+    about = observed(lf, ["run_id"])
+    info = (
+        lf.group_by("run_id")
+        .agg(
+            pl.col("model").first(),
+            pl.col("model_version").first(),
+            pl.len().cast(pl.Int64).alias("n_pairs"),
+        )
+        .collect()
+    )
+    ranked_ids = gates.filter(pl.col("ranked"))["run_id"].to_list()
+    beaten: dict[str, list[str]] = {run: [] for run in ranked_ids}
+    if len(ranked_ids) >= 2:
+        # the Holm family is every pair of runs analysed; only ranked runs beat one another
+        duel = pairwise(lf, plan, metric=metric, rule=r, level=level).filter(
+            pl.col("run_a").is_in(ranked_ids) & pl.col("run_b").is_in(ranked_ids)
+        )
+        for a, b, w in duel.select("run_a", "run_b", "winner").iter_rows():
+            if w is not None:
+                beaten[b if w == a else a].append(w)
+    if about is not None:
+        info = info.join(about.select("run_id", "note"), on="run_id", how="left")
+    else:
+        info = info.with_columns(pl.lit(None, dtype=pl.String).alias("note"))
+    board = (
+        ci.join(info, on="run_id")
+        .join(
+            gates.select("run_id", "ranked", "gate_reasons", "n_eligible", "arms", "n_counted"),
+            on="run_id",
+        )
+        .with_columns(
+            pl.col("run_id")
+            .replace_strict(
+                {k: sorted(v) for k, v in beaten.items()},
+                default=None,
+                return_dtype=pl.List(pl.String),
+            )
+            .alias("beaten_by"),
+            pl.lit(r).alias("rule"),
+        )
+        .with_columns(
+            pl.when(pl.col("ranked"))
+            .then(pl.col("beaten_by").list.len() + 1)
+            .otherwise(None)
+            .cast(pl.Int64)
+            .alias("rank")
+        )
+    )
+    cols = [
+        "rank",
+        "run_id",
+        "model",
+        "model_version",
+        "metric",
+        "estimate",
+        "lo",
+        "hi",
+        "n_pairs",
+        "n_eligible",
+        "beaten_by",
+        "ranked",
+        "gate_reasons",
+        "rule",
+        *_META,
+        "arms",
+        "note",
+        "n_counted",
+    ]
+    return board.select(cols).sort(
+        [pl.col("ranked").not_(), "rank", "estimate", "run_id"],
+        descending=[False, False, higher, False],
+        nulls_last=True,
+    )

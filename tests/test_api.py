@@ -1,0 +1,185 @@
+"""The flat API (peira.api) and the package face (peira/__init__.py)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import pkgutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import polars as pl
+import pyarrow as pa
+import pytest
+
+import peira
+from peira import api
+from peira._frames import as_polars
+from peira.cli import main
+from peira.errors import PeiraTypeError, PeiraValueError, UnknownNameError
+
+# the tiny dataset has two scenario clusters: every plan on it warns, by design
+pytestmark = pytest.mark.filterwarnings("ignore::peira.errors.FewClustersWarning")
+
+FLAT = ("compare", "leaderboard", "pairs", "read_log", "rescore", "score", "tables", "validate")
+
+
+def test_all_is_frozen_and_sorted() -> None:
+    """The public face; changing it is an API change (add a name here on purpose)."""
+    assert peira.__all__ == [
+        "DataFileError", "Dataset", "InputFormatError", "MissingArmsError", "PeiraError",
+        "PeiraKeyError", "PeiraTypeError", "PeiraValueError", "PeiraWarning",
+        "UnknownNameError", "ValidationError", "__version__", "compare", "demo_dir",
+        "leaderboard", "pairs", "read_dataset", "read_log", "read_responses", "rescore",
+        "scan_responses", "score", "tables", "validate", "write_dataset", "write_parquet",
+    ]  # fmt: skip
+    assert peira.__all__ == sorted(peira.__all__)
+    for name in peira.__all__:
+        assert getattr(peira, name) is not None
+        assert name in dir(peira)
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        peira.nope  # noqa: B018
+
+
+def test_import_peira_is_cheap() -> None:
+    """``import peira`` (and ``peira --help``) load neither polars nor pandera nor scipy."""
+    code = (
+        "import sys, peira, peira.cli; peira.cli.build_parser(); "
+        "print(sorted(m for m in ('polars', 'pandera', 'pandas', 'scipy', 'statsmodels', "
+        "'numpy', 'pyarrow', 'matplotlib') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_flat_names_stay_callable_whatever_is_imported() -> None:
+    """A module named like a flat function (peira.pairs, peira.compare) is callable as it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for info in pkgutil.walk_packages(peira.__path__, "peira."):
+            if info.name != "peira.__main__":
+                importlib.import_module(info.name)
+    for name in FLAT:
+        value = getattr(peira, name)
+        assert callable(value), name
+        params = set(__import__("inspect").signature(value).parameters)
+        assert params == set(__import__("inspect").signature(getattr(api, name)).parameters)
+    from peira.pairs import build_pairs  # the module's own names still import
+
+    assert callable(build_pairs)
+
+
+def test_renamed_names_warn_for_one_release() -> None:
+    from peira import ranking
+    from peira.metrics import frame
+
+    with pytest.warns(DeprecationWarning, match=r"peira\.ranking\.leaderboard"):
+        from peira.compare import leaderboard
+    assert leaderboard is ranking.leaderboard
+    with pytest.warns(DeprecationWarning, match="ratio_table"):
+        from peira.metrics import score
+    assert score is frame.ratio_table
+
+
+# ---------------------------------------------------------------- frames in, polars out
+
+
+class _Capsule:
+    """Exposes only the Arrow PyCapsule stream interface (like DuckDB or narwhals objects)."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self._table = table
+
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        return self._table.__arrow_c_stream__(requested_schema)
+
+
+def test_as_polars_takes_every_kind_of_table() -> None:
+    want = pl.DataFrame({"run_id": ["m1", "m2"], "x": [1.5, None]})
+    table = want.to_arrow()
+    for obj in (
+        want,
+        want.lazy(),
+        table,
+        table.to_batches()[0],
+        want.to_pandas(),
+        _Capsule(table),
+    ):
+        assert as_polars(obj, name="t").equals(want), type(obj)
+    with pytest.raises(PeiraTypeError, match=r"^responses: expected .* not dict$"):
+        as_polars({"run_id": ["m1"]}, name="responses")
+
+
+def test_score_from_paths_equals_score_from_pandas_and_arrow(tiny: Path) -> None:
+    log = tiny / "responses.parquet"
+    cases = pl.read_parquet(tiny / "cases.parquet")
+    opts: dict[str, Any] = {"n_resamples": 200, "by": "primitive"}
+    from_paths = peira.score(log, tiny, **opts)
+    from_pandas = peira.score(pd.read_parquet(log), cases.to_pandas(), **opts)
+    from_arrow = peira.score(pl.read_parquet(log).to_arrow(), cases.to_arrow(), **opts)
+    assert from_paths.equals(from_pandas) and from_paths.equals(from_arrow)
+    assert from_paths["run_id"].to_list() == ["r1", "r1"]
+    assert {"asr_lo", "asr_hi", "fingerprint", "interval_method"} <= set(from_paths.columns)
+
+
+def test_score_is_what_the_cli_prints(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["score", "--dataset", str(tiny), "--format", "json", "--resamples", "300"]) == 0
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    table = peira.score(tiny / "responses.parquet", tiny, n_resamples=300)
+    assert len(printed) == table.height == 1
+    for key, value in table.row(0, named=True).items():
+        if isinstance(value, float):
+            assert printed[0][key] == pytest.approx(value, rel=0, abs=0), key
+        else:
+            assert printed[0][key] == value, key
+
+
+def test_leaderboard_and_compare(tiny: Path) -> None:
+    board = peira.leaderboard(tiny / "responses.parquet", tiny, split="all", n_resamples=200)
+    assert board["run_id"].to_list() == ["r1"] and board["robustness"][0] == pytest.approx(2 / 3)
+    assert board["robustness_lo"][0] == board["lo"][0]
+    with pytest.raises(PeiraValueError, match="needs two runs or more"):
+        peira.compare(tiny / "responses.parquet", tiny, runs=["r1"], split="all")
+
+
+def test_pairs_split_and_engine(tiny: Path) -> None:
+    p = peira.pairs(tiny / "responses.parquet", tiny)
+    assert p.height == 3 and p["flipped"].sum() == 1
+    with pytest.raises(PeiraValueError, match="no cases in split 'holdout'"):
+        peira.pairs(tiny / "responses.parquet", tiny, split="holdout")
+    with pytest.raises(UnknownNameError, match="unknown engine 'spark'; known engines: polars"):
+        peira.pairs(tiny / "responses.parquet", tiny, engine="spark")
+    with pytest.raises(PeiraValueError, match="split must be"):
+        peira.pairs(tiny / "responses.parquet", tiny, split="public-ish")  # type: ignore[arg-type]
+
+
+def test_validate_paths_and_frames(tiny: Path) -> None:
+    log = tiny / "responses.parquet"
+    assert peira.validate(tiny, log).height == 0
+    bad = pl.read_parquet(log).with_columns(pl.lit(1.5).alias("confidence"))
+    failures = peira.validate(pl.read_parquet(tiny / "cases.parquet"), [bad])
+    assert failures.height == 6 and set(failures["column"]) == {"confidence"}
+    assert set(failures["source"]) == {"responses[0]"}
+
+
+def test_read_log_parquet_and_importers(tiny: Path, tmp_path: Path) -> None:
+    log = peira.read_log(tiny / "responses.parquet", cases=tiny)
+    assert log.height == 6
+    with pytest.raises(PeiraValueError, match="gives a dataset, not a response log"):
+        peira.read_log(tmp_path / "x.jsonl", format="cases")
+    with pytest.raises(PeiraValueError, match="run_id applies to imported formats"):
+        peira.read_log(tiny / "responses.parquet", run_id="r")
+
+
+def test_tables_by_name(tiny: Path) -> None:
+    from peira.errors import UnknownTableError
+
+    with pytest.raises(UnknownTableError, match="did you mean 'gates'"):
+        peira.tables(tiny / "responses.parquet", tiny, names=["gate"], split="all")
+    got = peira.tables(tiny / "responses.parquet", tiny, names=["gates"], split="all",
+                       n_resamples=100)  # fmt: skip
+    assert list(got) == ["gates"] and got["gates"]["run_id"].to_list() == ["r1"]
