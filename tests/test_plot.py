@@ -99,7 +99,7 @@ def test_reliability_counts_every_scored_answer(pairs: pl.DataFrame) -> None:
     for line in ax.get_lines()[1:]:  # after the diagonal: points inside the unit square
         x, y = np.asarray(line.get_xdata()), np.asarray(line.get_ydata())
         assert ((x >= 0) & (x <= 1) & (y >= 0) & (y <= 1)).all()
-        assert (np.diff(x) >= 0).all()  # bins in forecast order
+        assert (np.diff(x) >= 0).all() and (np.diff(y) >= -1e-12).all()  # PAV: non-decreasing
     with pytest.raises(PeiraValueError, match="choose one with run="):
         plot.reliability(pairs, ax=_ax())
     with pytest.raises(PeiraValueError, match="did you mean 'm05-conf-spoof'"):

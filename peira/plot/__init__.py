@@ -12,7 +12,7 @@ function             draws                                       data
 :func:`forest`       a metric per run with its interval          ``peira.score`` or
                                                                  ``peira.leaderboard``
 :func:`family_heatmap`  a metric per attack family × run         ``peira.score(by="family")``
-:func:`reliability`  reliability diagram of one run, both arms   ``peira.pairs``
+:func:`reliability`  CORP reliability diagram of one run          ``peira.pairs``
 :func:`risk_coverage`  risk–coverage of a confidence gate        ``peira.pairs``
 :func:`score_shifts` attacked − benign score of one run          ``peira.pairs``
 ===================  ==========================================  =====================
@@ -275,28 +275,30 @@ def reliability(
     *,
     run: str | None = None,
     ax: Axes | None = None,
-    n_bins: int = 15,
     min_n: int = 100,
+    status: Mapping[tuple[str, str], tuple[int, str]] | None = None,
     legend: bool = True,
 ) -> Axes:
-    """Reliability diagram of one run: mean emitted score against the observed frequency
-    of the positive decision per equal-mass bin, one line per arm.
+    """CORP reliability diagram of one run: the isotonic (PAV) recalibration of the
+    labels on the emitted scores, a step line per arm; on the diagonal where the model
+    is calibrated (no bins; :func:`peira.metrics.calibration.corp_reliability`).
 
     Parameters
     ----------
     data
-        The pair table (``peira.pairs``), or bins already computed by
-        :func:`peira.metrics.reliability_bins` (columns ``run_id``, ``arm``,
-        ``n``, ``mean_forecast``, ``observed_frequency``).
+        The pair table (``peira.pairs``), or curves already computed by
+        :func:`peira.metrics.calibration.corp_reliability` (columns ``run_id``,
+        ``arm``, ``forecast``, ``calibrated``, ``n``).
     run
         The run to draw (needed when the data hold several).
     ax
         Axes to draw on (default: a new figure).
-    n_bins
-        Equal-mass bins per arm when ``data`` is the pair table.
     min_n
         An arm with fewer scored answers is drawn dashed and labelled
         "(insufficient)" (the calibration table's threshold, docs/spec/metrics.md).
+    status
+        ``(run, arm) → (n, status)`` of the calibration table, to label and dash
+        by its status (``"ok"`` solid) instead of by ``min_n``.
     legend
         Add a legend (arm, scored answers).
 
@@ -304,17 +306,17 @@ def reliability(
     -------
     matplotlib.axes.Axes
     """
-    df = _frame(data, "data")
-    if "mean_forecast" not in df.columns:
-        from ..metrics import reliability_bins
-
-        _need(df, ["run_id"], "reliability")
-        df = reliability_bins(_pick_runs(df, run, "reliability"), n_bins=n_bins)
-    else:
-        _need(df, ["run_id", "arm", "n", "mean_forecast", "observed_frequency"], "reliability")
-        df = _pick_runs(df, run, "reliability")
     import polars as pl
 
+    df = _frame(data, "data")
+    if "calibrated" not in df.columns:
+        from ..metrics.calibration import corp_reliability
+
+        _need(df, ["run_id"], "reliability")
+        df = corp_reliability(_pick_runs(df, run, "reliability"))
+    else:
+        _need(df, ["run_id", "arm", "forecast", "calibrated", "n"], "reliability")
+        df = _pick_runs(df, run, "reliability")
     ax = _axes(ax, (4.0, 4.0))
     ax.plot([0, 1], [0, 1], linestyle=":", color="0.5", linewidth=1.0)
     drawn = 0
@@ -324,11 +326,13 @@ def reliability(
             continue
         n = int(g["n"].sum())
         ok = n >= min_n
-        ax.plot(
-            g["mean_forecast"].to_numpy(),
-            g["observed_frequency"].to_numpy(),
-            marker="o",
-            markersize=2.5,
+        if status is not None:
+            n, state = status.get((str(g["run_id"][0]), arm), (n, "insufficient data"))
+            ok = state == "ok"
+        ax.step(
+            g["forecast"].to_numpy(),
+            g["calibrated"].to_numpy(),
+            where="post",
             linewidth=1.1,
             linestyle="-" if ok else "--",
             color=ARM_COLORS[arm],

@@ -24,7 +24,7 @@ import polars as pl
 from .. import plot
 from .._registry import Registry
 from ..errors import PeiraValueError
-from ..metrics import reliability_bins
+from ..metrics.calibration import corp_reliability
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -137,21 +137,31 @@ def _grid(fig: Figure, n: int, ncols: int = 4) -> tuple[list[Axes], int, int]:
 
 
 def reliability(ctx: ReportContext) -> Figure:
-    """Reliability diagrams of the emitted scores: one panel per run, one line per arm."""
-    bins = reliability_bins(ctx.pairs)
+    """CORP reliability diagrams of the emitted scores: one panel per run, one line per arm.
+
+    Each line is the isotonic (PAV) recalibration of the labels on the scores
+    (:func:`peira.metrics.calibration.corp_reliability`): a step function, no
+    bins; on the diagonal where the model is calibrated.
+    """
+    from .tables import build_table
+
+    curves = corp_reliability(ctx.pairs)
+    table = build_table("calibration", ctx).select("run_id", "arm", "n", "status")
+    cal = {(r, a): (n, s) for r, a, n, s in table.iter_rows()}
     runs = ctx.runs
     ncols = min(4, max(1, len(runs)))
     fig = _new_figure(2.5 * ncols + 0.6, 2.6 * math.ceil(len(runs) / ncols) + 0.7)
     flat, nrows, ncols = _grid(fig, len(runs))
     for ax, run in zip(flat, runs, strict=False):
-        plot.reliability(bins.filter(pl.col("run_id") == run), ax=ax)  # empty: a note
+        plot.reliability(curves.filter(pl.col("run_id") == run), ax=ax, status=cal)
         ax.set_title(run, fontsize=8)
     for ax in flat[(nrows - 1) * ncols :]:
-        ax.set_xlabel("mean emitted score")
+        ax.set_xlabel("emitted score")
     for ax in flat[::ncols]:
-        ax.set_ylabel("observed frequency")
+        ax.set_ylabel("recalibrated (CORP)")
     fig.suptitle(
-        "Reliability diagrams, 15 equal-mass bins; dashed: fewer than 100 scored answers "
+        "CORP reliability diagrams (isotonic recalibration, no bins); dashed: fewer than 100 "
+        "scored answers "
         f"(split {ctx.config.split})",
         fontsize=9,
     )
