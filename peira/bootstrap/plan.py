@@ -46,6 +46,7 @@ from ..errors import (
     PeiraWarning,
     PlanMismatchError,
 )
+from ._kernels import count_block, count_types_block
 
 __all__ = [
     "BLOCK_DRAWS",
@@ -121,15 +122,13 @@ def _count_block(
     over the clusters of each type, without forming it.
     """
     rows = stop - start
-    idx = _draw_block(seed, n_clusters, start, stop).view(np.int64)
-    width = n_clusters
-    if types is not None:
-        idx = types[idx]
-        width = n_types
-    if rows > 1:
-        idx += (np.arange(rows, dtype=np.int64) * width)[:, None]
-    out: I64 = np.bincount(idx.ravel(), minlength=rows * width).reshape(rows, width)
-    return out
+    bg = np.random.PCG64(np.random.SeedSequence(seed))
+    if start:
+        bg.advance(start * n_clusters)
+    raw = np.asarray(bg.random_raw(rows * n_clusters), dtype=np.uint64)
+    if types is None:
+        return count_block(raw, n_clusters, rows)
+    return count_types_block(raw, n_clusters, rows, types, n_types)
 
 
 def _narrow(counts: I64) -> npt.NDArray[np.unsignedinteger[Any]]:
