@@ -9,7 +9,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from peira.bootstrap._kernels import auroc_block, count_block, count_types_block, ece_mass_block
+from peira.bootstrap._kernels import (
+    _compiled,
+    auroc_block,
+    count_block,
+    count_types_block,
+    ece_mass_block,
+    pcg_state,
+    raw_draws,
+)
+
+
+def numpy_raw(seed: int, skip: int, n: int) -> np.ndarray:
+    bg = np.random.PCG64(np.random.SeedSequence(seed))
+    bg.advance(skip)
+    return bg.random_raw(n)
 
 
 def numpy_counts(raw: np.ndarray, c: int, rows: int) -> np.ndarray:
@@ -18,23 +32,37 @@ def numpy_counts(raw: np.ndarray, c: int, rows: int) -> np.ndarray:
     return np.bincount(idx.ravel(), minlength=rows * c).reshape(rows, c)
 
 
+@pytest.mark.parametrize(("seed", "skip"), [(0, 0), (1, 1), (7, 12345), (2**40 + 3, 10**12)])
+def test_generator_is_numpys_pcg64(seed: int, skip: int) -> None:
+    want = numpy_raw(seed, skip, 5_000)
+    assert np.array_equal(raw_draws(pcg_state(seed, skip), 5_000), want)
+
+
 @pytest.mark.parametrize("c", [1, 7, 1000, 65_537])
 def test_counts_are_the_plan_rule(c: int) -> None:
     rows = 5
-    raw = np.random.PCG64(c).random_raw(rows * c)
-    got = count_block(raw, c, rows)
-    assert got.dtype == np.int64
-    assert np.array_equal(got, numpy_counts(raw, c, rows))
+    got = count_block(pcg_state(c, 3 * c), c, rows)
+    assert got.dtype == np.uint8
+    assert np.array_equal(got, numpy_counts(numpy_raw(c, 3 * c, rows * c), c, rows))
     assert (got.sum(axis=1) == c).all()
+
+
+def test_a_full_uint8_count_asks_for_int64() -> None:
+    """The kernel refuses to pass 255; count_block then counts in int64."""
+    count = _compiled()["count"]
+    out = np.full((1, 3), 255, dtype=np.uint8)
+    assert count(pcg_state(0, 0), 3, out) is False
+    wide = np.full((1, 3), 255, dtype=np.int64)
+    assert count(pcg_state(0, 0), 3, wide) is True
+    assert wide.sum() == 3 * 255 + 3
 
 
 def test_counts_per_type() -> None:
     c, rows = 500, 4
-    raw = np.random.PCG64(1).random_raw(rows * c)
     types = np.random.default_rng(2).integers(0, 6, c)
-    full = numpy_counts(raw, c, rows)
+    full = numpy_counts(numpy_raw(1, 0, rows * c), c, rows)
     want = np.stack([np.bincount(types, weights=r, minlength=6) for r in full]).astype(np.int64)
-    assert np.array_equal(count_types_block(raw, c, rows, types, 6), want)
+    assert np.array_equal(count_types_block(pcg_state(1, 0), c, rows, types, 6), want)
 
 
 def brute_auroc(w: np.ndarray, ci: np.ndarray, conf: np.ndarray, pos: np.ndarray) -> np.ndarray:

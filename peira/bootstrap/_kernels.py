@@ -20,7 +20,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["auroc_block", "count_block", "count_types_block", "ece_mass_block"]
+__all__ = [
+    "auroc_block",
+    "count_block",
+    "count_types_block",
+    "ece_mass_block",
+    "pcg_state",
+    "raw_draws",
+]
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -32,28 +39,65 @@ def _compiled() -> dict[str, Any]:
 
     jit = numba.njit(cache=True, nogil=True)
 
-    @jit
-    def count(raw: Any, n_clusters: int, out: Any) -> None:  # pragma: no cover - compiled
-        rows, c = out.shape
-        cu = np.uint64(n_clusters)
-        sh = np.uint64(32)
-        for r in range(rows):
-            base = r * c
-            for j in range(c):
-                i = ((raw[base + j] >> sh) * cu) >> sh
-                out[r, i] += 1
+    m32 = np.uint64(0xFFFFFFFF)
+    s32 = np.uint64(32)
+    s58 = np.uint64(58)
+    s63 = np.uint64(63)
+    mult_hi = np.uint64(2549297995355413924)
+    mult_lo = np.uint64(4865540595714422341)
 
     @jit
-    def count_types(raw: Any, n_clusters: int, types: Any, out: Any) -> None:  # pragma: no cover
-        rows = out.shape[0]
-        c = n_clusters
+    def mulhi(a: Any, b: Any) -> Any:  # pragma: no cover - compiled
+        """High 64 bits of the 128-bit product of two uint64."""
+        a0, a1 = a & m32, a >> s32
+        b0, b1 = b & m32, b >> s32
+        p0, p1, p2 = a0 * b0, a0 * b1, a1 * b0
+        carry = ((p0 >> s32) + (p1 & m32) + (p2 & m32)) >> s32
+        return a1 * b1 + (p1 >> s32) + (p2 >> s32) + carry
+
+    @jit
+    def step(
+        hi: Any, lo: Any, inc_hi: Any, inc_lo: Any
+    ) -> tuple[Any, Any, Any]:  # pragma: no cover
+        """PCG64 (XSL-RR 128/64): advance the 128-bit LCG, return (hi, lo, output)."""
+        new_hi = mulhi(lo, mult_lo) + lo * mult_hi + hi * mult_lo
+        new_lo = lo * mult_lo
+        lo2 = new_lo + inc_lo
+        hi2 = new_hi + inc_hi + (np.uint64(1) if lo2 < new_lo else np.uint64(0))
+        x = hi2 ^ lo2
+        rot = hi2 >> s58
+        return hi2, lo2, (x >> rot) | (x << ((np.uint64(64) - rot) & s63))
+
+    @jit
+    def count(state: Any, n_clusters: int, out: Any) -> bool:  # pragma: no cover - compiled
+        hi, lo, inc_hi, inc_lo = state[0], state[1], state[2], state[3]
+        rows, c = out.shape
         cu = np.uint64(n_clusters)
-        sh = np.uint64(32)
+        top = np.iinfo(out.dtype).max
         for r in range(rows):
-            base = r * c
-            for j in range(c):
-                i = ((raw[base + j] >> sh) * cu) >> sh
-                out[r, types[i]] += 1
+            for _ in range(c):
+                hi, lo, raw = step(hi, lo, inc_hi, inc_lo)
+                i = ((raw >> s32) * cu) >> s32
+                if out[r, i] == top:
+                    return False
+                out[r, i] += 1
+        return True
+
+    @jit
+    def count_types(state: Any, n_clusters: int, types: Any, out: Any) -> None:  # pragma: no cover
+        hi, lo, inc_hi, inc_lo = state[0], state[1], state[2], state[3]
+        rows = out.shape[0]
+        cu = np.uint64(n_clusters)
+        for r in range(rows):
+            for _ in range(n_clusters):
+                hi, lo, raw = step(hi, lo, inc_hi, inc_lo)
+                out[r, types[((raw >> s32) * cu) >> s32]] += 1
+
+    @jit
+    def raw_draws(state: Any, out: Any) -> None:  # pragma: no cover - compiled
+        hi, lo, inc_hi, inc_lo = state[0], state[1], state[2], state[3]
+        for j in range(out.size):
+            hi, lo, out[j] = step(hi, lo, inc_hi, inc_lo)
 
     @jit
     def auroc(
@@ -114,27 +158,58 @@ def _compiled() -> dict[str, Any]:
                 g[b, k] = last_d + (e - last_w) * d[n - 1]
                 k += 1
 
-    return {"count": count, "count_types": count_types, "auroc": auroc, "ece_mass": ece_mass}
+    return {
+        "count": count,
+        "count_types": count_types,
+        "raw": raw_draws,
+        "auroc": auroc,
+        "ece_mass": ece_mass,
+    }
 
 
-def count_block(raw: npt.NDArray[np.uint64], n_clusters: int, rows: int) -> I64:
-    """rows × C counts of the draws ``raw`` (rows·C raw PCG64 outputs, row-major).
+def pcg_state(seed: int, skip: int) -> npt.NDArray[np.uint64]:
+    """(state hi, state lo, increment hi, increment lo) of ``PCG64(SeedSequence(seed))``
+    after ``skip`` draws: where a block of the plan starts."""
+    bg = np.random.PCG64(np.random.SeedSequence(seed))
+    if skip:
+        bg.advance(skip)
+    st = bg.state["state"]
+    mask = (1 << 64) - 1
+    parts = [st["state"] >> 64, st["state"] & mask, st["inc"] >> 64, st["inc"] & mask]
+    return np.array(parts, dtype=np.uint64)
 
-    Draw j of row r falls on cluster ((raw >> 32) · C) >> 32 (docs/spec/uncertainty.md#the-plan).
-    """
-    out = np.zeros((rows, n_clusters), dtype=np.int64)
-    if rows and n_clusters:
-        _compiled()["count"](raw, n_clusters, out)
+
+def raw_draws(state: npt.NDArray[np.uint64], n: int) -> npt.NDArray[np.uint64]:
+    """The next ``n`` raw 64-bit outputs from ``state`` (= ``PCG64.random_raw(n)``)."""
+    out = np.empty(n, dtype=np.uint64)
+    if n:
+        _compiled()["raw"](state, out)
     return out
 
 
+def count_block(state: npt.NDArray[np.uint64], n_clusters: int, rows: int) -> npt.NDArray[Any]:
+    """rows × C counts of the next rows·C draws from ``state`` (:func:`pcg_state`).
+
+    Draw j of row r falls on cluster ((raw >> 32) · C) >> 32 (docs/spec/uncertainty.md#the-plan),
+    raw being PCG64's output, generated here rather than stored. Counts are
+    uint8 (a row of a 10^6-cluster plan is 1 MB and stays in cache); a count
+    above 255 — possible in principle, never seen at random — recounts the
+    block in int64.
+    """
+    for dtype in (np.uint8, np.int64):
+        out = np.zeros((rows, n_clusters), dtype=dtype)
+        if not rows or not n_clusters or _compiled()["count"](state, n_clusters, out):
+            return out
+    raise AssertionError("unreachable: int64 counts cannot overflow")  # pragma: no cover
+
+
 def count_types_block(
-    raw: npt.NDArray[np.uint64], n_clusters: int, rows: int, types: I64, n_types: int
+    state: npt.NDArray[np.uint64], n_clusters: int, rows: int, types: I64, n_types: int
 ) -> I64:
     """rows × T: the draws of each row that fall on a cluster of each type."""
     out = np.zeros((rows, n_types), dtype=np.int64)
     if rows and n_clusters:
-        _compiled()["count_types"](raw, n_clusters, types, out)
+        _compiled()["count_types"](state, n_clusters, types, out)
     return out
 
 

@@ -46,7 +46,7 @@ from ..errors import (
     PeiraWarning,
     PlanMismatchError,
 )
-from ._kernels import count_block, count_types_block
+from ._kernels import count_block, count_types_block, pcg_state
 
 __all__ = [
     "BLOCK_DRAWS",
@@ -114,7 +114,7 @@ def _count_block(
     stop: int,
     types: I64 | None = None,
     n_types: int = 0,
-) -> I64:
+) -> npt.NDArray[Any]:
     """Counts of resamples ``start .. stop - 1``: rows × C, or rows × n_types by ``types``.
 
     With ``types`` (the type of each cluster), entry [b, t] counts the draws
@@ -122,13 +122,10 @@ def _count_block(
     over the clusters of each type, without forming it.
     """
     rows = stop - start
-    bg = np.random.PCG64(np.random.SeedSequence(seed))
-    if start:
-        bg.advance(start * n_clusters)
-    raw = np.asarray(bg.random_raw(rows * n_clusters), dtype=np.uint64)
+    state = pcg_state(seed, start * n_clusters)
     if types is None:
-        return count_block(raw, n_clusters, rows)
-    return count_types_block(raw, n_clusters, rows, types, n_types)
+        return count_block(state, n_clusters, rows)
+    return count_types_block(state, n_clusters, rows, types, n_types)
 
 
 def _narrow(counts: I64) -> npt.NDArray[np.unsignedinteger[Any]]:
@@ -296,7 +293,7 @@ class ResamplePlan:
             return
         k = _workers()
         with ThreadPoolExecutor(k) as pool:
-            ahead: deque[tuple[int, int, Future[I64]]] = deque()
+            ahead: deque[tuple[int, int, Future[npt.NDArray[Any]]]] = deque()
             for s, e in bounds:
                 ahead.append((s, e, pool.submit(_count_block, self.seed, c, s, e, t_arr, n_types)))
                 if len(ahead) > k:
