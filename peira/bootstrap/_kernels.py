@@ -8,15 +8,16 @@ floating-point work follows the order of the numpy formulas it replaces
 (sequential cumulative sums, no fused multiply-add), so the numbers are the
 same bit for bit. Plain-numpy references are in the tests.
 
-numba is imported on first use, so ``import peira`` stays fast; compiled
-code is cached beside this file (or in ``NUMBA_CACHE_DIR``).
+The bootstrap modules import this one on first use, so ``import peira``
+does not import numba; compiled code is cached beside this file (or in
+``NUMBA_CACHE_DIR``).
 """
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
 
+import numba
 import numpy as np
 import numpy.typing as npt
 
@@ -33,138 +34,145 @@ I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 
 
-@cache
-def _compiled() -> dict[str, Any]:
-    import numba
+_jit = numba.njit(cache=True, nogil=True)
 
-    jit = numba.njit(cache=True, nogil=True)
 
-    m32 = np.uint64(0xFFFFFFFF)
-    s32 = np.uint64(32)
-    s58 = np.uint64(58)
-    s63 = np.uint64(63)
-    mult_hi = np.uint64(2549297995355413924)
-    mult_lo = np.uint64(4865540595714422341)
+_M32 = np.uint64(0xFFFFFFFF)
+_S32 = np.uint64(32)
+_S58 = np.uint64(58)
+_S63 = np.uint64(63)
+_MULT_HI = np.uint64(2549297995355413924)
+_MULT_LO = np.uint64(4865540595714422341)
 
-    @jit
-    def mulhi(a: Any, b: Any) -> Any:  # pragma: no cover - compiled
-        """High 64 bits of the 128-bit product of two uint64."""
-        a0, a1 = a & m32, a >> s32
-        b0, b1 = b & m32, b >> s32
-        p0, p1, p2 = a0 * b0, a0 * b1, a1 * b0
-        carry = ((p0 >> s32) + (p1 & m32) + (p2 & m32)) >> s32
-        return a1 * b1 + (p1 >> s32) + (p2 >> s32) + carry
 
-    @jit
-    def step(
-        hi: Any, lo: Any, inc_hi: Any, inc_lo: Any
-    ) -> tuple[Any, Any, Any]:  # pragma: no cover
-        """PCG64 (XSL-RR 128/64): advance the 128-bit LCG, return (hi, lo, output)."""
-        new_hi = mulhi(lo, mult_lo) + lo * mult_hi + hi * mult_lo
-        new_lo = lo * mult_lo
-        lo2 = new_lo + inc_lo
-        hi2 = new_hi + inc_hi + (np.uint64(1) if lo2 < new_lo else np.uint64(0))
-        x = hi2 ^ lo2
-        rot = hi2 >> s58
-        return hi2, lo2, (x >> rot) | (x << ((np.uint64(64) - rot) & s63))
+@_jit
+def _mulhi(a: Any, b: Any) -> Any:  # pragma: no cover - compiled
+    """High 64 bits of the 128-bit product of two uint64."""
+    a0, a1 = a & _M32, a >> _S32
+    b0, b1 = b & _M32, b >> _S32
+    p0, p1, p2 = a0 * b0, a0 * b1, a1 * b0
+    carry = ((p0 >> _S32) + (p1 & _M32) + (p2 & _M32)) >> _S32
+    return a1 * b1 + (p1 >> _S32) + (p2 >> _S32) + carry
 
-    @jit
-    def count(state: Any, n_clusters: int, out: Any) -> bool:  # pragma: no cover - compiled
-        hi, lo, inc_hi, inc_lo = state[0], state[1], state[2], state[3]
-        rows, c = out.shape
-        cu = np.uint64(n_clusters)
-        top = np.iinfo(out.dtype).max
-        for r in range(rows):
-            for _ in range(c):
-                hi, lo, raw = step(hi, lo, inc_hi, inc_lo)
-                i = ((raw >> s32) * cu) >> s32
-                if out[r, i] == top:
-                    return False
-                out[r, i] += 1
-        return True
 
-    @jit
-    def count_types(state: Any, n_clusters: int, types: Any, out: Any) -> None:  # pragma: no cover
-        hi, lo, inc_hi, inc_lo = state[0], state[1], state[2], state[3]
-        rows = out.shape[0]
-        cu = np.uint64(n_clusters)
-        for r in range(rows):
-            for _ in range(n_clusters):
-                hi, lo, raw = step(hi, lo, inc_hi, inc_lo)
-                out[r, types[((raw >> s32) * cu) >> s32]] += 1
+@_jit
+def _step(hi: Any, lo: Any, inc_hi: Any, inc_lo: Any) -> tuple[Any, Any, Any]:  # pragma: no cover
+    """PCG64 (XSL-RR 128/64): advance the 128-bit LCG, return (hi, lo, output)."""
+    new_hi = _mulhi(lo, _MULT_LO) + lo * _MULT_HI + hi * _MULT_LO
+    new_lo = lo * _MULT_LO
+    lo2 = new_lo + inc_lo
+    hi2 = new_hi + inc_hi + (np.uint64(1) if lo2 < new_lo else np.uint64(0))
+    x = hi2 ^ lo2
+    rot = hi2 >> _S58
+    return hi2, lo2, (x >> rot) | (x << ((np.uint64(64) - rot) & _S63))
 
-    @jit
-    def raw_draws(state: Any, out: Any) -> None:  # pragma: no cover - compiled
-        hi, lo, inc_hi, inc_lo = state[0], state[1], state[2], state[3]
-        for j in range(out.size):
-            hi, lo, out[j] = step(hi, lo, inc_hi, inc_lo)
 
-    @jit
-    def auroc(
-        w: Any, neg_ci: Any, pos_ci: Any, pos_lo: Any, pos_hi: Any, u2: Any, den: Any
-    ) -> None:  # pragma: no cover - compiled
-        m = w.shape[0]
-        nn = neg_ci.size
-        cum = np.empty(nn + 1, np.int64)
-        for b in range(m):
-            acc = 0
-            cum[0] = 0
-            for j in range(nn):
-                acc += w[b, neg_ci[j]]
-                cum[j + 1] = acc
-            u: Any = 0
-            p: Any = 0
-            for i in range(pos_ci.size):
-                wi = np.int64(w[b, pos_ci[i]])
-                if wi != 0:
-                    p += wi
-                    u += wi * (2 * acc - cum[pos_hi[i]] - cum[pos_lo[i]])
-            u2[b] = u
-            den[b] = p * acc
+@_jit
+def _count_k(state: Any, n_clusters: int, out: Any) -> bool:  # pragma: no cover - compiled
+    hi, lo, inc_hi, inc_lo = state[0], state[1], state[2], state[3]
+    rows, c = out.shape
+    cu = np.uint64(n_clusters)
+    top = np.iinfo(out.dtype).max
+    for r in range(rows):
+        for _ in range(c):
+            hi, lo, raw = _step(hi, lo, inc_hi, inc_lo)
+            i = ((raw >> _S32) * cu) >> _S32
+            if out[r, i] == top:
+                return False
+            out[r, i] += 1
+    return True
 
-    @jit
-    def ece_mass(
-        w: Any, ci: Any, d: Any, n_bins: int, g: Any, total: Any
-    ) -> None:  # pragma: no cover
-        m = w.shape[0]
-        n = ci.size
-        for b in range(m):
-            t = 0
-            for i in range(n):
-                t += w[b, ci[i]]
-            total[b] = t
-            k = 0
-            cw: Any = 0
-            cd = 0.0
-            last_w = 0
-            last_d = 0.0
-            for i in range(n):
-                if i == n - 1:
-                    last_w = cw
-                    last_d = cd
-                wi = np.int64(w[b, ci[i]])
-                new_w = cw + wi
-                new_d = cd + wi * d[i]
-                while k <= n_bins:
-                    e = (k * t) // n_bins
-                    if e >= new_w:
-                        break
-                    g[b, k] = cd + (e - cw) * d[i]
-                    k += 1
-                cw = new_w
-                cd = new_d
-            while k <= n_bins:  # edges at the very end: the last row, as searchsorted clips
+
+@_jit
+def _count_types_k(state: Any, n_clusters: int, types: Any, out: Any) -> None:  # pragma: no cover
+    hi, lo, inc_hi, inc_lo = state[0], state[1], state[2], state[3]
+    rows = out.shape[0]
+    cu = np.uint64(n_clusters)
+    for r in range(rows):
+        for _ in range(n_clusters):
+            hi, lo, raw = _step(hi, lo, inc_hi, inc_lo)
+            out[r, types[((raw >> _S32) * cu) >> _S32]] += 1
+
+
+@_jit
+def _raw_k(state: Any, out: Any) -> None:  # pragma: no cover - compiled
+    hi, lo, inc_hi, inc_lo = state[0], state[1], state[2], state[3]
+    for j in range(out.size):
+        hi, lo, out[j] = _step(hi, lo, inc_hi, inc_lo)
+
+
+@_jit
+def _auroc_k(
+    w: Any, neg_ci: Any, pos_ci: Any, pos_lo: Any, pos_hi: Any, u2: Any, den: Any
+) -> None:  # pragma: no cover - compiled
+    m = w.shape[0]
+    nn = neg_ci.size
+    cum = np.empty(nn + 1, np.int64)
+    for b in range(m):
+        acc = 0
+        cum[0] = 0
+        for j in range(nn):
+            acc += w[b, neg_ci[j]]
+            cum[j + 1] = acc
+        u: Any = 0
+        p: Any = 0
+        for i in range(pos_ci.size):
+            wi = np.int64(w[b, pos_ci[i]])
+            if wi != 0:
+                p += wi
+                u += wi * (2 * acc - cum[pos_hi[i]] - cum[pos_lo[i]])
+        u2[b] = u
+        den[b] = p * acc
+
+
+@_jit
+def _ece_mass_k(
+    w: Any, ci: Any, d: Any, n_bins: int, g: Any, total: Any
+) -> None:  # pragma: no cover
+    m = w.shape[0]
+    n = ci.size
+    for b in range(m):
+        t = 0
+        for i in range(n):
+            t += w[b, ci[i]]
+        total[b] = t
+        k = 0
+        cw: Any = 0
+        cd = 0.0
+        last_w = 0
+        last_d = 0.0
+        for i in range(n):
+            if i == n - 1:
+                last_w = cw
+                last_d = cd
+            wi = np.int64(w[b, ci[i]])
+            new_w = cw + wi
+            new_d = cd + wi * d[i]
+            while k <= n_bins:
                 e = (k * t) // n_bins
-                g[b, k] = last_d + (e - last_w) * d[n - 1]
+                if e >= new_w:
+                    break
+                g[b, k] = cd + (e - cw) * d[i]
                 k += 1
+            cw = new_w
+            cd = new_d
+        while k <= n_bins:  # edges at the very end: the last row, as searchsorted clips
+            e = (k * t) // n_bins
+            g[b, k] = last_d + (e - last_w) * d[n - 1]
+            k += 1
 
-    return {
-        "count": count,
-        "count_types": count_types,
-        "raw": raw_draws,
-        "auroc": auroc,
-        "ece_mass": ece_mass,
-    }
+
+_KERNELS = {
+    "count": _count_k,
+    "count_types": _count_types_k,
+    "raw": _raw_k,
+    "auroc": _auroc_k,
+    "ece_mass": _ece_mass_k,
+}
+
+
+def _compiled() -> dict[str, Any]:
+    return _KERNELS
 
 
 def pcg_state(seed: int, skip: int) -> npt.NDArray[np.uint64]:

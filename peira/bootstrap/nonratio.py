@@ -57,7 +57,6 @@ from ..errors import PeiraKeyError, PeiraValueError
 from ..metrics.calibration import Binning, calibration, forecasts
 from ..metrics.confidence import confidence_gate_auroc, gate_confidence
 from ..metrics.shift import mean_abs_score_shift, mean_confidence_erosion, mean_shift_toward_target
-from ._kernels import auroc_block, ece_mass_block
 from .intervals import (
     DEFAULT_METHOD,
     F64,
@@ -156,6 +155,8 @@ def _auroc_stat(ci: I64, conf: F64, flipped: npt.NDArray[np.bool_], c: int) -> _
     lo = np.searchsorted(neg_conf, conf[pos], "left").astype(np.int64)
     hi = np.searchsorted(neg_conf, conf[pos], "right").astype(np.int64)
 
+    from ._kernels import auroc_block  # numba, on first use
+
     def finish(lin: F64 | None, w: _Weights) -> tuple[F64, F64]:
         u2, den = auroc_block(w.w, neg_ci, pos_ci, lo, hi)
         out = np.full(u2.size, np.nan)
@@ -169,6 +170,8 @@ def _ece_mass_stat(ci: I64, p: F64, y: F64, n_bins: int) -> _Stat:
     """``ci``, ``p``, ``y`` already sorted by (forecast, case_id, sample)."""
     d = np.ascontiguousarray(y - p)
     cl = np.ascontiguousarray(ci)
+
+    from ._kernels import ece_mass_block  # numba, on first use
 
     def finish(lin: F64 | None, w: _Weights) -> tuple[F64, F64]:
         g, total = ece_mass_block(w.w, cl, d, n_bins)
