@@ -212,7 +212,11 @@ def count_block(state: npt.NDArray[np.uint64], n_clusters: int, rows: int) -> np
 
 
 def count_types_block(
-    state: npt.NDArray[np.uint64], n_clusters: int, rows: int, types: I64, n_types: int
+    state: npt.NDArray[np.uint64],
+    n_clusters: int,
+    rows: int,
+    types: npt.NDArray[Any],
+    n_types: int,
 ) -> I64:
     """rows × T: the draws of each row that fall on a cluster of each type."""
     out = np.zeros((rows, n_types), dtype=np.int64)

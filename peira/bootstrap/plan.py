@@ -116,7 +116,7 @@ def _count_block(
     n_clusters: int,
     start: int,
     stop: int,
-    types: I64 | None = None,
+    types: npt.NDArray[Any] | None = None,
     n_types: int = 0,
 ) -> npt.NDArray[Any]:
     """Counts of resamples ``start .. stop - 1``: rows × C, or rows × n_types by ``types``.
@@ -291,13 +291,17 @@ class ResamplePlan:
         """
         stop = self._check_range(start, stop)
         c = self.n_clusters
-        t_arr: I64 | None = None
+        t_arr: npt.NDArray[Any] | None = None
         n_types = c
         if types is not None:
             t_arr = np.ascontiguousarray(types, dtype=np.int64)
             if t_arr.shape != (c,) or (c and (t_arr.min() < 0)):
                 raise PeiraValueError(f"types must hold one non-negative type per cluster ({c})")
             n_types = int(t_arr.max()) + 1 if c else 0
+            # the smallest type that holds them: a lookup per draw stays in cache
+            small = np.uint8 if n_types <= 1 << 8 else np.uint16 if n_types <= 1 << 16 else None
+            if small is not None:
+                t_arr = t_arr.astype(small)
         step = self.block_rows() if rows is None else _check_int("rows", rows, 1)
         bounds = [(s, min(stop, s + step)) for s in range(start, stop, step)]
         if t_arr is None and self.cached:
@@ -338,7 +342,7 @@ class ResamplePlan:
         return {}
 
     def _generate(
-        self, bounds: list[tuple[int, int]], t_arr: I64 | None, n_types: int
+        self, bounds: list[tuple[int, int]], t_arr: npt.NDArray[Any] | None, n_types: int
     ) -> Iterator[tuple[int, int, npt.NDArray[Any]]]:
         """Blocks of counts (per cluster, or per type with ``t_arr``), generated ahead on threads."""
         c = self.n_clusters
