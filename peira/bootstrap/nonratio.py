@@ -43,6 +43,7 @@ percentile interval and says so in ``method``.
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -203,12 +204,17 @@ def _evaluate(
         k += width
     rows = max(8, min(1024, _ROW_BYTES // (8 * max(c, 1))))
 
+    local = threading.local()  # one float64 block per worker, reused (no page faults)
+
     def run(w: npt.NDArray[Any]) -> list[tuple[F64, F64]]:
         n_rows = w.shape[0]
         lin = None
         if lin_all is not None:
-            buf = np.zeros((rows, c))
+            buf = getattr(local, "buf", None)
+            if buf is None:
+                buf = local.buf = np.empty((rows, c))
             buf[:n_rows] = w
+            buf[n_rows:] = 0.0
             lin = (buf @ lin_all)[:n_rows]
         wb = _Weights(w)
         return [
