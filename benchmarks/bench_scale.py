@@ -12,7 +12,7 @@ same invocation, right after it:
   peer that would take the machine's memory is stopped and reported as such;
 - the 30 M-row reduction has DuckDB as its peer (``bench_reduction.py``).
 
-Usage: python benchmarks/bench_scale.py [--only NAME ...] [--out benchmarks/results/scale.md]
+Usage: python benchmarks/bench_scale.py [--only NAME ...] [--out benchmarks/results/scale.json]
 Data are built under ``--data`` (default /tmp/peira-bench-scale) and kept for
 reruns; the TextAttack workload needs ``--textattack MIRROR`` (a checkout of
 QData/TextAttack-Search-Benchmark).
@@ -252,7 +252,7 @@ def main() -> None:
     ap.add_argument("--peer-cap-gb", type=float, default=8.0)
     ap.add_argument("--peer-timeout", type=float, default=900.0)
     ap.add_argument("--no-peer", action="store_true")
-    ap.add_argument("--out", default=str(HERE / "results" / "scale.json"))  # and scale.md
+    ap.add_argument("--out", default=str(HERE / "results" / "scale.json"))  # and scale-run.md
     a = ap.parse_args()
     data = Path(a.data)
     data.mkdir(parents=True, exist_ok=True)
@@ -283,7 +283,8 @@ def main() -> None:
     prev.update(results)
     prev["_meta"] = meta
     Path(a.out).write_text(json.dumps(prev, indent=1, default=str) + "\n")
-    Path(a.out).with_suffix(".md").write_text(render(prev))
+    # the table of this run; results/scale.md is the written-up account
+    Path(a.out).with_name(Path(a.out).stem + "-run.md").write_text(render(prev))
     if tree is not None and not (data / "keep-baseline").exists():
         shutil.rmtree(tree, ignore_errors=True)
 
