@@ -151,7 +151,9 @@ def test_pairs_split_and_engine(tiny: Path) -> None:
     assert p.height == 3 and p["flipped"].sum() == 1
     with pytest.raises(PeiraValueError, match="no cases in split 'holdout'"):
         peira.pairs(tiny / "responses.parquet", tiny, split="holdout")
-    with pytest.raises(UnknownNameError, match="unknown engine 'spark'; known engines: polars"):
+    with pytest.raises(UnknownNameError, match="unknown engine 'sparc'; did you mean 'spark'"):
+        peira.pairs(tiny / "responses.parquet", tiny, engine="sparc")
+    with pytest.raises(PeiraValueError, match="the pair table needs every pair in memory"):
         peira.pairs(tiny / "responses.parquet", tiny, engine="spark")
     with pytest.raises(PeiraValueError, match="split must be"):
         peira.pairs(tiny / "responses.parquet", tiny, split="public-ish")  # type: ignore[arg-type]
