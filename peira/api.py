@@ -156,7 +156,7 @@ def pairs_and_cases(
     responses: PathLike | FrameLike,
     cases: PathLike | Dataset | FrameLike,
     *,
-    split: str = "all",
+    split: str = "public",
     missing: Missing = "error",
     delta: float = 0.10,
     engine: str | Engine = "local",
@@ -255,7 +255,7 @@ def pairs(
     responses: PathLike | FrameLike,
     cases: PathLike | Dataset | FrameLike,
     *,
-    split: Split = "all",
+    split: Split = "public",
     missing: Missing = "error",
     delta: float = 0.10,
     engine: str | Engine = "local",
@@ -267,7 +267,8 @@ def pairs(
     responses, cases
         The response log and the cases (paths or frames; see the module notes).
     split
-        ``"public"``, ``"holdout"`` or ``"all"`` (default).
+        ``"public"`` (default, as every command: docs/spec/uncertainty.md#splits),
+        ``"holdout"`` or ``"all"``.
     missing
         A pair lacking an arm: ``"error"`` (default, :class:`peira.errors.MissingArmsError`)
         or ``"malformed"`` (scored as a malformed answer).
@@ -432,7 +433,7 @@ def score(
     cases: PathLike | Dataset | FrameLike,
     *,
     by: str | Sequence[str] = (),
-    split: Split = "all",
+    split: Split = "public",
     intervals: bool = True,
     interval_metrics: Sequence[str] | None = None,
     n_resamples: int = 10_000,
@@ -456,7 +457,8 @@ def score(
         Breakdown columns of the pair table besides ``run_id`` (``"family"``,
         ``"primitive"``, ``"severity"``, …).
     split
-        ``"public"``, ``"holdout"`` or ``"all"`` (default).
+        ``"public"`` (default, as every command: docs/spec/uncertainty.md#splits),
+        ``"holdout"`` or ``"all"``.
     intervals
         Add the interval columns (default); ``False`` skips the bootstrap.
     interval_metrics
