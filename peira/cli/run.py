@@ -115,11 +115,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     resumed = f", {res.n_resumed} resumed from checkpoints" if res.n_resumed else ""
     cached = f", {res.n_cached} from the cache" if args.cache is not None else ""
     cost = f", ${res.cost_usd:.4f}" if res.cost_usd else ""
+    rows = f", {res.rows_per_s:,.0f} rows/s" if res.n_cached else ""
     print(
         f"{res.path}: {res.n_total} responses of run {res.run_id!r} "
         f"({res.n_called} calls{cached}{resumed}, {res.n_retries} retries, "
-        f"{res.n_malformed} malformed{cost}) in {res.elapsed_s:.1f} s "
-        f"({res.calls_per_s:,.0f} calls/s)"
+        f"{res.n_malformed} malformed{cost}) in {res.elapsed_s:.2f} s "
+        f"({res.calls_per_s:,.0f} calls/s{rows})"
     )
     return c.EXIT_OK
 
