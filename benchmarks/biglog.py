@@ -1,7 +1,15 @@
-"""Build a large synthetic response log (sorted by run_id, case_id, sample, arm) for benchmarks.
+"""Build a large synthetic response log for benchmarks.
 
 Usage: python benchmarks/biglog.py OUT_DIR [--runs 50 --cases 3000 --samples 100]
-Writes OUT_DIR/cases.parquet, OUT_DIR/variants.parquet and OUT_DIR/responses.parquet.
+       [--per-cluster 3] [--rounded] [--shuffle] [--parts 1]
+
+Writes OUT_DIR/cases.parquet, OUT_DIR/variants.parquet and the log: sorted by
+(run_id, case_id, sample, arm) by default, in random row order with
+``--shuffle``; one file OUT_DIR/responses.parquet, or with ``--parts K`` a
+directory OUT_DIR/responses/ of K files (written one at a time, so a log far
+larger than memory can be made). Confidences are continuous (``--rounded``:
+two decimals, as older benchmarks had); ``--per-cluster 1`` gives every case
+its own scenario, as released benchmarks without scenario grouping have.
 """
 
 from __future__ import annotations
@@ -19,14 +27,14 @@ FAMILIES = [f"family_{i:02d}" for i in range(10)]
 SEVERITIES = ["critical", "high", "medium", "low"]
 
 
-def make_cases(n_cases: int, rng: np.random.Generator) -> pl.DataFrame:
+def make_cases(n_cases: int, rng: np.random.Generator, per_cluster: int = 3) -> pl.DataFrame:
     idx = np.arange(n_cases)
     prim = rng.choice(["choice", "score", "abstain"], size=n_cases, p=[0.74, 0.16, 0.10])
     expected = rng.choice(["approve", "deny"], size=n_cases)
     return pl.DataFrame(
         {
-            "case_id": [f"case-{i:05d}" for i in idx],
-            "scenario_id": [f"sc-{i // 3:05d}" for i in idx],
+            "case_id": [f"case-{i:07d}" for i in idx],
+            "scenario_id": [f"sc-{i // per_cluster:07d}" for i in idx],
             "split": ["holdout" if (i // 3) % 5 == 0 else "public" for i in idx],
             "suite": "main",
             "family": [FAMILIES[i % 10] for i in idx],
@@ -64,7 +72,15 @@ def make_variants(cases: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def make_log(cases: pl.DataFrame, runs: int, samples: int, seed: int) -> pl.DataFrame:
+def make_log(
+    cases: pl.DataFrame,
+    runs: int,
+    samples: int,
+    seed: int,
+    *,
+    rounded: bool = False,
+    run_offset: int = 0,
+) -> pl.DataFrame:
     rng = np.random.default_rng(seed)
     n_cases = cases.height
     n = runs * n_cases * samples * 2
@@ -81,7 +97,7 @@ def make_log(cases: pl.DataFrame, runs: int, samples: int, seed: int) -> pl.Data
     decided = ~abstained & ~malformed
     is_score = (cases["primitive"].to_numpy() == "score")[case]
     score = np.where(is_score, np.round(rng.random(n), 3), np.nan)
-    run_ids = pl.Series([f"run-{i:02d}" for i in range(runs)])
+    run_ids = pl.Series([f"run-{i + run_offset:03d}" for i in range(runs)])
     case_ids = cases["case_id"]
     return pl.DataFrame(
         {
@@ -97,7 +113,7 @@ def make_log(cases: pl.DataFrame, runs: int, samples: int, seed: int) -> pl.Data
             "abstained": abstained,
             "malformed": malformed,
             "score": pl.Series(score).fill_nan(None),
-            "confidence": np.round(rng.random(n), 2),
+            "confidence": np.round(rng.random(n), 2) if rounded else rng.random(n),
         }
     )
 
@@ -108,15 +124,32 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=50)
     p.add_argument("--cases", type=int, default=3000)
     p.add_argument("--samples", type=int, default=100)
+    p.add_argument("--per-cluster", type=int, default=3)
+    p.add_argument("--rounded", action="store_true")
+    p.add_argument("--shuffle", action="store_true")
+    p.add_argument("--parts", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args()
     out = Path(a.out)
     rng = np.random.default_rng(a.seed)
-    cases = make_cases(a.cases, rng)
+    cases = make_cases(a.cases, rng, a.per_cluster)
     write_dataset(cases, make_variants(cases), out)
-    log = make_log(cases, a.runs, a.samples, a.seed + 1)
-    write_parquet(log, out / "responses.parquet")
-    print(f"{out}: {log.height:,} rows")
+    if a.runs % a.parts:
+        raise SystemExit("--runs must be a multiple of --parts")
+    per = a.runs // a.parts
+    rows = 0
+    for k in range(a.parts):
+        log = make_log(cases, per, a.samples, a.seed + 1 + k, rounded=a.rounded, run_offset=k * per)
+        if a.shuffle:
+            log = log.sample(fraction=1.0, shuffle=True, seed=a.seed + k)
+        rows += log.height
+        if a.parts == 1:
+            write_parquet(log, out / "responses.parquet")
+        else:
+            (out / "responses").mkdir(parents=True, exist_ok=True)
+            write_parquet(log, out / "responses" / f"part-{k:04d}.parquet")
+        del log
+    print(f"{out}: {rows:,} rows")
 
 
 if __name__ == "__main__":

@@ -296,7 +296,7 @@ def test_clean_only_table_and_verdicts() -> None:
          "benign_correct": "grade"},
         run="llm", options=["4", "6", "Paris", "other"], verdict_source="exact-match",
     )  # fmt: skip
-    assert "no attacked answers: clean-only run(s) (arms='benign')" in imp.notes
+    assert "no attacked answers: clean-only run(s) (arms='benign'): llm" in imp.notes
     (r,) = _metrics(imp).values()
     assert r["benign_accuracy"] == pytest.approx(2 / 3) and r["asr"] is None
     assert r["arms"] == "benign" and r["verdict_source"] == "exact-match"
@@ -557,3 +557,22 @@ def test_jailbreakbench_reworded_goals_share_the_case(tmp_path: Path) -> None:
         InputFormatError, match=r"c\.json: jailbreaks\[0\]\.category: behaviour 3 is in"
     ):
         read_jailbreakbench([a, c], run_ids=["ra", "rc"])
+
+
+def test_a_table_may_mix_clean_only_and_paired_runs(tmp_path: Path) -> None:
+    df = _wide_frame().with_columns(
+        pl.when(pl.col("model") == "m2").then(None).otherwise(pl.col(c)).alias(c)
+        for c in ("adv_text", "adv_pred", "adv_conf")
+    )
+    f = tmp_path / "mixed.parquet"
+    df.write_parquet(f)
+    imp = read_table(f, WIDE)
+    assert "no attacked answers: clean-only run(s) (arms='benign'): m2" in imp.notes
+    arms = dict(imp.responses.group_by("run_id").agg(pl.col("arms").first()).iter_rows())
+    assert arms == {"m1": "both", "m2": "benign"}
+    assert imp.responses.filter(pl.col("run_id") == "m2")["arm"].unique().to_list() == ["benign"]
+    m = _metrics(imp)
+    assert m["m2"]["asr"] is None and m["m1"]["asr"] is not None
+    assert m["m1"]["benign_accuracy"] == m["m2"]["benign_accuracy"]
+    with pytest.raises(InputFormatError, match="arms='attacked' but run 'm1' has"):
+        read_table(f, WIDE, arms="attacked")

@@ -330,7 +330,7 @@ def intervals(
     last = np.maximum(n_def - 1, 0)
     if method == "bca":
         if below is None or jack is None:
-            raise ValueError("BCa needs jackknife values")
+            raise PeiraValueError("BCa needs jackknife values")
         with np.errstate(invalid="ignore", divide="ignore"):
             z0 = ndtri(below / np.maximum(n_def, 1))
             a = acceleration(jack)
@@ -527,10 +527,9 @@ def bootstrap(
     c = plan.n_clusters
     s = np.stack([np.bincount(ci, num, c), np.bincount(ci, den, c)], axis=1)
     theta = np.empty(plan.n_resamples)
-    step = max(1, (1 << 22) // c)
-    for a in range(0, plan.n_resamples, step):
-        p = plan.W[a : a + step].astype(np.float64) @ s
-        theta[a : a + step] = ratio(p[:, 0], p[:, 1])
+    for a, e, w in plan.iter_counts(max(1, (1 << 22) // c)):
+        p = w.astype(np.float64) @ s
+        theta[a:e] = ratio(p[:, 0], p[:, 1])
     tot = s.sum(axis=0)
     est = ratio(tot[:1], tot[1:])
     jack = ratio(tot[0] - s[:, 0], tot[1] - s[:, 1])[None, :] if boot == "bca" else None

@@ -13,15 +13,26 @@
 - Fingerprint: SHA-256 (hex) of the ASCII bytes ``peira/resample-plan/v1``,
   then B and C as little-endian uint64, then the first min(32, B) rows of
   ``W`` in row-major order as little-endian uint32 (:func:`plan_fingerprint`).
+- Memory: a plan stores no more than its fingerprint; ``W`` is regenerated
+  from the seed in blocks of resamples (:meth:`ResamplePlan.counts`,
+  :meth:`ResamplePlan.iter_counts`), so a plan over 1,000,000 clusters costs
+  O(block × C) memory, never O(B × C). Any block of rows equals the same rows
+  of the whole matrix bit for bit: every draw has a fixed place in the stream
+  (``PCG64.advance``). Small plans (B·C ≤ :data:`CACHE_DRAWS`) keep ``W`` once
+  it is first needed.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import struct
 import warnings
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Literal
 
 import numpy as np
@@ -37,6 +48,8 @@ from ..errors import (
 )
 
 __all__ = [
+    "BLOCK_DRAWS",
+    "CACHE_DRAWS",
     "FINGERPRINT_ROWS",
     "MIN_CLUSTERS",
     "FewClustersWarning",
@@ -58,10 +71,22 @@ MIN_CLUSTERS = 30
 FINGERPRINT_ROWS = 32
 """Rows of ``W`` covered by the fingerprint."""
 _FP_TAG = b"peira/resample-plan/v1"
-_CHUNK_ELEMS = 1 << 18  # draws per generation chunk
+CACHE_DRAWS = 1 << 26
+"""Plans with B·C at most this (64 MB of uint8 counts) keep ``W`` once it is built."""
+BLOCK_DRAWS = 1 << 20
+"""Draws generated per block when a plan is streamed (rows = max(1, this // C))."""
 
 
 # ---------------------------------------------------------------- plans
+
+
+def _workers() -> int:
+    """Threads for generating blocks (the CPUs this process may use, at most 8)."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        n = os.cpu_count() or 1
+    return max(1, min(8, n))
 
 
 def _to_index(raw: npt.NDArray[np.uint64], n_clusters: int) -> npt.NDArray[np.uint64]:
@@ -81,29 +106,60 @@ def _draw_block(seed: int, n_clusters: int, start: int, stop: int) -> npt.NDArra
     return _to_index(raw, n_clusters).reshape(stop - start, n_clusters)
 
 
+def _count_block(
+    seed: int,
+    n_clusters: int,
+    start: int,
+    stop: int,
+    types: I64 | None = None,
+    n_types: int = 0,
+) -> I64:
+    """Counts of resamples ``start .. stop - 1``: rows × C, or rows × n_types by ``types``.
+
+    With ``types`` (the type of each cluster), entry [b, t] counts the draws
+    of resample b that fall on a cluster of type t: the row of ``W`` summed
+    over the clusters of each type, without forming it.
+    """
+    rows = stop - start
+    idx = _draw_block(seed, n_clusters, start, stop).view(np.int64)
+    width = n_clusters
+    if types is not None:
+        idx = types[idx]
+        width = n_types
+    if rows > 1:
+        idx += (np.arange(rows, dtype=np.int64) * width)[:, None]
+    out: I64 = np.bincount(idx.ravel(), minlength=rows * width).reshape(rows, width)
+    return out
+
+
+def _narrow(counts: I64) -> npt.NDArray[np.unsignedinteger[Any]]:
+    """Counts in the smallest unsigned type that holds them (uint8 in practice)."""
+    top = int(counts.max()) if counts.size else 0
+    dtype = np.uint8 if top <= 0xFF else np.uint16 if top <= 0xFFFF else np.uint32
+    return counts.astype(dtype)
+
+
 def _counts(seed: int, n_clusters: int, n_resamples: int) -> npt.NDArray[np.unsignedinteger[Any]]:
-    """The B × C count matrix, generated in chunks of rows from one raw stream."""
-    rows = max(1, _CHUNK_ELEMS // n_clusters)
-    w: npt.NDArray[np.unsignedinteger[Any]] = np.empty((n_resamples, n_clusters), np.uint8)
-    off = (np.arange(rows, dtype=np.uint64) * np.uint64(n_clusters))[:, None]
-    bg = np.random.PCG64(np.random.SeedSequence(seed))
-    for s in range(0, n_resamples, rows):
-        e = min(n_resamples, s + rows)
-        raw = _to_index(
-            np.asarray(bg.random_raw((e - s) * n_clusters), dtype=np.uint64), n_clusters
-        )
-        flat = (raw.reshape(e - s, n_clusters) + off[: e - s]).ravel().astype(np.intp)
-        block = np.bincount(flat, minlength=(e - s) * n_clusters).reshape(e - s, n_clusters)
-        top = int(block.max())
-        if top > np.iinfo(w.dtype).max:  # practically never: a cluster drawn > 255 times
-            w = w.astype(np.uint16 if top <= 0xFFFF else np.uint32)
-        w[s:e] = block
+    """The whole B × C count matrix (read-only)."""
+    rows = max(1, BLOCK_DRAWS // n_clusters)
+    parts = [
+        _count_block(seed, n_clusters, s, min(n_resamples, s + rows))
+        for s in range(0, n_resamples, rows)
+    ]
+    w = _narrow(np.concatenate(parts) if len(parts) > 1 else parts[0])
     w.setflags(write=False)
     return w
 
 
-def plan_fingerprint(w: npt.NDArray[Any]) -> str:
+def plan_fingerprint(w: npt.NDArray[Any], n_resamples: int | None = None) -> str:
     """SHA-256 (hex) of a plan's count matrix ``W`` (B × C).
+
+    Parameters
+    ----------
+    w
+        ``W``, or at least its first min(32, B) rows.
+    n_resamples
+        B, when ``w`` holds only the first rows (default: ``w.shape[0]``).
 
     Notes
     -----
@@ -111,7 +167,12 @@ def plan_fingerprint(w: npt.NDArray[Any]) -> str:
     little-endian uint64; the first min(32, B) rows of ``W``, row-major, as
     little-endian uint32.
     """
-    b, c = w.shape
+    b = w.shape[0] if n_resamples is None else n_resamples
+    c = w.shape[1]
+    if w.shape[0] < min(FINGERPRINT_ROWS, b):
+        raise PeiraValueError(
+            f"plan_fingerprint needs the first {min(FINGERPRINT_ROWS, b)} rows of W"
+        )
     h = hashlib.sha256(_FP_TAG)
     h.update(struct.pack("<QQ", b, c))
     h.update(np.ascontiguousarray(w[:FINGERPRINT_ROWS], dtype="<u4").tobytes())
@@ -121,6 +182,10 @@ def plan_fingerprint(w: npt.NDArray[Any]) -> str:
 @dataclass(frozen=True)
 class ResamplePlan:
     """A deterministic bootstrap resample plan: a B × C matrix of cluster counts.
+
+    The plan keeps its definition (clusters, B, seed) and fingerprint;
+    ``W`` is generated from the seed, whole (:attr:`W`, for small plans) or
+    in blocks of resamples (:meth:`iter_counts`), identical either way.
 
     Attributes
     ----------
@@ -132,8 +197,6 @@ class ResamplePlan:
         Seed of the ``SeedSequence`` behind the draws.
     unit : {"cluster", "case"}
         What the labels are.
-    W : numpy.ndarray
-        B × C read-only unsigned counts; row b sums to C.
     fingerprint : str
         :func:`plan_fingerprint` of ``W``.
     """
@@ -142,7 +205,6 @@ class ResamplePlan:
     n_resamples: int
     seed: int
     unit: Unit
-    W: npt.NDArray[np.unsignedinteger[Any]] = field(repr=False, compare=False)
     fingerprint: str
 
     @property
@@ -160,6 +222,104 @@ class ResamplePlan:
         """Column of the pair table holding the labels: ``scenario_id`` or ``case_id``."""
         return "scenario_id" if self.unit == "cluster" else "case_id"
 
+    @cached_property
+    def W(self) -> npt.NDArray[np.unsignedinteger[Any]]:
+        """B × C read-only unsigned counts; row b sums to C.
+
+        Built on first access and kept. B·C bytes: for large plans use
+        :meth:`iter_counts` (blocks of rows), as the library itself does.
+        """
+        return _counts(self.seed, self.n_clusters, self.n_resamples)
+
+    @property
+    def cached(self) -> bool:
+        """Whether ``W`` is (or will be, on first use) held whole: B·C ≤ :data:`CACHE_DRAWS`."""
+        return "W" in self.__dict__ or self.n_resamples * self.n_clusters <= CACHE_DRAWS
+
+    def block_rows(self, width: int | None = None) -> int:
+        """Resamples per block for :meth:`iter_counts` (about :data:`BLOCK_DRAWS` draws)."""
+        return max(1, BLOCK_DRAWS // max(1, self.n_clusters if width is None else width))
+
+    def counts(self, start: int = 0, stop: int | None = None) -> npt.NDArray[Any]:
+        """Rows ``start .. stop - 1`` of ``W`` (equal to ``W[start:stop]``, without building W)."""
+        stop = self._check_range(start, stop)
+        if self.cached:
+            return self.W[start:stop]
+        return _narrow(_count_block(self.seed, self.n_clusters, start, stop))
+
+    def iter_counts(
+        self,
+        rows: int | None = None,
+        *,
+        types: npt.ArrayLike | None = None,
+        start: int = 0,
+        stop: int | None = None,
+    ) -> Iterator[tuple[int, int, npt.NDArray[Any]]]:
+        """Blocks ``(s, e, counts)`` of ``W[s:e]`` for s = start, start + rows, …, in order.
+
+        Parameters
+        ----------
+        rows
+            Resamples per block (default :meth:`block_rows`).
+        types
+            Optional type (0 … T − 1) of each of the C clusters: each block is
+            then the (e − s) × T matrix of draws per type, ``W[s:e]`` summed
+            over the clusters of each type, computed from the draws directly.
+        start, stop
+            The resamples to cover (default all).
+
+        Notes
+        -----
+        Blocks of a large plan are generated ahead on worker threads, each
+        from its own ``PCG64`` advanced to the block's first draw, so the
+        counts do not depend on ``rows`` nor on the threads. Memory: a few
+        blocks of rows × C draws.
+        """
+        stop = self._check_range(start, stop)
+        c = self.n_clusters
+        t_arr: I64 | None = None
+        n_types = c
+        if types is not None:
+            t_arr = np.ascontiguousarray(types, dtype=np.int64)
+            if t_arr.shape != (c,) or (c and (t_arr.min() < 0)):
+                raise PeiraValueError(f"types must hold one non-negative type per cluster ({c})")
+            n_types = int(t_arr.max()) + 1 if c else 0
+        step = self.block_rows() if rows is None else _check_int("rows", rows, 1)
+        bounds = [(s, min(stop, s + step)) for s in range(start, stop, step)]
+        if t_arr is None and self.cached:
+            w = self.W
+            for s, e in bounds:
+                yield s, e, w[s:e]
+            return
+        if len(bounds) <= 1:
+            for s, e in bounds:
+                yield s, e, _count_block(self.seed, c, s, e, t_arr, n_types)
+            return
+        k = _workers()
+        with ThreadPoolExecutor(k) as pool:
+            ahead: deque[tuple[int, int, Future[I64]]] = deque()
+            for s, e in bounds:
+                ahead.append((s, e, pool.submit(_count_block, self.seed, c, s, e, t_arr, n_types)))
+                if len(ahead) > k:
+                    a, b, f = ahead.popleft()
+                    yield a, b, f.result()
+            while ahead:
+                a, b, f = ahead.popleft()
+                yield a, b, f.result()
+
+    @cached_property
+    def _labels(self) -> pl.DataFrame:
+        return pl.DataFrame(
+            {"label": list(self.clusters), "_i": np.arange(self.n_clusters, dtype=np.int64)},
+            schema={"label": pl.String, "_i": pl.Int64},
+        )
+
+    def _check_range(self, start: int, stop: int | None) -> int:
+        stop = self.n_resamples if stop is None else stop
+        if not 0 <= start <= stop <= self.n_resamples:
+            raise PeiraValueError(f"need 0 <= start <= stop <= {self.n_resamples}")
+        return stop
+
     def draws(self, start: int = 0, stop: int | None = None) -> I64:
         """Cluster indices drawn by resamples ``start .. stop - 1``, in draw order.
 
@@ -174,11 +334,7 @@ class ResamplePlan:
     def index_of(self, labels: pl.Series | Sequence[str], *, source: str = "data") -> I64:
         """Plan index of each label; raises :class:`PlanMismatchError` on unknown labels."""
         s = pl.Series("label", labels, dtype=pl.String)
-        ref = pl.DataFrame(
-            {"label": list(self.clusters), "_i": np.arange(self.n_clusters, dtype=np.int64)},
-            schema={"label": pl.String, "_i": pl.Int64},
-        )
-        idx = s.to_frame().join(ref, on="label", how="left", maintain_order="left")["_i"]
+        idx = s.to_frame().join(self._labels, on="label", how="left", maintain_order="left")["_i"]
         if idx.null_count():
             bad = s.filter(idx.is_null()).unique(maintain_order=True)
             raise PlanMismatchError(
@@ -188,6 +344,34 @@ class ResamplePlan:
                 "from the cases these pairs come from (plan_for_cases)."
             )
         return idx.to_numpy().astype(np.int64)
+
+
+def _sorted_labels(clusters: Iterable[str]) -> tuple[str, ...]:
+    """Sorted unique labels (code-point order, as Python sorts str), checked to be strings."""
+    if isinstance(clusters, pl.Series) and clusters.dtype == pl.String:
+        series = clusters
+    else:
+        values = list(clusters)
+        bad = next((x for x in values if not isinstance(x, str)), None)
+        if bad is not None or any(x is None for x in values):
+            raise PeiraTypeError(f"cluster labels must be strings, not {bad!r}")
+        series = pl.Series(values, dtype=pl.String)
+    if series.null_count():
+        raise PeiraTypeError("cluster labels must be strings, not None")
+    # polars orders strings by their UTF-8 bytes, which is code-point order
+    return tuple(series.unique().sort().to_list())
+
+
+def _stream_fingerprint(seed: int, n_clusters: int, n_resamples: int) -> str:
+    """:func:`plan_fingerprint` from the first rows of W, generated a block at a time."""
+    rows = min(FINGERPRINT_ROWS, n_resamples)
+    h = hashlib.sha256(_FP_TAG)
+    h.update(struct.pack("<QQ", n_resamples, n_clusters))
+    step = max(1, BLOCK_DRAWS // n_clusters)
+    for a in range(0, rows, step):
+        block = _count_block(seed, n_clusters, a, min(rows, a + step))
+        h.update(np.ascontiguousarray(block, dtype="<u4").tobytes())
+    return h.hexdigest()
 
 
 def _check_int(name: str, value: object, minimum: int) -> int:
@@ -233,7 +417,8 @@ def make_plan(
     Draw j of resample b is raw output b·C + j of
     ``PCG64(SeedSequence(seed))``, mapped to cluster ((raw >> 32)·C) >> 32;
     ``W[b, c]`` counts the draws of cluster c, so Σ_c W[b, c] = C. The
-    fingerprint is :func:`plan_fingerprint` of ``W``.
+    fingerprint is :func:`plan_fingerprint` of ``W``; only its first rows are
+    generated here, the rest when a statistic needs them.
 
     Examples
     --------
@@ -241,19 +426,14 @@ def make_plan(
     >>> plan.clusters, plan.W.shape, [int(r.sum()) for r in plan.W]
     (('s1', 's2', 's3'), (4, 3), [3, 3, 3, 3])
     """
-    labels = list(clusters)
-    if any(not isinstance(x, str) for x in labels):
-        bad = next(x for x in labels if not isinstance(x, str))
-        raise PeiraTypeError(f"cluster labels must be strings, not {bad!r}")
-    labs = tuple(sorted(set(labels)))
+    labs = _sorted_labels(clusters)
     if not labs:
         raise PeiraValueError("make_plan: no clusters")
     if len(labs) >= 1 << 32:
         raise PeiraValueError("make_plan: at most 2**32 - 1 clusters")
     b = _check_int("n_resamples", n_resamples, 1)
     s = _check_int("seed", seed, 0)
-    w = _counts(s, len(labs), b)
-    return ResamplePlan(labs, b, s, _check_unit(unit), w, plan_fingerprint(w))
+    return ResamplePlan(labs, b, s, _check_unit(unit), _stream_fingerprint(s, len(labs), b))
 
 
 def plan_for_cases(
@@ -299,7 +479,7 @@ def plan_for_cases(
     if vals.len() == 0:
         where = "" if split is None else f" in split {split!r}"
         raise PeiraValueError(f"cases: no cases{where}; cannot build a resample plan")
-    return make_plan(vals.to_list(), n_resamples=n_resamples, seed=seed, unit=u)
+    return make_plan(vals, n_resamples=n_resamples, seed=seed, unit=u)
 
 
 def warn_few_clusters(plan: ResamplePlan, stacklevel: int = 3) -> None:

@@ -54,6 +54,8 @@ __all__ = ["Replicates", "paired_differences", "ratio_intervals", "replicates"]
 _F32_EXACT = float(1 << 24)
 _MAX_DYADIC = 8  # values k·2^-p with p <= 8 may use float32
 _POST_ROWS = 128  # replicate rows per worker task (bounds memory: rows × B float64)
+_PROD_BYTES = 1 << 28  # products (K × B float64) formed per pass over the plan
+_TYPE_GAIN = 4  # count draws per type of cluster when there are C / 4 types or fewer
 
 
 def _keys(by: str | Sequence[str] | None) -> list[str]:
@@ -114,12 +116,13 @@ class _Block:
 class _Products:
     """W-products of a block's unique columns, and how metric columns map onto them."""
 
-    prod: npt.NDArray[Any]  # K_u × B
+    uniq: F64  # K_u × len(supp): the distinct columns, one per row
     inv_num: I64  # (k,) row of prod of each metric column's numerator
     inv_den: I64
-    zero_den: npt.NDArray[np.bool_]  # (K_u,) rows of prod with a zero
     estimate: F64  # (k,)
     jack: F64 | None  # k × C
+    prod: F64 = field(default_factory=lambda: np.empty((0, 0)))  # K_u × B, float64
+    zero_den: npt.NDArray[np.bool_] = field(default_factory=lambda: np.empty(0, bool))
 
 
 def _dedupe(cols: F64) -> tuple[F64, I64]:
@@ -135,8 +138,26 @@ def _dedupe(cols: F64) -> tuple[F64, I64]:
     return uniq, np.asarray(inv, dtype=np.int64).ravel()
 
 
+def _dyadic_precision(v: F64) -> int | None:
+    """Smallest p ≤ 8 with every value a multiple of 2^-p, or None."""
+    for p in range(_MAX_DYADIC + 1):
+        scaled = v * float(1 << p)
+        if np.array_equal(scaled, np.round(scaled)):
+            return p
+    return None
+
+
 class _Engine:
-    """Blocks of per-cluster sums of one dataset and their products with a plan."""
+    """Blocks of per-cluster sums of one dataset and their products with a plan.
+
+    Products W · s are formed block by block of resamples
+    (:meth:`ResamplePlan.iter_counts`), never from a whole B × C matrix. Each
+    product is exact when the sums are multiples of 2^-p (p ≤ 8): in float32
+    while the block's partial sums stay below 2^24, else in float64; and when
+    many clusters share one vector of sums (single-case clusters: a handful of
+    flag patterns), the draws are counted per pattern instead of per cluster.
+    Either way every θ_b is the same number, whatever the block size.
+    """
 
     def __init__(
         self,
@@ -184,16 +205,9 @@ class _Engine:
             present = np.logical_or.reduce([b.present for b in groups])
             self.blocks.append(_Block(None, supp, full[supp], present))
         # float32 is exact when every value is k·2^-p and every partial sum < 2^(24-p)
-        self.dtype: type[np.floating[Any]] = np.float64
+        self.precision = _dyadic_precision(v)
         bound = sum((np.abs(b.s).sum(axis=0) for b in groups), np.zeros(r * 2 * nm))
-        wmax = float(plan.W.max())
-        for p in range(_MAX_DYADIC + 1):
-            scaled = v * float(1 << p)
-            if np.array_equal(scaled, np.round(scaled)):
-                if bound.size == 0 or float(bound.max()) * wmax * (1 << p) < _F32_EXACT:
-                    self.dtype = np.float32
-                break
-        self.wt = np.ascontiguousarray(plan.W.T, dtype=self.dtype)
+        self.abs_total = float(bound.max()) if bound.size else 0.0
 
     @staticmethod
     def _block(key: tuple[Any, ...] | None, ci: I64, ri: I64, v: F64, r: int, nm: int) -> _Block:
@@ -204,14 +218,12 @@ class _Engine:
         present[ri] = True
         return _Block(key, supp, s.reshape(supp.size, r * 2 * nm), present)
 
-    def products(self, block: _Block, cols: I64 | None, jackknife: bool) -> _Products:
-        """Products for metric columns j (run, metric) = divmod(j, M); default all."""
+    def prepare(self, block: _Block, cols: I64 | None, jackknife: bool) -> _Products:
+        """Unique columns and estimates for metric columns j (run, metric) = divmod(j, M)."""
         k_all = block.s.shape[1] // 2
         j = np.arange(k_all) if cols is None else cols
         sub = block.s[:, np.concatenate([2 * j, 2 * j + 1])]
         uniq, inv = _dedupe(np.ascontiguousarray(sub.T))
-        wt = self.wt if block.supp.size == self.plan.n_clusters else self.wt[block.supp]
-        prod = uniq.astype(self.dtype) @ wt
         n = j.size
         tot = sub.sum(axis=0)
         est = ratio(tot[:n], tot[n:])
@@ -219,10 +231,90 @@ class _Engine:
         if jackknife:
             jack = np.repeat(est[:, None], self.plan.n_clusters, axis=1)
             jack[:, block.supp] = ratio(tot[:n] - sub[:, :n], tot[n:] - sub[:, n:]).T
-        zero = np.zeros(prod.shape[0], dtype=bool)
-        dens = np.unique(inv[n:])
-        zero[dens] = (prod[dens] == 0).any(axis=1)
-        return _Products(prod, inv[:n], inv[n:], zero, est, jack)
+        return _Products(uniq, inv[:n], inv[n:], est, jack)
+
+    def products(self, block: _Block, cols: I64 | None, jackknife: bool) -> _Products:
+        """:meth:`prepare` and :meth:`fill` for one block."""
+        p = self.prepare(block, cols, jackknife)
+        self.fill([(block, p)])
+        return p
+
+    def _float32_exact(self, wmax: int) -> bool:
+        p = self.precision
+        return p is not None and self.abs_total * wmax * (1 << p) < _F32_EXACT
+
+    def _types(self, items: Sequence[tuple[_Block, _Products]]) -> tuple[I64, list[F64]] | None:
+        """Clusters grouped by their vector of sums over every item, if that pays.
+
+        Returns the type of each plan cluster (type 0: in no item's support
+        or all-zero) and, per item, its K_u × T matrix of sums per type.
+        """
+        c = self.plan.n_clusters
+        z = np.zeros((c, len(items)), dtype=np.int64)
+        local = []
+        for i, (b, p) in enumerate(items):
+            tv, tinv = _dedupe(np.ascontiguousarray(p.uniq.T))
+            z[b.supp, i] = tinv + 1
+            local.append(np.vstack([np.zeros((1, p.uniq.shape[0])), tv]))
+            if tv.shape[0] > c // _TYPE_GAIN:
+                return None
+        zu, types = _dedupe(z.astype(np.float64))
+        if zu.shape[0] > c // _TYPE_GAIN:
+            return None
+        zi = zu.astype(np.int64)
+        return types, [np.ascontiguousarray(loc[zi[:, i]].T) for i, loc in enumerate(local)]
+
+    def fill(self, items: Sequence[tuple[_Block, _Products]]) -> None:
+        """Form ``prod`` = unique columns · Wᵀ of every item, streaming the plan once."""
+        plan = self.plan
+        for _, p in items:
+            p.prod = np.empty((p.uniq.shape[0], plan.n_resamples))
+        typed = None
+        if not plan.cached and self.precision is not None:
+            typed = self._types(items)
+        if typed is not None:
+            types, mats = typed
+            for s, e, n in plan.iter_counts(types=types):
+                nt = np.ascontiguousarray(n.T, dtype=np.float64)
+                for (_, p), v in zip(items, mats, strict=True):
+                    np.matmul(v, nt, out=p.prod[:, s:e])
+        else:
+            c = plan.n_clusters
+            cast: dict[Any, list[F64]] = {}
+            for s, e, w in plan.iter_counts():
+                dt = np.float32 if self._float32_exact(int(w.max())) else np.float64
+                if self.precision is not None and dt not in cast:
+                    cast[dt] = [q.uniq.astype(dt) for _, q in items]
+                for i, (b, p) in enumerate(items):
+                    wg = w if b.supp.size == c else w[:, b.supp]
+                    if self.precision is None:
+                        # Inexact sums: one resample at a time through the same buffer, so
+                        # that the summation order does not depend on the block.
+                        buf = np.empty(wg.shape[1])
+                        for r in range(e - s):
+                            buf[:] = wg[r]
+                            p.prod[:, s + r] = p.uniq @ buf
+                    else:
+                        p.prod[:, s:e] = cast[dt][i] @ np.ascontiguousarray(wg.T, dtype=dt)
+        for _, p in items:
+            zero = np.zeros(p.prod.shape[0], dtype=bool)
+            dens = np.unique(p.inv_den)
+            zero[dens] = (p.prod[dens] == 0).any(axis=1)
+            p.zero_den = zero
+
+    def batches(self, blocks: Sequence[_Block]) -> list[list[_Block]]:
+        """Blocks in batches whose products fit :data:`_PROD_BYTES` (one block at least)."""
+        out: list[list[_Block]] = []
+        size = 0
+        for b in blocks:
+            need = b.s.shape[1] * self.plan.n_resamples * 8
+            if out and size + need <= _PROD_BYTES:
+                out[-1].append(b)
+                size += need
+            else:
+                out.append([b])
+                size = need
+        return out
 
 
 def _theta(p: _Products, sl: slice) -> tuple[F64, I64]:
@@ -348,13 +440,15 @@ def ratio_intervals(
     with blas_single_thread(), ThreadPoolExecutor(nt) as pool:
         inflight: deque[tuple[_Block, _Products, list[Future[RowIntervals]]]] = deque()
         boot = bootstrap_method(m)
-        for block in eng.blocks:
-            p = eng.products(block, None, boot == "bca")
-            n = p.estimate.size
-            parts = max(nt, -(-n // _POST_ROWS))
-            futs = [pool.submit(_post, p, sl, level, boot) for sl in row_slices(n, parts)]
-            inflight.append((block, p, futs))
-            while len(inflight) > 1:
+        for batch in eng.batches(eng.blocks):
+            items = [(block, eng.prepare(block, None, boot == "bca")) for block in batch]
+            eng.fill(items)
+            for block, p in items:
+                n = p.estimate.size
+                parts = max(nt, -(-n // _POST_ROWS))
+                futs = [pool.submit(_post, p, sl, level, boot) for sl in row_slices(n, parts)]
+                inflight.append((block, p, futs))
+            while len(inflight) > len(items):
                 finish(*inflight.popleft())
         while inflight:
             finish(*inflight.popleft())
@@ -464,16 +558,19 @@ def replicates(
     eng = _Engine(data, plan, keys, [metric], overall)
     thetas, ests, jacks, rows, counts = [], [], [], [], []
     with blas_single_thread():
-        for block in eng.blocks:
-            idx = np.flatnonzero(block.present)
-            p = eng.products(block, idx, True)
-            assert p.jack is not None
-            thetas.append(_theta(p, slice(0, idx.size))[0])
-            ests.append(p.estimate)
-            jacks.append(p.jack)
-            counts.append(cell_stats(block.s[:, 2 * idx].T, block.s[:, 2 * idx + 1].T))
-            group = [None] * len(keys) if block.key is None else list(block.key)
-            rows += [(eng.runs[i], *group) for i in idx]
+        for batch in eng.batches(eng.blocks):
+            items = [(b, eng.prepare(b, np.flatnonzero(b.present), True)) for b in batch]
+            eng.fill(items)
+            for block, p in items:
+                idx = np.flatnonzero(block.present)
+                assert p.jack is not None
+                thetas.append(_theta(p, slice(0, idx.size))[0])
+                ests.append(p.estimate)
+                jacks.append(p.jack)
+                counts.append(cell_stats(block.s[:, 2 * idx].T, block.s[:, 2 * idx + 1].T))
+                group = [None] * len(keys) if block.key is None else list(block.key)
+                rows += [(eng.runs[i], *group) for i in idx]
+                p.prod = np.empty((0, 0))
     schema = dict(data.lazy().select(keys).collect_schema()) if keys else {}
     kf = pl.DataFrame(rows, schema={"run_id": pl.String, **schema}, orient="row")
     order = kf.with_row_index("_i").sort(["run_id", *keys], nulls_last=False)["_i"].to_numpy()

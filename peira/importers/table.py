@@ -35,10 +35,12 @@ arm                 ``benign`` / ``attacked`` (long layout only)
 ==================  ====================================================
 
 Columns the mapping does not name are kept in ``extras`` (canonical JSON
-per row). A run whose table has no attacked field (wide) or no attacked row
-(long) is clean-only (``arms = "benign"``); one with no benign field or row
-declares its benign answers unobserved (``arms = "attacked"``); ``arms=``
-overrides. What was inferred is listed in the result's ``notes``.
+per row). A run with no attacked answer (no attacked field mapped or all its
+attacked fields empty in the wide layout, no attacked row in the long one) is
+clean-only (``arms = "benign"``); one with no benign answer declares its
+benign answers unobserved (``arms = "attacked"``); ``arms=`` overrides for
+every run. A table may mix such runs. What was inferred is listed in the
+result's ``notes``.
 """
 
 from __future__ import annotations
@@ -556,21 +558,46 @@ def _assemble(
                 f"{source}: row {r['_row']}: field {fld!r} (column {mapping[fld]!r}): label "
                 f"{r['decision']!r} is not one of the options ({', '.join(r['options'])})"
             )
-    # arms: declared, or inferred from what the table holds
-    have = set(calls["arm"].unique().to_list())
-    declared = arms or (
-        "both" if have == set(_ARMS) else "benign" if have == {"benign"} else "attacked"
+    # arms: declared, or inferred per run from what the table holds for it; in the wide
+    # layout a run whose attacked (benign) fields are all empty did not observe that arm
+    fields = [c for c in CALL_FIELDS if c in calls.columns] + (
+        ["no_attack"] if "no_attack" in calls.columns else []
     )
-    if arms is None and declared != "both":
-        notes.append(
-            "no attacked answers: clean-only run(s) (arms='benign')"
-            if declared == "benign"
-            else "no benign answers: arms='attacked' (eligible by declaration)"
+    filled = pl.any_horizontal([pl.col(c).is_not_null() for c in fields]).any()
+    seen = calls.group_by("run_id", "arm").agg(filled.alias("_filled"))
+    if layout == "wide" and arms is None:
+        empty = seen.filter(pl.col("_filled").not_()).select("run_id", "arm")
+        calls = calls.join(empty, on=["run_id", "arm"], how="anti")
+        seen = seen.filter(pl.col("_filled"))
+    per_run = (
+        seen.group_by("run_id").agg(pl.col("arm").unique().sort().alias("_arms")).sort("run_id")
+    )
+    if arms is not None:
+        declared = {r: arms for r in per_run["run_id"].to_list()}
+        wrong = per_run.filter(
+            pl.col("_arms") != pl.lit(sorted(_ARMS) if arms == "both" else [arms])
         )
-    if declared in ("benign", "attacked") and have != {declared}:
-        raise InputFormatError(
-            f"{source}: arms={declared!r} but the table holds {sorted(have)} answers"
-        )
+        if arms != "both" and wrong.height:
+            r = wrong.row(0, named=True)
+            raise InputFormatError(
+                f"{source}: arms={arms!r} but run {r['run_id']!r} has {r['_arms']} answers"
+            )
+    else:
+        declared = {
+            r: ("both" if len(a) == 2 else a[0])
+            for r, a in zip(per_run["run_id"], per_run["_arms"].to_list(), strict=True)
+        }
+        for kind, what in (
+            ("benign", "no attacked answers: clean-only run(s) (arms='benign')"),
+            ("attacked", "no benign answers: arms='attacked' (eligible by declaration)"),
+        ):
+            runs = sorted(r for r, a in declared.items() if a == kind)
+            if runs:
+                shown = ", ".join(runs[:5]) + (" …" if len(runs) > 5 else "")
+                notes.append(f"{what}: {shown}")
+    calls = calls.with_columns(
+        pl.col("run_id").replace_strict(declared, return_dtype=pl.String).alias("_declared")
+    )
     # duplicate keys
     keys = ["run_id", "case_id", "arm", "sample"]
     dup = calls.filter(pl.struct(keys).is_duplicated())
@@ -583,7 +610,7 @@ def _assemble(
             f"{source}: rows {rows[0]} and {rows[1]}: duplicate (run_id, case_id, arm, sample) = "
             f"({first['run_id']!r}, {first['case_id']!r}, {first['arm']!r}, {first['sample']})"
         )
-    responses = _responses(calls, df, mapping, declared, threshold)
+    responses = _responses(calls, df, mapping, threshold)
     cases = _cases(per_row, dataset_version, source)
     prompts = (
         calls.filter(pl.col("arm") == "benign")
@@ -616,7 +643,6 @@ def _responses(
     calls: pl.DataFrame,
     df: pl.DataFrame,
     mapping: Mapping[str, str],
-    arms: str,
     threshold: float | None,
 ) -> pl.DataFrame:
     unmapped = sorted(c for c in df.columns if c not in set(mapping.values()))
@@ -665,7 +691,7 @@ def _responses(
         ],
         get("prompt", pl.String()).alias("prompt"),
         (no_attack & (pl.col("arm") == "attacked")).alias("no_attack"),
-        pl.lit(arms).alias("arms"),
+        pl.col("_declared").alias("arms"),
         get("correct", pl.Boolean()).alias("correct"),
         score_v.alias("verdict_score"),
         pl.when(score_v.is_not_null())

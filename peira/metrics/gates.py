@@ -9,7 +9,7 @@ import polars as pl
 
 from ..errors import PeiraValueError
 
-__all__ = ["GateThresholds", "metric_den_is_eligible", "ranking_gates"]
+__all__ = ["BENIGN_ONLY", "GateThresholds", "metric_den_is_eligible", "ranking_gates"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,11 @@ class GateThresholds:
     def as_dict(self) -> dict[str, float | int | bool]:
         """The thresholds as a plain dict (for configs and sealed artifacts)."""
         return asdict(self)
+
+
+#: Metrics of the benign answers alone: ranking by one of them needs no benign-accuracy
+#: gate (that gate guards ASR, whose eligible pairs need right benign answers).
+BENIGN_ONLY = frozenset({"benign_accuracy", "decided_accuracy", "abstention_rate_benign"})
 
 
 def _same(a: pl.Expr, b: pl.Expr) -> bool:
@@ -97,7 +102,9 @@ def ranking_gates(
     Notes
     -----
     The benign-accuracy gate does not apply to a run whose benign answers
-    were not observed (``arms = "attacked"``): its benign accuracy is null.
+    were not observed (``arms = "attacked"``): its benign accuracy is null;
+    nor when ranking by a metric of the benign answers alone
+    (:data:`BENIGN_ONLY`): a hard task's accuracies below 0.5 are still ranked.
     """
     from .ratios import RATIO_METRICS
 
@@ -198,7 +205,8 @@ def ranking_gates(
         )
         .otherwise(None),
         pl.when(
-            (arms != "attacked")
+            pl.lit(metric not in BENIGN_ONLY)
+            & (arms != "attacked")
             & (pl.col("benign_accuracy").fill_null(0.0) < t.min_benign_accuracy)
         )
         .then(
