@@ -397,7 +397,7 @@ async def run_async(
     ckpt = Checkpoint(pdir, checkpoint_every, next_index, schema=schema)
     stats = _Stats()
     limiter = RateLimiter(rpm, tpm) if rpm is not None or tpm is not None else None
-    budget = Budget(max_cost_usd, _paid(prior)) if max_cost_usd is not None else None
+    budget = Budget(max_cost_usd, *_paid(prior)) if max_cost_usd is not None else None
     show = progress if progress is not None else bool(getattr(sys.stderr, "isatty", bool)())
     bar = (
         Progress(len(reqs), len(reqs) - len(pending), progress_stream or sys.stderr)
@@ -535,12 +535,13 @@ async def _within(budget: Budget, est: Any) -> float | None:
     return None
 
 
-def _paid(prior: pl.DataFrame) -> float:
-    """What the checkpointed calls cost (rows served from the cache cost nothing)."""
+def _paid(prior: pl.DataFrame) -> tuple[float, float]:
+    """What the checkpointed calls cost, in all and at most one (cache hits cost nothing)."""
     if prior.is_empty():
-        return 0.0
+        return 0.0, 0.0
     paid = prior.filter(~pl.col("cached").fill_null(False)) if "cached" in prior.columns else prior
-    return float(paid["cost_usd"].sum() or 0.0)
+    cost = paid["cost_usd"]
+    return float(cost.sum() or 0.0), float(cost.max() or 0.0)  # type: ignore[arg-type]
 
 
 def _finish_log(log: pl.DataFrame, ds: Dataset, reqs: list[Request], pdir: Path) -> pl.DataFrame:
