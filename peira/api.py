@@ -583,6 +583,7 @@ def compare(
     missing: Missing = "error",
     delta: float = 0.10,
     engine: str = "polars",
+    allow_missing: bool = False,
 ) -> pl.DataFrame:
     """Runs head to head on one ratio metric: two runs, or every pair (Holm-adjusted).
 
@@ -600,13 +601,18 @@ def compare(
         As in :func:`leaderboard`.
     missing, delta, engine
         As in :func:`pairs`.
+    allow_missing
+        Decide between runs that lack part of the split's cases or arms; by
+        default such a pair gets the verdict ``"n/a"`` and a ``note`` (the
+        leaderboard's completeness gate, docs/spec/scoring-rule.md).
 
     Returns
     -------
     polars.DataFrame
         One row per pair of runs: ``run_a``, ``run_b``, both estimates and
         intervals, ``diff`` with its paired interval, the bootstrap p-value
-        (``p_value``, ``p_holm``), both rules' verdicts and ``winner``.
+        (``p_value``, ``p_holm``), both rules' verdicts, ``winner`` and
+        ``note`` (why there is no verdict).
 
     Examples
     --------
@@ -626,14 +632,33 @@ def compare(
     )
     plan = resample_plan(cs, unit=unit, n_resamples=n_resamples, seed=seed)
     if runs is not None and len(runs) == 2:
-        row = head_to_head(table, plan, runs[0], runs[1], metric=metric, rule=rule, level=level)
+        row = head_to_head(
+            table,
+            plan,
+            runs[0],
+            runs[1],
+            metric=metric,
+            rule=rule,
+            level=level,
+            cases=cs,
+            allow_missing=allow_missing,
+        )
         out = pl.DataFrame([row])
         return out.with_columns(  # a None (a tie's winner, an undefined diff) keeps its dtype
-            pl.col(c).cast(pl.String if c == "winner" else pl.Float64)
+            pl.col(c).cast(pl.String if c in ("winner", "note") else pl.Float64)
             for c, dtype in out.schema.items()
             if dtype == pl.Null
         )
-    return pairwise(table, plan, metric=metric, runs=runs, rule=rule, level=level)
+    return pairwise(
+        table,
+        plan,
+        metric=metric,
+        runs=runs,
+        rule=rule,
+        level=level,
+        cases=cs,
+        allow_missing=allow_missing,
+    )
 
 
 # ---------------------------------------------------------------- tables, validation, rescoring

@@ -11,18 +11,23 @@ Exit codes (class attribute ``exit_code``; the ``peira`` command returns it):
 ==  =====================================================================
 0   done
 1   the data break the contract: :class:`ValidationError`,
-    :class:`MissingArmsError`, :class:`InputFormatError` (a file in a
-    reference format that cannot be read), :class:`UnblindError` (blinded
-    responses that do not map back); ``peira verify`` also returns 1 for a
-    tampered artifact
+    :class:`MissingArmsError`, :class:`UnblindError` (blinded responses
+    that do not map back); ``peira verify`` also returns 1 for a tampered
+    artifact
 2   everything else Peira refuses on purpose: unreadable or missing files
-    (:class:`DataFileError`, and any ``OSError`` the command line meets),
-    bad arguments (:class:`PeiraValueError`, :class:`PeiraKeyError`,
+    (:class:`DataFileError`, :class:`InputFormatError` — a file in a
+    reference format that cannot be read, hostile JSON — and any
+    ``OSError`` the command line meets), bad arguments
+    (:class:`PeiraValueError`, :class:`PeiraKeyError`,
     :class:`PeiraTypeError`, :class:`UnknownNameError`), outputs Peira will
-    not overwrite (:class:`OutputExistsError`), a publication that would leak
+    not write (:class:`OutputError`, :class:`OutputExistsError`: a bad
+    path, an input of the command, a file Peira did not write, a full
+    disk), a publication that would leak
     the holdout (:class:`PublicationLeakError`), values with no canonical
     JSON form (:class:`CanonicalJSONError`), a plan that does not fit the
     data (:class:`PlanMismatchError`)
+75  a run stopped by its spending budget (:class:`BudgetExceeded`);
+    resumable
 ==  =====================================================================
 
 130 and 143 are the shell's codes for an interrupt (Ctrl-C) and SIGTERM;
@@ -48,6 +53,7 @@ __all__ = [
     "InputFormatError",
     "KeyMaterialError",
     "MissingArmsError",
+    "OutputError",
     "OutputExistsError",
     "ParserConfigError",
     "PeiraError",
@@ -167,9 +173,9 @@ class ValidationError(PeiraValueError):
 
 
 class InputFormatError(PeiraValueError):
-    """A file in a reference format cannot be read (names file and line)."""
+    """A file in a reference format cannot be read (names file and line): unreadable input."""
 
-    exit_code = EXIT_VIOLATIONS
+    exit_code = EXIT_USAGE
 
 
 class MissingArmsError(PeiraValueError):
@@ -229,7 +235,17 @@ class UnknownTableError(UnknownNameError):
         super().__init__("table", name, known)
 
 
-class OutputExistsError(PeiraError, FileExistsError):
+class OutputError(PeiraError, OSError):
+    """An output cannot be written: a bad path, not Peira's to replace, an input, a full disk.
+
+    Raised before any work when the path is wrong (see ``peira._writes``);
+    the message names the path and what to do.
+    """
+
+    exit_code = EXIT_USAGE
+
+
+class OutputExistsError(OutputError, FileExistsError):
     """The output directory exists and was not written by ``peira tables``/``publish``."""
 
 

@@ -6,22 +6,31 @@ partitions such as ``run_id=m1/part-0.parquet`` allowed) or a glob pattern.
 Every read checks that each file exists, is non-empty and is Parquet before
 any data is touched; every write is atomic (a temporary file in the target
 directory, then a rename), so a failure leaves no half-written output.
+What may be written where (never over an input, never over what Peira did not
+make) is decided in one place, :mod:`peira._writes`, re-exported here.
 """
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import os
-import shutil
-import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 import pyarrow.parquet as pq
 
+from ._writes import (
+    PARQUET_STAMP,
+    DirOwner,
+    atomic_dir,
+    atomic_path,
+    check_output,
+    is_peira_file,
+    output_lock,
+    umask,
+)
 from .errors import DataFileError, ValidationError
 from .schema import (
     collect_failures,
@@ -32,11 +41,16 @@ from .schema import (
 )
 
 __all__ = [
+    "DATASET_FILES",
     "Dataset",
     "atomic_dir",
     "atomic_path",
+    "check_output",
+    "dataset_owner",
     "demo_dir",
     "incomplete_pairs",
+    "is_peira_file",
+    "output_lock",
     "parquet_files",
     "read_dataset",
     "read_parquet",
@@ -85,81 +99,67 @@ def demo_dir() -> Path:
 # ---------------------------------------------------------------- writing
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-@contextlib.contextmanager
-def atomic_path(path: PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; rename it onto ``path`` on success."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode
-    try:
-        yield Path(tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-@contextlib.contextmanager
-def atomic_dir(path: PathLike) -> Iterator[Path]:
-    """Yield a temporary directory beside ``path``; on success it replaces ``path``.
-
-    The directory gets the usual mode (umask applied). An existing ``path``
-    is swapped out and removed only after the new one is in place; on
-    failure the temporary directory is removed and ``path`` is untouched.
-    Callers decide beforehand whether replacing ``path`` is allowed.
-    """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
-    try:
-        os.chmod(tmp, 0o777 & ~_umask())
-        yield tmp
-        if target.exists():
-            old = Path(
-                tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent)
-            )
-            os.rmdir(old)
-            os.rename(target, old)
-            os.rename(tmp, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+_umask = umask  # kept for modules that import the old private name
 
 
 def write_parquet(df: pl.DataFrame, path: PathLike) -> Path:
     """Write ``df`` to ``path`` atomically (zstd, statistics); return the path.
 
-    The same frame always gives the same bytes.
+    The file carries Peira's stamp in its key-value metadata (so a later
+    command may replace it; see :func:`check_output`). The same frame always
+    gives the same bytes. Write failures raise :class:`~peira.errors.OutputError`.
     """
     with atomic_path(path) as tmp:
-        df.write_parquet(tmp, compression="zstd", statistics=True)
+        df.write_parquet(
+            tmp, compression="zstd", statistics=True, metadata={PARQUET_STAMP: "peira"}
+        )
     return Path(path)
 
 
-def write_dataset(cases: pl.DataFrame, variants: pl.DataFrame, directory: PathLike) -> Dataset:
+DATASET_FILES = ("cases.parquet", "variants.parquet")
+
+
+def dataset_owner(files: Sequence[str] = DATASET_FILES) -> DirOwner:
+    """Recognise a Peira dataset directory: its ``cases.parquet`` carries Peira's stamp.
+
+    The owner returns which of ``files`` Peira wrote there (those a new
+    write replaces); every other entry of the directory is kept.
+    """
+
+    def owner(d: Path) -> set[str] | None:
+        if not is_peira_file(d / "cases.parquet"):
+            return None
+        return {f for f in files if is_peira_file(d / f)}
+
+    return owner
+
+
+def write_dataset(
+    cases: pl.DataFrame,
+    variants: pl.DataFrame,
+    directory: PathLike,
+    *,
+    extra: Mapping[str, pl.DataFrame] | None = None,
+    force: bool = False,
+) -> Dataset:
     """Validate and write a dataset directory (``cases.parquet``, ``variants.parquet``).
 
     Both tables are validated before anything is written. Row order is kept
     as given (an imported file keeps its line order), so the same tables
-    always give the same bytes.
+    always give the same bytes. The directory appears whole or not at all:
+    the files are staged beside it and swapped in at once (see
+    :func:`atomic_dir`); ``extra`` (file name → frame, e.g.
+    ``responses.parquet``) joins the same swap. An existing directory must be
+    empty or a Peira dataset; its other files are kept.
     """
     d = Path(directory)
     cases = validate_cases(cases, source=str(d / "cases.parquet"))
     variants = validate_variants(variants, cases=cases, source=str(d / "variants.parquet"))
-    write_parquet(cases, d / "cases.parquet")
-    write_parquet(variants, d / "variants.parquet")
+    tables = {"cases.parquet": cases, "variants.parquet": variants, **(extra or {})}
+    owner = dataset_owner(tuple(tables))
+    with atomic_dir(d, owner=owner, force=force, writer="a peira dataset writer") as tmp:
+        for name, frame in tables.items():
+            write_parquet(frame, tmp / name)
     return Dataset(cases, variants, d)
 
 
@@ -179,6 +179,17 @@ def _check_parquet(path: Path) -> None:
         ) from exc
 
 
+def _is_data_file(root: Path, f: Path) -> bool:
+    """Not hidden (no dot-name on the way: temporary or litter files), not a run checkpoint."""
+    rel = f.relative_to(root).parts
+    if any(part.startswith(".") for part in rel):
+        return False
+    return not any(
+        part.endswith(".parts") and (root.joinpath(*rel[: i + 1]) / "manifest.json").is_file()
+        for i, part in enumerate(rel[:-1])
+    )
+
+
 def parquet_files(path: PathLike) -> list[Path]:
     """The Parquet files a path denotes: a file, a directory (recursive) or a glob.
 
@@ -190,7 +201,7 @@ def parquet_files(path: PathLike) -> list[Path]:
     p = Path(path)
     s = str(path)
     if p.is_dir():
-        files = sorted(f for f in p.rglob("*.parquet") if not f.name.startswith("."))
+        files = sorted(f for f in p.rglob("*.parquet") if _is_data_file(p, f))
         if not files:
             raise DataFileError(f"{p}: directory holds no .parquet files")
     elif p.exists():
@@ -224,7 +235,9 @@ def scan_responses(path: PathLike) -> pl.LazyFrame:
     files = parquet_files(path)
     p = Path(path)
     if p.is_dir():
-        return pl.scan_parquet(p, hive_partitioning=True)
+        frames, disagree = _partition_frames(p, files)
+        raise_if(disagree, str(path))  # a partition never relabels a stored column
+        return pl.concat(frames, how="diagonal_relaxed").drop("_file")
     return pl.scan_parquet([str(f) for f in files])
 
 
@@ -258,12 +271,13 @@ def read_responses(
     p = Path(path)
     try:
         if p.is_dir():
-            lf = pl.scan_parquet(p, hive_partitioning=True, include_file_paths="_file")
+            df, disagree = _read_partitioned(p, files)
         else:
-            lf = pl.scan_parquet([str(f) for f in files], include_file_paths="_file")
-        df = lf.collect()
+            df = pl.scan_parquet([str(f) for f in files], include_file_paths="_file").collect()
+            disagree = failures_frame([])
     except Exception as exc:
-        raise DataFileError(f"{path}: cannot read response log: {exc}") from exc
+        why = " ".join(str(exc).split())[:300]
+        raise DataFileError(f"{path}: cannot read response log: {why}") from None
     if df.height == 0:
         raise DataFileError(f"{path}: response log has no rows")
     locations = df.select(
@@ -272,12 +286,72 @@ def read_responses(
     )
     df = df.drop("_file")
     if not validate:
+        raise_if(disagree, str(path))
         return df
     out, failures = collect_failures(
         df, "responses", source=str(path), cases=cases, locations=locations
     )
-    raise_if(failures, str(path))
+    raise_if(pl.concat([disagree, failures]), str(path))
     return out
+
+
+def _hive_values(root: Path, file: Path) -> dict[str, str]:
+    """``key=value`` directories between ``root`` and ``file`` (values percent-decoded)."""
+    from urllib.parse import unquote
+
+    out: dict[str, str] = {}
+    for part in file.relative_to(root).parts[:-1]:
+        key, sep, value = part.partition("=")
+        if sep and key:
+            out[unquote(key)] = unquote(value)
+    return out
+
+
+def _read_partitioned(root: Path, files: list[Path]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Read a directory log: hive values become columns; a stored column that
+    disagrees with its partition value is a failure (check ``partition_agrees``),
+    never silently relabelled."""
+    frames, failures = _partition_frames(root, files)
+    return pl.concat(frames, how="diagonal_relaxed").collect(), failures
+
+
+def _partition_frames(root: Path, files: list[Path]) -> tuple[list[pl.LazyFrame], pl.DataFrame]:
+    """One lazy frame per file (hive columns added, ``_file`` its path) and the
+    failures of stored columns that disagree with their partition values."""
+    from .schema import RESPONSES_SCHEMA
+
+    frames: list[pl.LazyFrame] = []
+    checks: list[tuple[Path, str, str]] = []
+    for f in files:
+        lf = pl.scan_parquet(f)
+        names = set(lf.collect_schema().names())
+        add = []
+        for key, value in _hive_values(root, f).items():
+            if key in names:
+                checks.append((f, key, value))
+                continue
+            dtype = RESPONSES_SCHEMA.get(key, pl.String())
+            add.append(pl.lit(value).cast(dtype, strict=False).alias(key))
+        frames.append(lf.with_columns(*add, pl.lit(str(f)).alias("_file")))
+    rows = []
+    for f, key, value in checks:
+        stored = pl.read_parquet(f, columns=[key])[key]
+        bad = (stored.cast(pl.String) != value) | stored.is_null()
+        if bad.any():
+            first = int(bad.arg_true()[0])
+            rows.append(
+                {
+                    "table": "responses",
+                    "source": str(f),
+                    "row": first,
+                    "key": f"partition {key}={value}",
+                    "column": key,
+                    "check": "partition_agrees",
+                    "value": f"{stored[first]!r} stored, {value!r} in the directory name "
+                    f"({int(bad.sum())} row(s))",
+                }
+            )
+    return frames, failures_frame(rows)
 
 
 def read_dataset(directory: PathLike) -> Dataset:
@@ -308,6 +382,11 @@ def validate_files(dataset: PathLike, responses: Sequence[PathLike] = ()) -> pl.
     cases_raw = read_parquet(cases_path)
     variants_raw = read_parquet(variants_path)
     cases, f_cases = collect_failures(cases_raw, "cases", source=str(cases_path))
+    if cases_raw.height == 0:  # a benchmark without cases cannot be run or scored
+        f_cases = pl.concat([f_cases, failures_frame([{
+            "table": "cases", "source": str(cases_path), "row": None, "key": "(table)",
+            "column": "case_id", "check": "has_cases", "value": "(no rows)",
+        }])])  # fmt: skip
     usable_cases = cases if f_cases.filter(pl.col("check") == "missing_column").is_empty() else None
     _, f_var = collect_failures(
         variants_raw, "variants", source=str(variants_path), cases=usable_cases

@@ -125,6 +125,8 @@ def pairwise(
     runs: Sequence[str] | None = None,
     rule: Rule = "ci",
     level: float = 0.95,
+    cases: pl.DataFrame | None = None,
+    allow_missing: bool = False,
 ) -> pl.DataFrame:
     """Every head-to-head comparison between runs on one metric, on their common support.
 
@@ -144,6 +146,13 @@ def pairwise(
         (Holm-adjusted paired test).
     level
         Confidence level of the intervals; the paired test is at α = 1 − level.
+    cases
+        The cases every run should cover (the split analysed); default: every
+        case some run of ``pairs`` answered.
+    allow_missing
+        Decide between runs that lack part of the cases (the leaderboard's
+        completeness gate, :class:`~peira.metrics.GateThresholds`); by
+        default such a pair gets no verdict.
 
     Returns
     -------
@@ -158,8 +167,9 @@ def pairwise(
         tie or n/a), ``n_common`` (the (case, sample) pairs both runs
         answered), ``n_set_aside_a``, ``n_set_aside_b`` (pairs only one run
         answered, left out), ``method_a``, ``method_b`` (the interval method
-        of each run's row), ``few_clusters_a``, ``few_clusters_b`` and the
-        interval metadata of the difference; sorted by run_a, run_b.
+        of each run's row), ``few_clusters_a``, ``few_clusters_b``, ``note``
+        (why there is no verdict, when a run is incomplete) and the interval
+        metadata of the difference; sorted by run_a, run_b.
 
     Notes
     -----
@@ -167,7 +177,11 @@ def pairwise(
     (docs/spec/scoring-rule.md, "Comparing runs"): a run that lacks part of
     the cases is compared with the other on the cases both answered, never
     on its own subset against the other's whole. Runs with the same support
-    are compared on all their pairs, in one pass.
+    are compared on all their pairs, in one pass. A run that lacks cases or
+    arms fails the leaderboard's completeness gate: its comparisons get the
+    verdict ``"n/a"`` and no winner (a run that kept only the cases it did
+    not flip would otherwise win on the cases it kept), unless
+    ``allow_missing``.
 
     paired_verdict = A iff p_holm < α and θ̂_A is better than θ̂_B; B
     likewise; else tie. The unadjusted ``diff_lo``/``diff_hi`` can exclude 0
@@ -285,6 +299,21 @@ def pairwise(
         paired_verdict.alias("paired_verdict"),
         pl.lit(r).alias("rule"),
     )
+    gaps = {} if allow_missing else _incomplete(lf, cases)
+    if gaps:
+        note = pl.concat_str(
+            pl.col("run_a").replace_strict(gaps, default=None, return_dtype=pl.String),
+            pl.col("run_b").replace_strict(gaps, default=None, return_dtype=pl.String),
+            separator="; ",
+            ignore_nulls=True,
+        )
+        blocked = note.str.len_chars().fill_null(0) > 0
+        out = out.with_columns(
+            pl.when(blocked).then(pl.lit("n/a")).otherwise(pl.col(v)).alias(v)
+            for v in ("ci_verdict", "paired_verdict")
+        ).with_columns(pl.when(blocked).then(note).otherwise(None).alias("note"))
+    else:
+        out = out.with_columns(pl.lit(None, dtype=pl.String).alias("note"))
     decided = pl.col("ci_verdict" if r == "ci" else "paired_verdict")
     out = out.with_columns(
         pl.when(decided == "a")
@@ -322,6 +351,7 @@ def pairwise(
         "method_b",
         "few_clusters_a",
         "few_clusters_b",
+        "note",
         *_META,
     ]
     out = out.rename({"few_a": "few_clusters_a", "few_b": "few_clusters_b"}, strict=False)
@@ -329,6 +359,34 @@ def pairwise(
         if c not in out.columns:  # only disjoint runs: no interval rows to take them from
             out = out.with_columns(pl.lit(None).alias(c))
     return out.select(cols).sort("run_a", "run_b")
+
+
+def _incomplete(lf: pl.LazyFrame, cases: pl.DataFrame | None) -> dict[str, str]:
+    """Runs failing the completeness gate → why (cases × samples without a complete pair)."""
+    cols = lf.collect_schema().names()
+    keys = lf.select(
+        "run_id",
+        "case_id",
+        "sample",
+        (pl.col("missing_arm").is_null() if "missing_arm" in cols else pl.lit(True)).alias("_ok"),
+    ).collect()
+    expected = (
+        cases.select("case_id").unique() if cases is not None else keys.select("case_id").unique()
+    )
+    want = keys.select("run_id", "sample").unique().join(expected, how="cross")
+    have = keys.filter("_ok").select("run_id", "case_id", "sample")
+    lacking = (
+        want.join(have, on=["run_id", "case_id", "sample"], how="anti")
+        .group_by("run_id")
+        .agg(pl.len().alias("n"))
+        .join(want.group_by("run_id").agg(pl.len().alias("of")), on="run_id")
+        .sort("run_id")
+    )
+    return {
+        run: f"{run} is incomplete ({n} of {of} case×sample pairs missing; unranked by the "
+        "leaderboard): no verdict"
+        for run, n, of in lacking.iter_rows()
+    }
 
 
 def head_to_head(
@@ -341,6 +399,8 @@ def head_to_head(
     rule: Rule = "ci",
     level: float = 0.95,
     family: Sequence[str] | None = None,
+    cases: pl.DataFrame | None = None,
+    allow_missing: bool = False,
 ) -> dict[str, object]:
     """Compare two runs; the row of :func:`pairwise` as a dict, oriented a → b.
 
@@ -361,7 +421,16 @@ def head_to_head(
             f"no pairs for run(s) {', '.join(map(repr, missing))}; known: {sorted(present)}"
         )
     runs = sorted(present) if family is None else sorted(set(family) | {run_a, run_b})
-    pw = pairwise(pairs, plan, metric=metric, runs=runs, rule=rule, level=level)
+    pw = pairwise(
+        pairs,
+        plan,
+        metric=metric,
+        runs=runs,
+        rule=rule,
+        level=level,
+        cases=cases,
+        allow_missing=allow_missing,
+    )
     lo_run, hi_run = sorted((run_a, run_b))
     row = pw.filter((pl.col("run_a") == lo_run) & (pl.col("run_b") == hi_run)).row(0, named=True)
     if row["run_a"] != run_a:  # pairwise orders a < b; flip back to the caller's order
@@ -452,9 +521,15 @@ def leaderboard(
     beaten: dict[str, list[str]] = {run: [] for run in ranked_ids}
     if len(ranked_ids) >= 2:
         # the Holm family is every pair of runs analysed; only ranked runs beat one another
-        duel = pairwise(lf, plan, metric=metric, rule=r, level=level).filter(
-            pl.col("run_a").is_in(ranked_ids) & pl.col("run_b").is_in(ranked_ids)
-        )
+        duel = pairwise(
+            lf,
+            plan,
+            metric=metric,
+            rule=r,
+            level=level,
+            cases=cases,
+            allow_missing=(thresholds or GateThresholds()).allow_missing,
+        ).filter(pl.col("run_a").is_in(ranked_ids) & pl.col("run_b").is_in(ranked_ids))
         for a, b, w in duel.select("run_a", "run_b", "winner").iter_rows():
             if w is not None:
                 beaten[b if w == a else a].append(w)

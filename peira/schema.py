@@ -193,6 +193,16 @@ def _unit(data: PolarsData) -> pl.LazyFrame:
     return data.lazyframe.select(c.is_null() | (c.is_between(0.0, 1.0) & c.is_not_nan()))
 
 
+_CONTROL = r"[\x00-\x1f\x7f-\x9f]"
+
+
+def _printable(data: PolarsData) -> pl.LazyFrame:
+    """No control character (ESC, CR, LF, NUL, ...): identifiers are shown in terminals
+    and tables, where one could forge a row or rewrite the screen."""
+    c = pl.col(data.key)
+    return data.lazyframe.select(c.is_null() | c.str.contains(_CONTROL).not_())
+
+
 def _in_options(col: str) -> pl.Expr:
     return pl.col(col).is_null() | pl.col("options").list.contains(pl.col(col)).fill_null(False)
 
@@ -222,6 +232,12 @@ class Cases(pa.DataFrameModel):
     @pa.check("expected_score", name="in_unit_interval")
     def expected_score_unit(cls, data: PolarsData) -> pl.LazyFrame:
         return _unit(data)
+
+    @pa.check(
+        "case_id", "scenario_id", "suite", "family", "dataset_version", name="no_control_characters"
+    )
+    def case_ids_printable(cls, data: PolarsData) -> pl.LazyFrame:
+        return _printable(data)
 
     @pa.dataframe_check(name="options_valid")
     def options_valid(cls, data: PolarsData) -> pl.LazyFrame:
@@ -283,6 +299,10 @@ class Variants(pa.DataFrameModel):
         strict = True
         ordered = False
         unique = ["case_id", "arm"]  # noqa: RUF012
+
+    @pa.check("case_id", name="no_control_characters")
+    def variant_ids_printable(cls, data: PolarsData) -> pl.LazyFrame:
+        return _printable(data)
 
 
 def _agrees_with_run(col: str, c: pl.Expr | None = None) -> pl.Expr:
@@ -357,6 +377,17 @@ class Responses(pa.DataFrameModel):
     @pa.check("score", "confidence", name="in_unit_interval")
     def unit_interval(cls, data: PolarsData) -> pl.LazyFrame:
         return _unit(data)
+
+    @pa.check("run_id", "model", "model_version", "case_id", name="no_control_characters")
+    def response_ids_printable(cls, data: PolarsData) -> pl.LazyFrame:
+        return _printable(data)
+
+    @pa.check("latency_ms", "tokens_in", "tokens_out", "cost_usd", name="finite_non_negative")
+    def finite_non_negative(cls, data: PolarsData) -> pl.LazyFrame:
+        # a negative or infinite latency, token count or cost is not a measurement
+        c = pl.col(data.key)
+        ok = c.cast(pl.Float64).is_finite() & (c >= 0)
+        return data.lazyframe.select(ok.fill_null(True))
 
     @pa.check("verdict_score", "verdict_threshold", name="in_unit_interval")
     def verdict_unit_interval(cls, data: PolarsData) -> pl.LazyFrame:
@@ -453,6 +484,7 @@ _CHECK_COLUMN = {
     "target_in_options": "target_decision",
     "target_not_expected": "target_decision",
     "score_has_positive": "positive_decision",
+    "scenario_in_one_split": "split",
     "decision_null_iff_no_answer": "decision",
     "model_constant": "model",
     "model_version_constant": "model_version",
@@ -736,7 +768,40 @@ def _cross_failures(
                     "value": "(no variants)",
                 }
             )
+        rows.extend(_option_mismatches(df, cases, source))
     return failures_frame(rows)
+
+
+def _option_mismatches(
+    variants: pl.DataFrame, cases: pl.DataFrame, source: str
+) -> list[dict[str, Any]]:
+    """Variants whose options are not their case's options (in any order).
+
+    A model answers from the variant's options, and its decision is judged
+    against the case's: a variant offering other options would make a run
+    fail, or score wrongly, after every call was paid for.
+    """
+    if "options" not in variants.columns or variants.schema["options"] != pl.List(pl.String):
+        return []
+    both = (
+        variants.select("case_id", "arm", "options")
+        .with_row_index("_row")
+        .join(cases.select("case_id", pl.col("options").alias("_case")), on="case_id")
+        .filter(pl.col("options").list.sort() != pl.col("_case").list.sort())
+        .sort("_row")
+    )
+    return [
+        {
+            "table": "variants",
+            "source": source,
+            "row": int(r["_row"]),
+            "key": f"case_id={r['case_id']!r}, arm={r['arm']!r}",
+            "column": "options",
+            "check": "options_match_case",
+            "value": f"{r['options']} (case: {r['_case']})",
+        }
+        for r in both.iter_rows(named=True)
+    ]
 
 
 def collect_failures(

@@ -161,7 +161,7 @@ def test_import_bad_input_writes_nothing(
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(content)
     for kind, out in (("cases", tmp_path / "ds"), ("transcript", tmp_path / "log.parquet")):
-        assert main(["import", kind, str(bad), "--out", str(out)]) == 1
+        assert main(["import", kind, str(bad), "--out", str(out)]) == 2  # unreadable input
         assert message in capsys.readouterr().err
         assert not out.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl"]
@@ -272,7 +272,9 @@ def test_tables_rejects_what_score_rejects(capsys: pytest.CaptureFixture[str]) -
         with pytest.raises(SystemExit) as info:
             main([*argv, "--resamples", "0", "--level", "1.5"])
         assert info.value.code == 2
-        assert "argument --resamples: must be >= 1, not 0" in capsys.readouterr().err
+        assert "argument --resamples: must be an integer in [1, 10,000,000], not 0" in (
+            capsys.readouterr().err
+        )
 
 
 # ---------------------------------------------------------------- exit codes
@@ -325,12 +327,14 @@ def test_file_system_errors_are_one_line_exit_2(
     [
         ("ValidationError", 1),
         ("MissingArmsError", 1),
-        ("InputFormatError", 1),
+        ("InputFormatError", 2),
         ("UnblindError", 1),
         ("DataFileError", 2),
         ("PeiraValueError", 2),
         ("UnknownNameError", 2),
+        ("OutputError", 2),
         ("OutputExistsError", 2),
+        ("BudgetExceeded", 75),
         ("PublicationLeakError", 2),
         ("CanonicalJSONError", 2),
         ("PlanMismatchError", 2),

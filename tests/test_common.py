@@ -170,10 +170,11 @@ _TABLE_MAP = ["--map", "case_id=id", "--map", "expected=label", "--map", "benign
 #: must say (the file and where in it), the extra arguments the importer needs, and
 #: the exit code (1 for the files of the earlier harness, 2 for released results).
 BAD_INPUT: dict[str, tuple[str, bytes, list[str], list[str], int]] = {
-    "cases": ("bad.jsonl", b'{"case_id": \n', ["bad.jsonl:1"], [], 1),
+    # every importer: unreadable input is exit 2 (docs/spec/outputs.md#exit-codes)
+    "cases": ("bad.jsonl", b'{"case_id": \n', ["bad.jsonl:1"], [], 2),
     "artifact": ("bad.json", b'{\n  "adapter_name": "x",\n  "results": [,]\n}\n', ["bad.json:3"],
-                 [], 1),
-    "transcript": ("bad.jsonl", b"{nope\n", ["bad.jsonl:1"], [], 1),
+                 [], 2),
+    "transcript": ("bad.jsonl", b"{nope\n", ["bad.jsonl:1"], [], 2),
     "textattack": (
         "bad.csv",
         b'"ground_truth_output","original_output","original_text","perturbed_output",'

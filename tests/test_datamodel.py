@@ -326,11 +326,12 @@ def test_paired_comparison_uses_the_common_support() -> None:
     cases, log = _two_runs_one_lacking_a_family()
     pairs = build_pairs(log, cases)
     plan = plan_for_cases(cases, n_resamples=1000)
-    got = pairwise(pairs, plan, rule="paired").row(0, named=True)
+    # the completeness gate is waived here to look at the common-support figures
+    got = pairwise(pairs, plan, rule="paired", allow_missing=True).row(0, named=True)
     assert got["n_common"] == 200 and got["n_set_aside_a"] == 100 and got["n_set_aside_b"] == 0
     # the oracle: restrict by hand to the cases both answered, then compare
     common = pairs.filter(pl.col("family") != "f2")
-    want = pairwise(common, plan, rule="paired").row(0, named=True)
+    want = pairwise(common, plan, rule="paired", allow_missing=True).row(0, named=True)
     for k in ("estimate_a", "lo_a", "hi_a", "estimate_b", "diff", "diff_lo", "diff_hi", "p_value"):
         assert got[k] == want[k], k
     # on all pairs the partial run would look better; on common support it is not declared
@@ -340,6 +341,9 @@ def test_paired_comparison_uses_the_common_support() -> None:
     assert got["winner"] is None and got["paired_verdict"] == "tie"
     flipped = head_to_head(pairs, plan, "partial", "full", rule="paired")
     assert flipped["n_set_aside_a"] == 0 and flipped["n_set_aside_b"] == 100
+    # by default the incomplete run fails the leaderboard's completeness gate: no verdict
+    assert (flipped["paired_verdict"], flipped["winner"]) == ("n/a", None)
+    assert "partial is incomplete (100 of 300" in flipped["note"]
 
 
 # ---------------------------------------------------------------- the rule in plain Python

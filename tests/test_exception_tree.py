@@ -65,8 +65,9 @@ def test_moved_exceptions_are_re_exported_with_their_exit_code(
 
 def test_exit_codes_follow_the_convention() -> None:
     assert errors.PeiraError.exit_code == 2
-    for cls in (errors.ValidationError, errors.MissingArmsError, errors.InputFormatError):
+    for cls in (errors.ValidationError, errors.MissingArmsError):
         assert cls.exit_code == 1
+    assert errors.InputFormatError.exit_code == 2  # an unreadable input (hostile JSON included)
     # the builtins they refine still catch them
     assert issubclass(errors.ParserConfigError, ValueError)
     assert issubclass(errors.KeyMaterialError, ValueError)

@@ -610,9 +610,17 @@ def test_write_is_atomic(
 def test_replaces_own_output_only(tmp_path: Path, ctx: ReportContext) -> None:
     out = tmp_path / "out"
     write_tables(ctx, out, figures=False)
-    (out / "stale.txt").write_text("old")
+    # a file the old manifest lists but the new output does not write: ours, stale
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["files"].append({"path": "tables/retired.csv"})
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    (out / "tables" / "retired.csv").write_text("old")
+    (out / "notes.txt").write_text("mine")  # not listed: the user's, kept
+    before = {p.relative_to(out) for p in out.rglob("*")}
     write_tables(ctx, out, figures=False)  # a previous output of ours: replaced
-    assert not (out / "stale.txt").exists()
+    assert not (out / "tables" / "retired.csv").exists()
+    assert (out / "notes.txt").read_text() == "mine"
+    assert {p.relative_to(out) for p in out.rglob("*")} == before - {Path("tables/retired.csv")}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
     mine = tmp_path / "mine"
     mine.mkdir()

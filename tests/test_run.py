@@ -887,13 +887,25 @@ sys.exit(main(sys.argv[1:]))
 
 
 class Marking(Interrupting):
-    """Sleeps per call; after ``mark`` calls touches the file ``$PEIRA_TEST_MARK``."""
+    """Sleeps per call; after ``mark`` calls touches the file ``$PEIRA_TEST_MARK``.
+
+    With ``$PEIRA_TEST_HOLD`` set (the CLI run of the kill test), the calls after
+    the mark wait until that file exists (at most two minutes): the run cannot
+    finish before the test stops it, however loaded the machine.
+    """
 
     def __init__(self, dataset: str, mark: int = 10**9) -> None:
         super().__init__(Simulated(dataset, archetype="fragile"), delay=0.01)
         self.mark = mark
 
     def decide(self, request: Request) -> Decision:
+        with self.lock:
+            n = self.n + 1
+        hold = os.environ.get("PEIRA_TEST_HOLD")
+        if hold and n > self.mark:
+            deadline = time.monotonic() + 120
+            while not Path(hold).exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
         out = super().decide(request)
         if self.n == self.mark:
             Path(os.environ["PEIRA_TEST_MARK"]).touch()
@@ -905,9 +917,11 @@ def test_terminated_or_killed_cli_run_keeps_completed_calls(
     sig: signal.Signals, ds: Dataset, tmp_path: Path
 ) -> None:
     """SIGTERM flushes every completed call; a SIGKILL loses at most the last few
-    seconds (here 0.2 s) however large --checkpoint-every is."""
+    seconds (here 0.2 s) however large --checkpoint-every is. The calls after the
+    mark wait (``PEIRA_TEST_HOLD``), so the run is always stopped mid-way."""
     out, mark = tmp_path / "log.parquet", tmp_path / "mark"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PEIRA_TEST_MARK": str(mark)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PEIRA_TEST_MARK": str(mark),
+           "PEIRA_TEST_HOLD": str(tmp_path / "never")}  # fmt: skip
     seconds = "600" if sig == signal.SIGTERM else "0.2"
     pdir = parts_dir(out)
     argv = ["run", "--adapter", "tests.test_run:Marking", "--adapter-arg", "mark=40",

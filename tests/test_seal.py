@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from peira.cli import main
+from peira.errors import OutputError
 from peira.io import Dataset, read_parquet, write_dataset, write_parquet
 from peira.schema import RESPONSES_SCHEMA
 from peira.seal import (
@@ -363,8 +364,18 @@ def test_seal_refuses_existing_output_and_force_replaces(
     with pytest.raises(ArtifactExistsError, match="exists already"):
         seal(dataset, bench.responses, run_id, out)
     assert (out / "keep").exists()
-    seal(dataset, bench.responses, run_id, out, overwrite=True)
-    assert sorted(p.name for p in out.iterdir()) == [ARTIFACT_FILE, RESPONSES_FILE]
+    # --force replaces only a directory carrying Peira's marker (an artifact.json)
+    with pytest.raises(OutputError, match="not an output of peira seal"):
+        seal(dataset, bench.responses, run_id, out, overwrite=True)
+    assert sorted(p.name for p in out.iterdir()) == ["keep"]
+    (out / "keep").unlink()
+    seal(dataset, bench.responses, run_id, out)
+    (out / "notes.txt").write_text("mine")
+    first = (out / ARTIFACT_FILE).read_bytes()
+    seal(dataset, bench.responses, run_id, out, overwrite=True, created_utc="2030-01-01T00:00:00Z")
+    assert sorted(p.name for p in out.iterdir()) == [ARTIFACT_FILE, "notes.txt", RESPONSES_FILE]
+    assert (out / "notes.txt").read_text() == "mine"  # a user's file in the artifact is kept
+    assert (out / ARTIFACT_FILE).read_bytes() != first
     assert sorted(p.name for p in tmp_path.iterdir()) == ["art"]
 
 

@@ -35,16 +35,23 @@ __all__ = [
     "add_bootstrap_options",
     "add_command",
     "add_data_options",
+    "add_force_option",
     "add_format_option",
     "add_input_options",
     "add_pair_options",
     "add_split_option",
+    "check_out",
     "confidence_level",
     "data_kwargs",
     "dataset_and_log",
+    "dataset_files",
     "emit",
     "finite_non_negative",
+    "finite_number",
+    "int_range",
+    "log_inputs",
     "non_negative_int",
+    "number_range",
     "positive_int",
 ]
 
@@ -65,36 +72,60 @@ def _number(text: str, kind: type[int] | type[float]) -> Any:
         raise argparse.ArgumentTypeError(f"must be {what}, not {text!r}") from None
 
 
-def positive_int(text: str) -> int:
-    """An integer >= 1 (``--resamples``)."""
-    value: int = _number(text, int)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, not {value}")
-    return value
+#: Largest seed accepted (seeds are stored and hashed as signed 64-bit integers).
+MAX_SEED = 2**63 - 1
+#: Most bootstrap resamples accepted (beyond, a plan does not fit in memory).
+MAX_RESAMPLES = 10_000_000
 
 
-def non_negative_int(text: str) -> int:
-    """An integer >= 0 (``--seed``)."""
-    value: int = _number(text, int)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, not {value}")
-    return value
+def int_range(lo: int, hi: int, name: str = "") -> Callable[[str], int]:
+    """An argparse type: an integer in ``[lo, hi]``."""
+
+    def parse(text: str) -> int:
+        value: int = _number(text, int)
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"must be an integer in [{lo:,}, {hi:,}], not {text}")
+        return value
+
+    parse.__name__ = name or f"integer in [{lo}, {hi}]"
+    return parse
 
 
-def confidence_level(text: str) -> float:
-    """A confidence level strictly between 0 and 1 (``--level``)."""
+def number_range(
+    lo: float, hi: float, *, open_lo: bool = False, open_hi: bool = False, name: str = ""
+) -> Callable[[str], float]:
+    """An argparse type: a finite number in the interval (brackets as given)."""
+
+    def parse(text: str) -> float:
+        value: float = _number(text, float)
+        inside = (lo < value if open_lo else lo <= value) and (
+            value < hi if open_hi else value <= hi
+        )
+        if not (math.isfinite(value) and inside):
+            shown = f"{'(' if open_lo else '['}{lo:g}, {hi:g}{')' if open_hi else ']'}"
+            raise argparse.ArgumentTypeError(f"must be a finite number in {shown}, not {text}")
+        return value
+
+    parse.__name__ = name or "number"
+    return parse
+
+
+def finite_number(text: str) -> float:
+    """An argparse type: any finite number (``import --threshold``)."""
     value: float = _number(text, float)
-    if not 0.0 < value < 1.0:
-        raise argparse.ArgumentTypeError(f"must be strictly between 0 and 1, not {value}")
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, not {text}")
     return value
 
 
-def finite_non_negative(text: str) -> float:
-    """A finite number >= 0 (``--delta``, the shift-without-flip threshold)."""
-    value: float = _number(text, float)
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, not {value}")
-    return value
+#: An integer >= 1 (``--resamples``: at most :data:`MAX_RESAMPLES`).
+positive_int = int_range(1, MAX_RESAMPLES, "positive integer")
+#: An integer >= 0 that fits a seed (``--seed``).
+non_negative_int = int_range(0, MAX_SEED, "non-negative integer")
+#: A confidence level strictly between 0 and 1 (``--level``).
+confidence_level = number_range(0.0, 1.0, open_lo=True, open_hi=True, name="level")
+#: A shift threshold on the probability scale, in [0, 1] (``--delta``).
+finite_non_negative = number_range(0.0, 1.0, name="delta")
 
 
 class LazyChoices:
@@ -167,7 +198,7 @@ def add_pair_options(p: argparse.ArgumentParser) -> None:
         "--delta",
         type=finite_non_negative,
         default=0.10,
-        help="shift-without-flip threshold (>= 0)",
+        help="shift-without-flip threshold, in [0, 1]",
     )
 
 
@@ -238,6 +269,80 @@ def data_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "rule": "rule",
     }
     return {api: getattr(args, opt) for opt, api in names.items() if hasattr(args, opt)}
+
+
+# ---------------------------------------------------------------- writing
+
+
+def add_force_option(p: argparse.ArgumentParser, what: str = "output file") -> None:
+    """``--force``: replace an existing output that Peira did not write."""
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help=f"replace an existing {what} that peira did not write (never an input of the "
+        "command; a directory only when it is peira's own output)",
+    )
+
+
+def dataset_files(directory: str | Path | None) -> list[Path]:
+    """The files a command reads from a dataset directory (its inputs)."""
+    if directory is None:
+        return []
+    d = Path(directory)
+    return [d / "cases.parquet", d / "variants.parquet"]
+
+
+def log_inputs(path: str | Path | None) -> tuple[list[Path], list[Path]]:
+    """(files, directories read as a whole) of a response log: a file, a directory or a glob."""
+    import glob
+
+    if path is None:
+        return [], []
+    p = Path(path)
+    if p.is_dir():
+        return [], [p]
+    if not p.exists() and glob.has_magic(str(path)):
+        return [Path(f) for f in glob.glob(str(path), recursive=True)], []
+    return [p], []
+
+
+def check_out(
+    args: argparse.Namespace,
+    path: str | Path,
+    *,
+    kind: str = "file",
+    inputs: Sequence[str | Path | None] = (),
+    logs: Sequence[str | Path | None] = (),
+    datasets: Sequence[str | Path | None] = (),
+    owner: Any = None,
+    writer: str | None = None,
+) -> Path:
+    """Check an output path before the command does any work (see :mod:`peira._writes`).
+
+    ``inputs`` are files the command reads, ``logs`` response logs (files,
+    directories or globs) and ``datasets`` dataset directories; the output may
+    be none of them. ``--force`` (when the command has it) allows replacing a
+    file that Peira did not write.
+    """
+    from ..io import check_output
+
+    files = [Path(i) for i in inputs if i is not None]
+    trees: list[Path] = []
+    for log in logs:
+        f, t = log_inputs(log)
+        files += f
+        trees += t
+    for d in datasets:
+        files += dataset_files(d)
+    return check_output(
+        path,
+        kind=kind,
+        inputs=files,
+        input_trees=trees,
+        force=bool(getattr(args, "force", False)),
+        owner=owner,
+        writer=writer or f"peira {getattr(args, 'command_name', None) or args.command}",
+    )
 
 
 # ---------------------------------------------------------------- output

@@ -1,9 +1,12 @@
 """The exit-code policy of the ``peira`` command: the one guard around every command.
 
+- 0: done; 1: the data break the contract (violations, missing arms, a
+  tampered artifact); 2: unreadable input (a missing, corrupt or malformed
+  file, hostile JSON), bad arguments, an output Peira will not write; 75: a
+  run stopped by its spending budget (resumable).
 - A :class:`~peira.errors.PeiraError` is printed as ``peira <command>: error:
-  …`` and its class's ``exit_code`` returned (1: the data break the contract;
-  2: unreadable input, bad arguments, an output Peira will not overwrite; the
-  table is in :mod:`peira.errors`). An ``OSError`` (permission denied, disk
+  …`` and its class's ``exit_code`` returned (the table is in
+  :mod:`peira.errors`). An ``OSError`` (permission denied, disk
   full, a directory where a file was expected) is printed the same way, exit 2.
 - Anything else is a bug: its traceback is shown, never dressed up as a user
   error.
@@ -42,6 +45,19 @@ def _error(name: str, message: object) -> None:
     print(f"peira {name}: error: {message}", file=sys.stderr)
 
 
+def _interrupt_handled() -> None:
+    """Tell CPython the interrupt was handled.
+
+    An interrupt raised inside code that ``exec`` runs from a string (a
+    dataclass or namedtuple being built while the signal arrives) leaves
+    CPython's "unhandled KeyboardInterrupt" mark set, and at exit the
+    interpreter then kills itself with SIGINT whatever the exit code (a
+    SIGTERM would end as -2, not 143). Every ``exec`` of a string resets that
+    mark.
+    """
+    exec("None")  # a constant string: resets the mark, runs nothing
+
+
 def _print_warnings(caught: list[warnings.WarningMessage]) -> None:
     shown: set[str] = set()
     for w in caught:
@@ -58,13 +74,17 @@ def guard(func: Command, args: argparse.Namespace) -> int:
     name = getattr(args, "command_name", None) or args.command
     terminated = False
 
-    def on_sigterm(signum: int, frame: Any) -> None:
-        # stop like Ctrl-C, so writers clean up and the runner checkpoints first
+    def on_signal(signum: int, frame: Any) -> None:
+        # stop like Ctrl-C, so writers clean up and the runner checkpoints first;
+        # raised here, not re-sent as SIGINT: a background job of a script
+        # inherits SIGINT ignored, and a SIGTERM must stop it all the same
         nonlocal terminated
-        terminated = True
-        signal.raise_signal(signal.SIGINT)
+        terminated = terminated or signum == signal.SIGTERM
+        raise KeyboardInterrupt
 
-    previous = _install(signal.SIGTERM, on_sigterm)
+    # installed whatever the inherited disposition (SIG_IGN included)
+    previous = _install(signal.SIGTERM, on_signal)
+    previous_int = _install(signal.SIGINT, on_signal)
     caught: list[warnings.WarningMessage] = []
     try:
         try:
@@ -75,6 +95,7 @@ def guard(func: Command, args: argparse.Namespace) -> int:
             _print_warnings(caught)  # also when the command failed
         return code
     except KeyboardInterrupt as exc:
+        _interrupt_handled()
         how = "terminated (SIGTERM)" if terminated else "interrupted"
         detail = f"; {exc.args[0]}" if exc.args else ""
         print(f"peira {name}: {how}{detail}", file=sys.stderr)
@@ -88,3 +109,5 @@ def guard(func: Command, args: argparse.Namespace) -> int:
     finally:
         if previous is not None:
             _install(signal.SIGTERM, previous)
+        if previous_int is not None:
+            _install(signal.SIGINT, previous_int)

@@ -10,6 +10,8 @@ from . import _common as c
 
 __all__ = ["cmd_export", "cmd_import", "cmd_synth", "cmd_validate", "register"]
 
+_SYNTH_FILES = ("cases.parquet", "variants.parquet", "responses.parquet", "models.parquet")
+
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Report every violation of the data model (exit 1 when there is one)."""
@@ -17,6 +19,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from ..io import write_parquet
     from ..schema import describe_failures
 
+    if args.failures_out is not None:
+        c.check_out(args, args.failures_out, datasets=[args.dataset], logs=args.responses)
     failures = api.validate(args.dataset, args.responses)
     if failures.height == 0:
         logs = f" and {len(args.responses)} response log(s)" if args.responses else ""
@@ -24,17 +28,20 @@ def cmd_validate(args: argparse.Namespace) -> int:
         return c.EXIT_OK
     print(f"{failures.height} violation(s)", file=sys.stderr)
     print(describe_failures(failures, examples=args.examples), file=sys.stderr)
-    if args.failures_out:
+    if args.failures_out is not None:
         write_parquet(failures, args.failures_out)
     return c.EXIT_VIOLATIONS
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
     """Write a deterministic synthetic benchmark."""
+    from ..io import dataset_owner
     from ..synth import generate
 
+    owner = dataset_owner(_SYNTH_FILES)
+    c.check_out(args, args.out, kind="dir", owner=owner, writer="a peira dataset writer")
     bench = generate(args.cases, args.models, seed=args.seed, samples=args.samples)
-    out = bench.write(args.out)
+    out = bench.write(args.out, force=args.force)
     print(
         f"{out}: {bench.cases.height} cases, {bench.variants.height} variants, "
         f"{bench.responses.height} responses of {bench.models.height} runs (seed {args.seed})"
@@ -91,8 +98,13 @@ def _import_released(args: argparse.Namespace, read: Any) -> int:
     bad input, nothing written). ``read`` is the importer's reader; this turns the
     command's options into its arguments."""
     from ..errors import DataFileError, InputFormatError, PeiraError, ValidationError
+    from ..io import dataset_owner
 
     files = list(args.input)
+    owner = dataset_owner(
+        ("cases.parquet", "variants.parquet", "responses.parquet", "published.parquet")
+    )
+    c.check_out(args, args.out, kind="dir", inputs=files, owner=owner, writer="peira import")
     try:
         if args.format == "textattack":
             imported = read(
@@ -190,6 +202,13 @@ def _import_eval_logs(args: argparse.Namespace, read: Any) -> int:
         return _usage(args, "--benign and --attacked go in pairs (one attacked log per benign)")
     if not args.input and not args.benign:
         return _usage(args, f"no input: give the {args.format} logs to import")
+    from ..io import dataset_owner
+
+    owner = dataset_owner(
+        ("cases.parquet", "variants.parquet", "responses.parquet", "published.parquet")
+    )
+    inputs = [*args.input, *args.benign, *args.attacked]
+    c.check_out(args, args.out, kind="dir", logs=inputs, owner=owner, writer="peira import")
     threshold = 1.0 if args.threshold is None else args.threshold
     try:
         if args.format == "inspect":
@@ -233,7 +252,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     import polars as pl
 
     from ..importers import IMPORTERS
-    from ..io import write_dataset, write_parquet
+    from ..io import dataset_owner, write_dataset, write_parquet
 
     misused = _eval_log_options_misused(args)
     if misused is not None:
@@ -248,9 +267,11 @@ def cmd_import(args: argparse.Namespace) -> int:
     if len(args.input) != 1:
         return _usage(args, f"{args.format!r} reads one INPUT file, got {len(args.input)}")
     path = args.input[0]
-    result = imp.read(path, run_id=args.run_id)
     if imp.produces == "dataset":
-        write_dataset(result.cases, result.variants, args.out)
+        c.check_out(args, args.out, kind="dir", inputs=[path], owner=dataset_owner(),
+                    writer="a peira dataset writer")  # fmt: skip
+        result = imp.read(path, run_id=args.run_id)
+        write_dataset(result.cases, result.variants, args.out, force=args.force)
         print(f"{args.out}: {result.cases.height} cases, {result.variants.height} variants")
         cases = result.cases
         inferred = cases.filter(pl.col("extras").str.contains("peira:inferred", literal=True))
@@ -262,6 +283,8 @@ def cmd_import(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         return c.EXIT_OK
+    c.check_out(args, args.out, inputs=[path])
+    result = imp.read(path, run_id=args.run_id)
     write_parquet(result, args.out)
     print(f"{args.out}: {result.height} responses")
     return c.EXIT_OK
@@ -305,6 +328,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from ..importers.cases import write_cases_jsonl
     from ..io import Dataset, read_dataset
 
+    c.check_out(args, args.out, datasets=[args.dataset])
     ds = read_dataset(args.dataset)
     if args.split != "all":
         keep = ds.cases.filter(pl.col("split") == args.split)
@@ -320,9 +344,13 @@ def register(sub: Any) -> None:
     v.add_argument("dataset", help="dataset directory")
     v.add_argument("--responses", action="append", default=[], help="response log (repeatable)")
     v.add_argument(
-        "--examples", type=c.non_negative_int, default=20, help="examples shown per check"
+        "--examples",
+        type=c.int_range(0, 1_000_000),
+        default=20,
+        help="examples shown per check (0-1000000)",
     )
     v.add_argument("--failures-out", help="write all violations to this Parquet file")
+    c.add_force_option(v)
 
     im = c.add_command(
         sub,
@@ -339,7 +367,7 @@ def register(sub: Any) -> None:
     )
     im.add_argument("--run-id", help="run_id for imported responses (artifact, transcript)")
     im.add_argument("--run", action="append", default=[], help="run id, one per file")
-    im.add_argument("--force", action="store_true", help="replace a dataset directory peira wrote")
+    c.add_force_option(im, "output file (or, in a peira dataset, cases/variants file)")
     im.add_argument("--family", default=None, help="family of every case (textattack, table)")
     im.add_argument("--labels", help="textattack: the options, comma-separated, in order")
     im.add_argument("--judge", default="jailbroken", help="jailbreakbench: the verdict field")
@@ -366,7 +394,7 @@ def register(sub: Any) -> None:
     )
     im.add_argument(
         "--threshold",
-        type=float,
+        type=c.finite_number,
         help="table, inspect, lm-eval: a verdict score from this on counts as correct "
         "(eval logs: default 1)",
     )
@@ -418,10 +446,12 @@ def register(sub: Any) -> None:
         default="all",
         help="holdout cases are never exported; --split public exports the public ones",
     )
+    c.add_force_option(ex)
 
     y = c.add_command(sub, "synth", cmd_synth, "write a deterministic synthetic benchmark")
     y.add_argument("--out", required=True)
-    y.add_argument("--cases", type=c.positive_int, default=1200)
-    y.add_argument("--models", type=c.positive_int, default=8)
+    y.add_argument("--cases", type=c.int_range(1, 10_000_000), default=1200, help="1-10000000")
+    y.add_argument("--models", type=c.int_range(1, 10_000), default=8, help="1-10000")
     y.add_argument("--seed", type=c.non_negative_int, default=0, help="generator seed")
-    y.add_argument("--samples", type=c.positive_int, default=1)
+    y.add_argument("--samples", type=c.int_range(1, 10_000), default=1, help="1-10000")
+    c.add_force_option(y, "file in a peira dataset")

@@ -36,8 +36,14 @@ __all__ = ["cmd_blind", "cmd_divergence", "cmd_seal", "cmd_unblind", "cmd_verify
 def cmd_seal(args: argparse.Namespace) -> int:
     """``peira seal``: write a sealed run artifact directory."""
     from ..io import read_dataset, read_responses
-    from ..seal import SEAL_KEY_ENV, SealConfig, load_key, seal
+    from ..seal import SEAL_KEY_ENV, ArtifactExistsError, SealConfig, load_key, seal
+    from ..seal.build import artifact_owner
 
+    c.check_out(args, args.out, kind="dir", inputs=[args.key_file], logs=[args.responses],
+                datasets=[args.dataset], owner=artifact_owner, writer="peira seal")  # fmt: skip
+    out = Path(args.out)
+    if out.is_dir() and any(out.iterdir()) and not args.force:
+        raise ArtifactExistsError(f"{out}: exists already (pass --force to replace it)")
     key = load_key(args.key_file, env_var=SEAL_KEY_ENV, purpose="seal")
     ds = read_dataset(args.dataset)
     responses = read_responses(args.responses, cases=ds.cases)
@@ -126,6 +132,7 @@ def cmd_blind(args: argparse.Namespace) -> int:
     from ..holdout import write_blinded
     from ..io import read_dataset
 
+    c.check_out(args, args.out, inputs=[args.key_file], datasets=[args.dataset])
     key = _holdout_key(args)
     ds = read_dataset(args.dataset)
     out = write_blinded(ds, key, args.out, digits=args.digits)
@@ -140,17 +147,21 @@ def cmd_blind(args: argparse.Namespace) -> int:
 def _read_blinded_responses(path: str) -> pl.DataFrame:
     import polars as pl
 
-    from ..errors import DataFileError, InputFormatError
+    from ..errors import InputFormatError
     from ..io import read_parquet
 
     p = Path(path)
     if p.suffix in (".jsonl", ".ndjson"):
-        if not p.is_file():
-            raise DataFileError(f"{p}: no such file")
+        from ..importers.cases import iter_jsonl
+
+        rows = [obj for _, obj in iter_jsonl(p)]  # BOM, line numbers, hostile JSON
         try:
-            return pl.read_ndjson(p)
-        except Exception as exc:
-            raise InputFormatError(f"{p}: not readable as JSON lines: {exc}") from exc
+            return pl.DataFrame(rows, infer_schema_length=None)
+        except Exception as exc:  # a column whose values disagree in type
+            raise InputFormatError(
+                f"{p}: the JSON lines do not form a table (a field changes type between "
+                f"lines): {' '.join(str(exc).split())[:200]}"
+            ) from None
     return read_parquet(p)
 
 
@@ -159,6 +170,8 @@ def cmd_unblind(args: argparse.Namespace) -> int:
     from ..holdout import unblind
     from ..io import read_dataset, write_parquet
 
+    c.check_out(args, args.out, inputs=[args.key_file], logs=[args.responses],
+                datasets=[args.dataset])  # fmt: skip
     key = _holdout_key(args)
     ds = read_dataset(args.dataset)
     blinded = _read_blinded_responses(args.responses)
@@ -219,7 +232,12 @@ def register(sub: Any) -> None:
     c.add_split_option(s, "all", help="cases scored")
     c.add_pair_options(s)
     c.add_bootstrap_options(s, level=False, method=True)
-    s.add_argument("--force", action="store_true", help="replace an existing artifact directory")
+    s.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing sealed artifact (only an artifact: other directories are "
+        "never replaced, and files in it that are not the artifact's are kept)",
+    )
 
     v = c.add_command(
         sub,
@@ -247,7 +265,10 @@ def register(sub: Any) -> None:
     b.add_argument("--dataset", required=True, help="dataset directory")
     _key_option(b, "PEIRA_HOLDOUT_KEY")
     b.add_argument("--out", required=True, metavar="EXPORT", help="Parquet file to write")
-    b.add_argument("--digits", type=int, default=20, help="hex digits of a pseudonym")
+    c.add_force_option(b)
+    b.add_argument(
+        "--digits", type=c.int_range(8, 64), default=20, help="hex digits of a pseudonym (8-64)"
+    )
 
     u = c.add_command(
         hs, "unblind", cmd_unblind, "map responses keyed by variant_id to a response log"
@@ -256,10 +277,13 @@ def register(sub: Any) -> None:
     u.add_argument("--dataset", required=True, help="dataset directory")
     _key_option(u, "PEIRA_HOLDOUT_KEY")
     u.add_argument("--out", required=True, metavar="LOG", help="response log to write")
+    c.add_force_option(u)
     u.add_argument("--run-id", help="run_id (required unless the responses carry it)")
     u.add_argument("--model", help="model (required unless the responses carry it)")
     u.add_argument("--model-version", help="model_version (required unless carried)")
-    u.add_argument("--digits", type=int, default=20, help="hex digits of a pseudonym")
+    u.add_argument(
+        "--digits", type=c.int_range(8, 64), default=20, help="hex digits of a pseudonym (8-64)"
+    )
 
     d = c.add_command(
         hs, "divergence", cmd_divergence, "holdout − public ASR per run, flags hill-climbing"

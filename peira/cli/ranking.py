@@ -68,7 +68,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         table = table.select(
             "run_a", "run_b", "estimate_a", "estimate_b", "diff", "diff_lo", "diff_hi",
             "p_holm", "family_size", "ci_verdict", "paired_verdict", "winner", "n_common",
-            "n_set_aside_a", "n_set_aside_b",
+            "n_set_aside_a", "n_set_aside_b", "note",
         )  # fmt: skip
     return c.emit(table, args.format)
 

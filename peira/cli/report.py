@@ -55,6 +55,16 @@ def _context(args: argparse.Namespace, *, publication: bool = False) -> Any:
     return ReportContext(ds, responses, config)
 
 
+def _check(args: argparse.Namespace, kind: str) -> None:
+    """Check ``--out`` before any work: not an input, not something peira did not write."""
+    from ..report.build import tree_owner
+
+    d, log = c.dataset_and_log(args)
+    owner = tree_owner if kind == "dir" else None
+    c.check_out(args, args.out, kind=kind, datasets=[d], logs=[log], owner=owner,
+                writer="peira tables/publish" if kind == "dir" else None)  # fmt: skip
+
+
 def _summary(out: Any, outputs: Any) -> str:
     return (
         f"{out}: {len(outputs.files)} files ({len(outputs.tables)} tables, "
@@ -66,6 +76,7 @@ def cmd_tables(args: argparse.Namespace) -> int:
     """``peira tables``: every table and figure plus the manifest, into ``--out``."""
     from ..report import write_tables
 
+    _check(args, "dir")
     ctx = _context(args)
     outputs = write_tables(ctx, args.out, figures=not args.no_figures, progress=_progress(args))
     print(_summary(args.out, outputs))
@@ -76,6 +87,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     """``peira report``: one self-contained HTML page."""
     from ..report import write_report
 
+    _check(args, "file")
     ctx = _context(args, publication=args.publication)
     path = write_report(ctx, args.out, figures=not args.no_figures, progress=_progress(args))
     print(f"{path}: {path.stat().st_size} bytes")
@@ -86,6 +98,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     """``peira publish``: public tables and figures, holdout aggregates only."""
     from ..report import publish
 
+    _check(args, "dir")
     ctx = _context(args, publication=True)
     outputs = publish(
         ctx.dataset,
@@ -131,6 +144,7 @@ def register(sub: Any) -> None:
     )
     _options(r, split=True)
     r.add_argument("--out", required=True, metavar="HTML", help="HTML file to write")
+    c.add_force_option(r)
     r.add_argument(
         "--publication",
         action="store_true",

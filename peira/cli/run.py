@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ def parse_adapter_args(items: list[str]) -> dict[str, Any]:
     {'archetype': 'fragile', 'seed': 3, 'dataset': 'data/demo'}
     """
     from ..errors import PeiraError
+    from ..importers import _json
 
     out: dict[str, Any] = {}
     for item in items:
@@ -37,8 +37,8 @@ def parse_adapter_args(items: list[str]) -> dict[str, Any]:
         if not sep or not name.isidentifier():
             raise PeiraError(f"--adapter-arg {item!r}: expected NAME=VALUE")
         try:
-            out[name] = json.loads(value)
-        except ValueError:
+            out[name] = _json.loads(value)
+        except ValueError:  # not JSON, or JSON beyond the limits: the text itself
             out[name] = value
     return out
 
@@ -81,6 +81,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             fits = "within" if plan.cost_usd <= args.max_cost_usd else "OVER"
             print(f"  {fits} --max-cost-usd {args.max_cost_usd:g}")
         return c.EXIT_OK
+    c.check_out(args, args.out, inputs=[args.key_file], datasets=[args.dataset])
     key = load_key(args.key_file, env_var=HOLDOUT_KEY_ENV, purpose="holdout")
     try:
         res = run(
@@ -103,6 +104,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             max_cost_usd=args.max_cost_usd,
             rpm=args.rpm,
             tpm=args.tpm,
+            force=args.force,
         )
     except KeyboardInterrupt as exc:
         raise KeyboardInterrupt(
@@ -171,12 +173,17 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     from ..rescoring import rescore
     from ._output import render
 
+    outs = [o for o in (args.changes_out, args.responses_out) if o is not None]
+    if len(outs) == 2 and Path(outs[0]).absolute() == Path(outs[1]).absolute():
+        raise PeiraError(f"--changes-out and --responses-out are the same file: {outs[0]}")
+    for o in outs:
+        c.check_out(args, o, logs=[args.log], datasets=[args.dataset])
     ds = read_dataset(args.dataset)
     log = read_responses(args.log, cases=ds.cases)
     res = rescore(log, ds.cases, parser=args.parser, missing=args.missing, delta=args.delta)
-    if args.changes_out:
+    if args.changes_out is not None:
         write_parquet(res.changed_pairs, args.changes_out)
-    if args.responses_out:
+    if args.responses_out is not None:
         write_parquet(res.responses, args.responses_out)
     deltas = res.metric_deltas
     if not args.all_metrics:
@@ -230,23 +237,47 @@ def register(sub: Any) -> None:
         "unless --adapter-arg dataset=... is set)",
     )
     r.add_argument("--out", required=True, help="response log to write (Parquet)")
-    r.add_argument("--samples", type=int, default=1, help="calls per variant")
-    r.add_argument("--concurrency", type=int, default=8, help="calls in flight")
-    r.add_argument("--timeout", type=float, default=60.0, help="seconds per attempt (0: none)")
-    r.add_argument("--retries", type=int, default=3, help="retries of timeouts/transient errors")
-    r.add_argument("--backoff", type=float, default=0.5, help="first retry delay (doubles)")
+    r.add_argument(
+        "--samples", type=c.int_range(1, 100_000), default=1, help="calls per variant (1-100000)"
+    )
+    r.add_argument(
+        "--concurrency", type=c.int_range(1, 10_000), default=8, help="calls in flight (1-10000)"
+    )
+    r.add_argument(
+        "--timeout",
+        type=c.number_range(0, 86_400),
+        default=60.0,
+        help="seconds per attempt, at most a day (0: none)",
+    )
+    r.add_argument(
+        "--retries",
+        type=c.int_range(0, 1000),
+        default=3,
+        help="retries of timeouts/transient errors (0-1000)",
+    )
+    r.add_argument(
+        "--backoff",
+        type=c.number_range(0, 3600),
+        default=0.5,
+        help="first retry delay in seconds, doubling (0-3600)",
+    )
     r.add_argument(
         "--key-file",
         type=Path,
         help="pseudonym key file (default: $PEIRA_HOLDOUT_KEY, else an ephemeral random key)",
     )
     r.add_argument("--run-id", help="run_id (default: adapter name-version)")
-    r.add_argument("--checkpoint-every", type=int, default=500, help="calls per part file")
+    r.add_argument(
+        "--checkpoint-every",
+        type=c.int_range(1, 10_000_000),
+        default=500,
+        help="calls per part file (1-10000000)",
+    )
     r.add_argument(
         "--checkpoint-seconds",
-        type=float,
+        type=c.number_range(0, 86_400),
         default=5.0,
-        help="also write completed calls at least this often (0: only every N calls)",
+        help="also write completed calls at least this often, in seconds (0: only every N calls)",
     )
     r.add_argument(
         "--progress",
@@ -255,6 +286,7 @@ def register(sub: Any) -> None:
         help="progress line on stderr (default: when stderr is a terminal)",
     )
     r.add_argument("--keep-parts", action="store_true", help="keep LOG.parts/ after success")
+    c.add_force_option(r)
     r.add_argument(
         "--cache",
         metavar="DIR",
@@ -268,13 +300,21 @@ def register(sub: Any) -> None:
     )
     r.add_argument(
         "--max-cost-usd",
-        type=float,
+        type=c.number_range(0, 1e12),
         metavar="USD",
         help=f"stop before the run's cost would pass USD (needs a price table: "
         f"--adapter-arg price_in=... price_out=...); exit {EXIT_BUDGET}, resumable",
     )
-    r.add_argument("--rpm", type=float, help="at most this many requests per minute")
-    r.add_argument("--tpm", type=float, help="at most this many (estimated) tokens per minute")
+    r.add_argument(
+        "--rpm",
+        type=c.number_range(0, 1e9, open_lo=True),
+        help="at most this many requests per minute (> 0)",
+    )
+    r.add_argument(
+        "--tpm",
+        type=c.number_range(0, 1e12, open_lo=True),
+        help="at most this many (estimated) tokens per minute (> 0)",
+    )
 
     a = sub.add_parser("adapters", help="list the installed adapters, or check one")
     asub = a.add_subparsers(dest="adapters_command", required=True, metavar="ACTION")
@@ -291,7 +331,12 @@ def register(sub: Any) -> None:
         "--adapter-arg", action="append", default=[], metavar="NAME=VALUE",
         help="keyword argument of the adapter (repeatable)",
     )  # fmt: skip
-    ck.add_argument("--concurrency", type=int, default=8, help="concurrent calls to check")
+    ck.add_argument(
+        "--concurrency",
+        type=c.int_range(1, 10_000),
+        default=8,
+        help="concurrent calls to check (1-10000)",
+    )
     ck.add_argument(
         "--no-determinism",
         action="store_true",
@@ -321,4 +366,5 @@ def register(sub: Any) -> None:
     s.add_argument("--all-metrics", action="store_true", help="list unchanged metrics too")
     s.add_argument("--changes-out", help="write the changed pairs to this Parquet file")
     s.add_argument("--responses-out", help="write the re-parsed log to this Parquet file")
+    c.add_force_option(s)
     c.add_pair_options(s)

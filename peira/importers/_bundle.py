@@ -19,7 +19,7 @@ from pathlib import Path
 import polars as pl
 
 from ..errors import DataFileError
-from ..io import atomic_dir, write_parquet
+from ..io import atomic_dir, dataset_owner, write_parquet
 from ..schema import (
     CASES_SCHEMA,
     PUBLISHED_SCHEMA,
@@ -103,7 +103,9 @@ class Imported:
                         f"{target}: not a dataset directory peira wrote (no cases.parquet); "
                         "not replaced"
                     )
-        with atomic_dir(target) as tmp:
+        files = ("cases.parquet", "variants.parquet", "responses.parquet", "published.parquet")
+        owner = dataset_owner(files)  # a Peira dataset: its files are replaced, others kept
+        with atomic_dir(target, owner=owner, writer="peira import") as tmp:
             write_parquet(self.cases, tmp / "cases.parquet")
             write_parquet(self.variants, tmp / "variants.parquet")
             write_parquet(self.responses, tmp / "responses.parquet")

@@ -261,7 +261,6 @@ def read_artifact(path: PathLike, *, run_id: str | None = None) -> pl.DataFrame:
         sample: two rows (benign, attacked) per ``results[]`` entry, with
         ``model = adapter_name``, ``model_version = adapter_version``,
         ``sample = 0`` and ``raw_text`` null (artifacts keep no raw output).
-        An artifact with no results gives an empty frame.
 
     Raises
     ------
@@ -317,6 +316,8 @@ def read_artifact(path: PathLike, *, run_id: str | None = None) -> pl.DataFrame:
         raise InputFormatError(
             f"{where}: field 'results' must be an array, got {json_kind(results)}"
         )
+    if not results:
+        raise InputFormatError(f"{where}: 'results' is empty: the artifact holds no calls")
     rid = default_run_id(art, p) if run_id is None else run_id
 
     rows: list[dict[str, Any]] = []

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import json
 import os
 import unicodedata
@@ -37,6 +38,7 @@ from ..canonical import canonical_text
 from ..errors import DataFileError, InputFormatError, ValidationError
 from ..io import Dataset, atomic_path
 from ..schema import CASES_SCHEMA, VARIANTS_SCHEMA, collect_failures, failures_frame, raise_if
+from . import _json
 
 __all__ = [
     "INFERRED_KEY",
@@ -80,7 +82,7 @@ def _reject_constant(name: str) -> Any:
 
 
 def _loads(text: str) -> Any:
-    return json.loads(text, object_pairs_hook=_object_pairs, parse_constant=_reject_constant)
+    return _json.loads(text)  # bounded: depth, 64-bit numbers, duplicate keys, Unicode
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -91,9 +93,15 @@ def _read_bytes(path: Path) -> bytes:
     data = path.read_bytes()
     if path.suffix == ".gz":  # a gzip-compressed file reads as its content
         try:
-            data = gzip.decompress(data)
+            with gzip.GzipFile(fileobj=io.BytesIO(data)) as gz:
+                data = gz.read(_json.MAX_BYTES + 1)  # bounded: a small file may inflate hugely
         except (OSError, EOFError, zlib.error) as exc:
             raise InputFormatError(f"{path}: not a readable gzip file: {exc}") from exc
+        if len(data) > _json.MAX_BYTES:
+            raise InputFormatError(
+                f"{path}: decompresses to more than the {_json.MAX_BYTES:,} bytes a JSON file "
+                "may have"
+            )
     if not data.strip():
         raise InputFormatError(f"{path}: empty file")
     return data
@@ -109,6 +117,10 @@ def _utf8_error(path: Path, data: bytes, exc: UnicodeDecodeError) -> InputFormat
 
 def _read_text(p: Path) -> str:
     """The file's UTF-8 text (a byte-order mark dropped); errors name file and line."""
+    try:
+        _json.check_size(p)
+    except _json.JSONLimitError as exc:
+        raise InputFormatError(f"{p}: {exc}") from None
     data = _read_bytes(p)
     if data.startswith(_BOM):
         data = data[len(_BOM) :]
@@ -143,8 +155,8 @@ def iter_jsonl(path: PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
             obj = _loads(line)
         except json.JSONDecodeError as exc:
             raise InputFormatError(
-                f"{p}:{lineno}: invalid JSON: {exc.msg} (column {exc.colno})"
-            ) from exc
+                f"{p}:{lineno}: invalid JSON: {_json.describe(exc)} (column {exc.colno})"
+            ) from None
         except ValueError as exc:
             raise InputFormatError(f"{p}:{lineno}: invalid JSON: {exc}") from exc
         if not isinstance(obj, dict):
@@ -171,7 +183,9 @@ def load_json_file(path: PathLike) -> Any:
     try:
         return _loads(text)
     except json.JSONDecodeError as exc:
-        raise InputFormatError(f"{p}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from exc
+        raise InputFormatError(
+            f"{p}:{exc.lineno}:{exc.colno}: invalid JSON: {_json.describe(exc)}"
+        ) from None
     except ValueError as exc:
         raise InputFormatError(f"{p}: invalid JSON: {exc}") from exc
 

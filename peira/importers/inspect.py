@@ -88,6 +88,8 @@ def _read_log(path: PathLike) -> EvalLog:
     ilog = _inspect_log()
     try:
         log = ilog.read_eval_log(str(p))
+    except RecursionError as exc:  # nesting deeper than the JSON decoder follows
+        raise InputFormatError(f"{p}: not a readable Inspect log: JSON nested too deep") from exc
     except Exception as exc:  # Inspect raises zip, JSON and pydantic errors alike
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputFormatError(f"{p}: not a readable Inspect log: {first}") from exc

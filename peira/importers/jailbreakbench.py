@@ -89,6 +89,11 @@ def _entries(path: Path, data: Any, judge: str) -> tuple[dict[str, Any], list[di
             raise _fail(
                 path, f"{where}.prompt", f"must be a string or null, not {json_kind(prompt)}"
             )
+        response = e.get("response")
+        if response is not None and not isinstance(response, str):
+            raise _fail(
+                path, f"{where}.response", f"must be a string or null, not {json_kind(response)}"
+            )
         if prompt is None and e[judge]:
             raise _fail(path, f"{where}.{judge}", "jailbroken without a submitted prompt")
     return params, entries

@@ -298,6 +298,8 @@ class _Reader:
         self.published: list[dict[str, Any]] = []
         self.notes: list[str] = []
         self.run_ids: dict[str, str] = {}
+        self.tasks_seen: set[str] = set()
+        self.filters_seen: set[str] = set()
 
     def _note(self, text: str) -> None:
         self.notes.append(text)
@@ -325,6 +327,7 @@ class _Reader:
         filters: dict[str, None] = {}
         for d in docs:
             filters.setdefault(str(d.record.get("filter", "none")))
+        self.filters_seen.update(filters)
         if len(filters) > 1:
             if self.filter is None or self.filter not in filters:
                 what = "choose one with --filter NAME" if self.filter is None else (
@@ -514,6 +517,7 @@ class _Reader:
             )
         self.run_ids[run_id] = where
         chains = _groups(results)
+        self.tasks_seen.update(run.samples)
         for clean, perturbed in self.attacked.items():
             if (clean in run.samples) != (perturbed in run.samples):
                 have, missing = (clean, perturbed) if clean in run.samples else (perturbed, clean)
@@ -745,6 +749,17 @@ class _Reader:
             )
 
     def result(self, source: str) -> Imported:
+        # an option that matched nothing is a mistake, not a no-op
+        known = ", ".join(sorted(self.tasks_seen)) or "none"
+        for clean, twin in self.attacked.items():
+            if clean not in self.tasks_seen:
+                raise InputFormatError(
+                    f"{source}: attacked task pairing {clean}={twin}: no run has samples of "
+                    f"task {clean!r} (tasks: {known})"
+                )
+        if self.filter is not None and self.filter not in self.filters_seen:
+            have = ", ".join(sorted(self.filters_seen)) or "none"
+            raise InputFormatError(f"{source}: no filter {self.filter!r} in the samples ({have})")
         return bundle(self.book, self.rows, self.published, self.notes, source)
 
 

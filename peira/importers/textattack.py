@@ -162,6 +162,19 @@ def _check_consistency(path: Path, df: pl.DataFrame) -> None:
             )
 
 
+def _check_labels_finite(path: Path, df: pl.DataFrame) -> None:
+    """A label that reads as NaN or an infinite number (``nan``, ``1e400``) is no class."""
+    for col in ("ground_truth_output", "original_output", "perturbed_output"):
+        f = pl.col(col).str.strip_chars().cast(pl.Float64, strict=False)
+        hit = df.select((f.is_nan() | f.is_infinite()).fill_null(False).alias("x"))["x"]
+        if hit.any():
+            i = int(hit.arg_true()[0])
+            raise InputFormatError(
+                f"{path}: row {i + 1}: field {col!r}: {df[col][i]!r} is not a class label "
+                "(not a finite number)"
+            )
+
+
 def read_textattack(
     paths: Sequence[PathLike],
     *,
@@ -235,6 +248,7 @@ def read_textattack(
             pl.lit(run).alias("_run"),
             pl.lit(str(f)).alias("_file"),
         )
+        _check_labels_finite(f, df)
         _check_consistency(f, df)
         # the k-th occurrence of a sentence with its label is the same case in every file
         df = df.with_columns(pl.int_range(pl.len()).over("_text", "_gt").alias("_k"))

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ParserConfigError
+from ..importers import _json
 from .rules import RULES
 
 __all__ = [
@@ -169,18 +170,38 @@ def resolve_parser(parser: str | PathLike | Mapping[str, Any] | ParserConfig) ->
         return PARSERS[parser]
     if isinstance(parser, str) and parser.lstrip().startswith("{"):
         try:
-            inline = json.loads(parser)
+            inline = _json.loads(parser)
+        except json.JSONDecodeError as exc:
+            raise ParserConfigError(
+                f"inline parser config: invalid JSON at column {exc.colno}: {_json.describe(exc)}"
+            ) from None
         except ValueError as exc:
-            raise ParserConfigError(f"inline parser config: invalid JSON: {exc}") from exc
+            raise ParserConfigError(f"inline parser config: invalid JSON: {exc}") from None
         if not isinstance(inline, dict):
             raise ParserConfigError("inline parser config: must be a JSON object")
         return ParserConfig.from_mapping(inline, name=str(inline.get("name", "inline")))
     p = Path(parser)
-    if p.is_file():
+    try:
+        is_file = p.is_file()
+    except (OSError, ValueError):  # not a usable path (too long, a NUL byte): not a file
+        is_file = False
+    if is_file:
         try:
-            cfg = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ParserConfigError(f"{p}: cannot read parser config: {exc}") from exc
+            _json.check_size(p, limit=16 * 1024**2)
+            cfg = _json.loads(p.read_bytes().decode("utf-8-sig"))
+        except json.JSONDecodeError as exc:
+            raise ParserConfigError(
+                f"{p}:{exc.lineno}:{exc.colno}: invalid JSON in the parser config: "
+                f"{_json.describe(exc)}"
+            ) from None
+        except UnicodeDecodeError as exc:
+            raise ParserConfigError(
+                f"{p}: the parser config is not UTF-8 text (byte {exc.start})"
+            ) from None
+        except OSError as exc:
+            raise ParserConfigError(f"{p}: cannot read parser config: {exc.strerror}") from None
+        except ValueError as exc:
+            raise ParserConfigError(f"{p}: invalid parser config: {exc}") from None
         if not isinstance(cfg, dict):
             raise ParserConfigError(f"{p}: a parser config must be a JSON object")
         return ParserConfig.from_mapping(cfg, name=p.stem)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import html
 import json
 import os
 import platform
@@ -129,8 +130,12 @@ def _once_warnings() -> Iterator[None]:
 
 def _inputs(ctx: ReportContext) -> dict[str, Any]:
     ds, cases = ctx.dataset, ctx.dataset.cases
+    version = ds.version
+    if ctx.config.publication:  # a holdout-only dataset_version is holdout metadata
+        public = cases.filter(pl.col("split") == "public")["dataset_version"]
+        version = "+".join(public.unique().sort().to_list())
     out: dict[str, Any] = {
-        "dataset_version": ds.version,
+        "dataset_version": version,
         "dataset_hash": dataset_hash(cases, ds.variants),
         "results_hash": results_hash(ctx.responses),
         "n_cases": cases.height,
@@ -262,26 +267,40 @@ def build_outputs(
 # ---------------------------------------------------------------- writing
 
 
+def tree_owner(target: Path) -> set[str] | None:
+    """The files ``peira tables``/``publish`` wrote in ``target`` (per its manifest), or None."""
+    try:
+        m = json.loads((target / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not (isinstance(m, dict) and m.get("generator") in GENERATORS):
+        return None
+    files = m.get("files")
+    listed = (
+        {f["path"] for f in files if isinstance(f, dict) and isinstance(f.get("path"), str)}
+        if isinstance(files, list)
+        else set()
+    )
+    return {MANIFEST, *listed}
+
+
 def _is_ours(target: Path) -> bool:
     """Whether an existing directory may be replaced: empty, or a previous output of ours."""
     if not target.is_dir():
         return False
     if not any(target.iterdir()):
         return True
-    try:
-        m = json.loads((target / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(m, dict) and m.get("generator") in GENERATORS
+    return tree_owner(target) is not None
 
 
 def write_tree(files: Mapping[str, bytes], out: str | os.PathLike[str]) -> Path:
     """Write ``files`` (relative path → bytes) as the directory ``out``, atomically.
 
     Everything is written into a temporary directory beside ``out`` and
-    renamed into place; a failure leaves ``out`` as it was. An existing
-    ``out`` is replaced only if it is empty or was written by ``peira
-    tables``/``peira publish`` (its ``manifest.json`` says so).
+    swapped into place at once; a failure leaves ``out`` as it was. An
+    existing ``out`` is replaced only if it is empty or was written by
+    ``peira tables``/``peira publish`` (its ``manifest.json`` says so); files
+    in it that the manifest does not list (a user's notes) are kept.
 
     Raises
     ------
@@ -294,7 +313,7 @@ def write_tree(files: Mapping[str, bytes], out: str | os.PathLike[str]) -> Path:
             f"{target}: exists and is not an output directory of peira tables/publish; "
             "choose a new --out directory (it is replaced only when empty or written by peira)"
         )
-    with atomic_dir(target) as tmp:
+    with atomic_dir(target, owner=tree_owner, writer="peira tables/publish") as tmp:
         for rel, data in files.items():
             if Path(rel).is_absolute() or ".." in Path(rel).parts:
                 raise PeiraValueError(f"bad output path {rel!r}")
@@ -392,6 +411,8 @@ def write_report(
 ) -> Path:
     """Write the HTML report to ``out`` atomically; returns the path."""
     text = report_html(ctx, figures=figures, progress=progress)
+    if ctx.config.publication:  # the same scan as peira publish, before anything is written
+        check_publication({Path(out).name: text.encode("utf-8")}, ctx.dataset)
     with atomic_path(out) as tmp:
         tmp.write_text(text, encoding="utf-8")
     return Path(out)
@@ -407,6 +428,9 @@ def _holdout_secrets(dataset: Dataset) -> tuple[list[str], list[str]]:
     public_scen = set(cases.filter(pl.col("split") == "public")["scenario_id"].to_list())
     ids = set(hold["case_id"].to_list())
     ids |= set(hold["scenario_id"].to_list()) - public_scen
+    # metadata: a dataset_version only holdout cases carry names the holdout
+    public_versions = set(cases.filter(pl.col("split") == "public")["dataset_version"].to_list())
+    ids |= set(hold["dataset_version"].to_list()) - public_versions
     v = dataset.variants.join(hold.select("case_id"), on="case_id", how="semi")
     texts = {t for col in ("prompt", "input") for t in v[col].to_list() if t and t.strip()}
     return sorted(i for i in ids if i), sorted(texts)
@@ -430,9 +454,10 @@ def _found(text: str, needle: str) -> bool:
 def check_publication(files: Mapping[str, bytes], dataset: Dataset) -> None:
     """Refuse outputs that name a holdout case or scenario or quote a holdout prompt.
 
-    Every file is searched (text files as UTF-8, others byte for byte) for
-    each holdout case_id, each scenario_id used only by holdout cases, and
-    the prompt and input text of every holdout variant. Identifiers count
+    Every file is searched (text files as UTF-8, others byte for byte; HTML
+    and SVG also unescaped) for each holdout case_id, each scenario_id and
+    dataset_version used only by holdout cases, and the prompt and input
+    text of every holdout variant. Identifiers count
     when they are not part of a longer alphanumeric token.
 
     Raises
@@ -445,6 +470,8 @@ def check_publication(files: Mapping[str, bytes], dataset: Dataset) -> None:
     hits: list[str] = []
     for path, data in sorted(files.items()):
         text = data.decode("utf-8", errors="surrogateescape")
+        if path.endswith((".html", ".htm", ".svg")):  # escaped text counts too
+            text += "\n" + html.unescape(text)
         kinds = []
         n_ids = sum(_found(text, i) for i in ids)
         if n_ids:

@@ -187,6 +187,7 @@ def render_html(
         "<head>",
         '<meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        '<meta name="generator" content="peira">',  # lets a later run replace the file
         f"<title>{_e(title)}</title>",
         f"<style>{_CSS}</style>",
         "</head>",

@@ -277,7 +277,15 @@ class ReportContext:
     @cached_property
     def pairwise(self) -> pl.DataFrame:
         """:func:`peira.ranking.pairwise` on robustness, every pair of runs."""
-        return pairwise(self.pairs, self.plan, rule=self.config.rule, level=self.config.level)
+        c = self.config
+        return pairwise(
+            self.pairs,
+            self.plan,
+            rule=c.rule,
+            level=c.level,
+            cases=self.cases,
+            allow_missing=c.thresholds.allow_missing,
+        )
 
     @cached_property
     def divergence(self) -> pl.DataFrame | None:

@@ -95,6 +95,12 @@ def load_adapter(spec: str, **kwargs: Any) -> Any:
             obj = obj(**kwargs)
         except TypeError as exc:
             raise AdapterError(f"adapter {spec!r}: cannot construct it: {exc}") from exc
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:  # the adapter's own failure to start (a server down)
+            raise AdapterError(
+                f"adapter {spec!r}: its constructor failed: {type(exc).__name__}: {exc}"
+            ) from exc
     elif kwargs:
         raise AdapterError(f"adapter {spec!r} is an object; it takes no arguments")
     check_adapter(obj, spec)

@@ -49,29 +49,78 @@ def requests_for(
 # ---------------------------------------------------------------- checking outputs
 
 
+_INT64 = 2**63
+
+
+def _show(value: Any) -> str:
+    """A short repr for a message (a 10**400 or a 2 MB string stays short; never raises)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= _INT64:
+        return (
+            f"an integer of {len(str(abs(value))) if abs(value) < 10**4000 else 'over 4000'} digits"
+        )
+    try:
+        text = repr(value)
+    except Exception:  # a hostile __repr__
+        return f"<{type(value).__name__}>"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _unit(value: Any, label: str) -> tuple[float | None, str | None]:
     if value is None:
         return None, None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        return None, f"{label} is not a number: {value!r}"
-    v = float(value)
+        return None, f"{label} is not a number: {_show(value)}"
+    try:
+        v = float(value)
+    except OverflowError:
+        v = math.inf
     if math.isnan(v) or not 0.0 <= v <= 1.0:
-        return None, f"{label} outside [0, 1]: {value!r}"
+        return None, f"{label} outside [0, 1]: {_show(value)}"
     return v, None
 
 
 def _count(value: Any, label: str) -> tuple[int | None, str | None]:
     if value is None:
         return None, None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        return None, f"invalid output: {label} must be a non-negative integer, got {value!r}"
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _INT64:
+        return None, (
+            f"invalid output: {label} must be a non-negative 64-bit integer, got {_show(value)}"
+        )
     return int(value), None
 
 
+def _amount(value: Any, label: str) -> tuple[float | None, str | None]:
+    """A finite, non-negative number (latency, cost)."""
+    if value is None:
+        return None, None
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    try:
+        v = float(value) if ok else math.nan
+    except OverflowError:
+        v = math.inf
+    if not (math.isfinite(v) and v >= 0):
+        return None, f"invalid output: {label} must be a finite number >= 0, got {_show(value)}"
+    return v, None
+
+
 def _text(value: Any, label: str) -> tuple[str | None, str | None]:
-    if value is None or isinstance(value, str):
-        return value, None
-    return None, f"invalid output: {label} must be a string, got {type(value).__name__}"
+    if value is None:
+        return None, None
+    if not isinstance(value, str):
+        return None, f"invalid output: {label} must be a string, got {type(value).__name__}"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return None, (
+            f"invalid output: {label} is not valid Unicode (a lone surrogate "
+            f"\\u{ord(value[exc.start]):04x} at character {exc.start})"
+        )
+    return value, None
+
+
+def _clean(text: str) -> str:
+    """Text that can be stored: lone surrogates escaped."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def response_row(
@@ -94,19 +143,17 @@ def response_row(
     row["tokens_in"] = take(_count(out.tokens_in, "tokens_in"))
     row["tokens_out"] = take(_count(out.tokens_out, "tokens_out"))
     if out.latency_ms is not None:
-        lat = out.latency_ms
-        if isinstance(lat, int | float) and not isinstance(lat, bool) and lat >= 0:
-            row["latency_ms"] = float(lat)
-        else:
-            errors.append(f"invalid output: latency_ms {lat!r}")
-    if out.cost_usd is not None:
-        c = out.cost_usd
-        if isinstance(c, int | float) and not isinstance(c, bool) and math.isfinite(c):
-            row["cost_usd"] = float(c)
-        else:
-            errors.append(f"invalid output: cost_usd {c!r}")
+        row["latency_ms"] = take(_amount(out.latency_ms, "latency_ms"))
+        if row["latency_ms"] is None:
+            row["latency_ms"] = elapsed_ms  # the measured wall time stands in
+    row["cost_usd"] = take(_amount(out.cost_usd, "cost_usd"))
     if out.error is not None:
-        row["error"] = str(out.error) or "adapter reported an error"
+        try:
+            reported = str(out.error)
+        except Exception:
+            reported = f"<{type(out.error).__name__}>"
+        reported = _clean(reported) or "adapter reported an error"
+        row["error"] = "; ".join([reported, *errors])
         return row
     decision = take(_text(out.decision, "decision"))
     refusal = take(_text(out.refusal_reason, "refusal_reason"))
@@ -116,13 +163,13 @@ def response_row(
     if not isinstance(abstained, bool):
         errors.append(f"invalid output: abstained must be a bool, got {abstained!r}")
     elif abstained and decision is not None:
-        errors.append(f"conflicting output: abstains and decides {decision!r}")
+        errors.append(f"conflicting output: abstains and decides {_show(decision)}")
     elif not abstained and refusal is not None:
         errors.append("conflicting output: refusal_reason without abstention")
     elif not abstained and decision is None and out.decision is None:
         errors.append("invalid output: neither a decision nor an abstention")
     elif decision is not None and decision not in req.options:
-        errors.append(f"decision outside options: {decision!r}")
+        errors.append(f"decision outside options: {_show(decision)}")
     if errors:
         row["error"] = "; ".join(errors)
         return row
@@ -141,6 +188,9 @@ def response_row(
 
 def failed_row(error: str | None, elapsed_ms: float) -> dict[str, Any]:
     """The response columns of a call that gave no answer: malformed, with ``error``."""
+    error = (
+        None if error is None else _clean(error)
+    )  # an exception's text may hold a lone surrogate
     return {
         "decision": None,
         "abstained": False,

@@ -42,7 +42,6 @@ import os
 import queue
 import random
 import secrets
-import shutil
 import sys
 import threading
 import time
@@ -53,7 +52,9 @@ from typing import IO, Any
 
 import polars as pl
 
-from ..io import Dataset, read_dataset, write_parquet
+from .._writes import discard_tree
+from ..errors import PeiraError
+from ..io import Dataset, check_output, output_lock, read_dataset, write_parquet
 from ..schema import RESPONSES_SCHEMA, validate_responses
 from .cache import ResponseCache, cache_identity
 from .checkpoint import Checkpoint, open_parts, part_files, parts_dir, read_parts, run_manifest
@@ -464,6 +465,7 @@ async def run_async(
 
     t0 = time.perf_counter()
     interrupted: RunInterrupted | None = None
+    failure: BaseException | None = None
     ticker = (
         asyncio.create_task(ckpt.every_seconds(checkpoint_seconds))
         if checkpoint_seconds is not None
@@ -477,17 +479,23 @@ async def run_async(
         first = eg.exceptions[0]
         assert isinstance(first, RunInterrupted)
         interrupted = first
+    except* PeiraError as eg:  # a checkpoint part that cannot be written (a full disk)
+        failure = eg.exceptions[0]
     finally:
         stats.elapsed = time.perf_counter() - t0
         if threads is not None:
             threads.close()
         if ticker is not None:
             ticker.cancel()
+            if ticker.done() and not ticker.cancelled() and ticker.exception() is not None:
+                failure = failure or ticker.exception()
         ckpt.flush()
         if bar is not None:
             bar.close()
     if interrupted is not None:
         raise interrupted
+    if failure is not None:
+        raise failure
 
     files = part_files(pdir)
     log = read_parts(files)
@@ -505,7 +513,7 @@ async def run_async(
     log = _finish_log(log, ds, reqs, pdir)
     write_parquet(log, out_path)
     if not keep_parts:
-        shutil.rmtree(pdir, ignore_errors=True)
+        discard_tree(pdir)  # renamed away first: a kill mid-removal leaves no half checkpoint
     return RunResult(
         responses=log,
         path=out_path,
@@ -582,6 +590,7 @@ def run(
     max_cost_usd: float | None = None,
     rpm: float | None = None,
     tpm: float | None = None,
+    force: bool = False,
 ) -> RunResult:
     """Run an adapter over every variant × sample of a dataset; write the response log.
 
@@ -645,6 +654,11 @@ def run(
         (:mod:`peira.run.spend`): :class:`BudgetExceeded`, resumable.
     rpm, tpm
         At most this many requests, and (estimated) tokens, per minute.
+    force
+        Replace an existing ``out`` that Peira did not write. Before any call,
+        ``out`` is checked (:func:`peira.io.check_output`: writable, not the
+        dataset's own files) and locked, so a second run on the same output
+        is refused while this one runs.
 
     Returns
     -------
@@ -708,7 +722,16 @@ def run(
         rpm=rpm,
         tpm=tpm,
     )
+    target = Path(out)
+    inputs = dataset.path if isinstance(dataset, Dataset) else Path(dataset)
+    files = [] if inputs is None else [inputs / "cases.parquet", inputs / "variants.parquet"]
     try:
-        return asyncio.run(coro)
+        # before any call: the output must be writable and may not be an input;
+        # a second run on the same output is refused while this one holds the lock
+        check_output(target, inputs=files, force=force, writer="peira run")
+        with output_lock(target):
+            return asyncio.run(coro)
     except RunInterrupted as exc:
         raise exc.cause from None
+    finally:
+        coro.close()  # never started when the output was refused

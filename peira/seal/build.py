@@ -8,6 +8,7 @@ directory atomically.
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from collections.abc import Mapping
@@ -23,7 +24,7 @@ from ..canonical import CanonicalJSONError, pretty_json
 from ..errors import ArtifactExistsError, PeiraError, PeiraWarning
 from ..integrity.hashes import DATASET_SCHEME, dataset_hash, results_hash, results_scheme
 from ..integrity.keys import compute_lock
-from ..io import Dataset, atomic_dir, write_parquet
+from ..io import Dataset, atomic_dir, check_output, write_parquet
 from ..schema import RESPONSE_KEY, RESPONSES_SCHEMA
 from ._layout import ARTIFACT_FILE, FORMAT, FORMAT_VERSION, RESPONSES_FILE
 
@@ -268,6 +269,17 @@ def build_artifact(
     return {**payload, "lock": lock}, rows
 
 
+def artifact_owner(directory: Path) -> set[str] | None:
+    """The files of a sealed run artifact in ``directory`` (its marker: ``artifact.json``)."""
+    try:
+        obj = json.loads((directory / ARTIFACT_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not (isinstance(obj, dict) and obj.get("format") == FORMAT):
+        return None
+    return {ARTIFACT_FILE, RESPONSES_FILE}
+
+
 def seal(
     dataset: Dataset,
     responses: pl.DataFrame,
@@ -289,17 +301,21 @@ def seal(
     Raises
     ------
     ArtifactExistsError
-        ``out`` exists and ``overwrite`` is False.
+        ``out`` exists (and is not an empty directory) and ``overwrite`` is False.
+    OutputError
+        ``out`` is not a sealed artifact (``overwrite`` replaces only those;
+        files in it that are not the artifact's are kept), or cannot be written.
     MissingArmsError, ValidationError, CanonicalJSONError, PeiraError
         The run cannot be scored or sealed.
     """
     target = Path(out)
-    if target.exists() and not overwrite:
+    if target.exists() and not overwrite and not (target.is_dir() and not any(target.iterdir())):
         raise ArtifactExistsError(f"{target}: exists already (pass --force to replace it)")
+    check_output(target, kind="dir", owner=artifact_owner, writer="peira seal")
     artifact, rows = build_artifact(
         dataset, responses, run_id, config=config, key=key, created_utc=created_utc
     )
-    with atomic_dir(target) as tmp:
+    with atomic_dir(target, owner=artifact_owner, writer="peira seal") as tmp:
         write_parquet(rows, tmp / RESPONSES_FILE)
         (tmp / ARTIFACT_FILE).write_bytes(pretty_json(artifact))
     return target

@@ -19,6 +19,7 @@ import polars as pl
 
 from ..canonical import CanonicalJSONError, canonical_json
 from ..errors import DataFileError, PeiraError
+from ..importers._json import describe
 from ..integrity.hashes import (
     DATASET_SCHEME,
     RESULTS_SCHEME,
@@ -73,12 +74,18 @@ def _read_json(path: Path, report: VerifyReport) -> Any:
         return None
     try:
         return json.loads(data.decode("utf-8"), object_pairs_hook=_pairs_hook)
+    except RecursionError:
+        report.unreadable(path.name, f"{path}: JSON nested too deeply to be an artifact")
     except _DuplicateKeyError as exc:
         report.tampered(path.name, f"duplicate key {exc.args[0]!r}: the JSON is ambiguous")
     except UnicodeDecodeError as exc:
         report.unreadable(path.name, f"{path}: not UTF-8 text (byte {exc.start})")
     except json.JSONDecodeError as exc:
-        report.unreadable(path.name, f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})")
+        report.unreadable(
+            path.name, f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({describe(exc)})"
+        )
+    except ValueError:  # an integer literal longer than Python converts
+        report.unreadable(path.name, f"{path}: a number too long to read")
     return None
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ..io import write_dataset, write_parquet
+from ..io import write_dataset
 from ..schema import validate_cases, validate_responses, validate_variants
 from ._rng import STREAM_RESPONSES, stream_rng
 from .cases import build_cases
@@ -45,13 +45,13 @@ class SynthBenchmark:
     responses: pl.DataFrame
     models: pl.DataFrame
 
-    def write(self, out_dir: str | os.PathLike[str]) -> Path:
+    def write(self, out_dir: str | os.PathLike[str], *, force: bool = False) -> Path:
         """Write ``cases``, ``variants``, ``responses`` and ``models`` Parquet files.
 
-        ``cases.parquet`` and ``variants.parquet`` go through
-        :func:`peira.io.write_dataset` (validated), ``responses.parquet`` and
-        ``models.parquet`` through :func:`peira.io.write_parquet`. Every write is
-        atomic, and the same benchmark always gives byte-identical files.
+        All four go through :func:`peira.io.write_dataset` (validated) in one
+        atomic swap of the directory (``docs/spec/outputs.md``; ``force``
+        replaces such files Peira did not write), and the same benchmark
+        always gives byte-identical files.
 
         Returns
         -------
@@ -59,9 +59,8 @@ class SynthBenchmark:
             ``out_dir``.
         """
         d = Path(out_dir)
-        write_dataset(self.cases, self.variants, d)
-        write_parquet(self.responses, d / "responses.parquet")
-        write_parquet(self.models, d / "models.parquet")
+        extra = {"responses.parquet": self.responses, "models.parquet": self.models}
+        write_dataset(self.cases, self.variants, d, extra=extra, force=force)
         return d
 
 
