@@ -67,9 +67,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     before ``--max-cost-usd`` would be passed exits with :data:`EXIT_BUDGET`.
     """
     from ..holdout import HOLDOUT_KEY_ENV
+    from ..integrity.keys import load_key  # not ..seal: that imports the bootstrap (scipy)
     from ..io import read_dataset
     from ..run import BudgetExceeded, parts_dir, plan_run, run
-    from ..seal import load_key
 
     adapter, kwargs = _build_adapter(args, dataset=args.dataset)
     ds = read_dataset(args.dataset)
