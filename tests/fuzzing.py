@@ -21,6 +21,14 @@ satisfy, whatever the input:
 project promises to handle); :func:`sample` draws a stratified,
 deterministic subset for the default suite. ``python -m tests.fuzzing``
 prints the counts per class.
+
+A new subcommand needs cases (``tests/test_fuzz.py`` fails until every
+subcommand and import format has some): a writer gets a row in
+:data:`WRITERS` (its argv with ``{out}``, ``"file"`` or ``"dir"``, and the
+inputs it must never overwrite), which brings every bad-output-path case;
+its numeric options a row in :data:`FLAGS` or ``_OTHER_FLAGS``; a reader of a
+new format rows like :func:`released_cases`; anything else a row in
+:func:`usage_cases`.
 """
 
 from __future__ import annotations
@@ -74,6 +82,22 @@ RAW_MARKERS = (
 
 OK, VIOLATION, UNUSABLE = 0, 1, 2
 RESAMPLES = ("--resamples", "20")
+
+
+def has_command(*words: str) -> bool:
+    """Whether ``peira`` has the subcommand ``words`` (cases of a command that is being
+    added elsewhere apply once it exists)."""
+    import argparse
+
+    from peira.cli import build_parser
+
+    parser = build_parser()
+    for w in words:
+        sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if sub is None or w not in sub.choices:
+            return False
+        parser = sub.choices[w]
+    return True
 
 
 @dataclass(frozen=True)
@@ -592,6 +616,16 @@ def flag_cases() -> list[Case]:
                 Case("flags", f"{label}={v}", (*base, f"{flag}={v}"), (UNUSABLE,), outputs,
                      calls=calls)
             )  # fmt: skip
+    if has_command("flips"):
+        for flag, values in (("--limit", [*_NUM, *_INT_EXTRA]), ("--delta", [*_NUM, "1.5"])):
+            for v in values:
+                cases.append(Case("flags", f"flips {flag}={v}",
+                                  ("flips", "--dataset", "{ws}/ds", f"{flag}={v}"), (UNUSABLE,)))  # fmt: skip
+    if has_command("holdout", "keygen"):
+        for v in [*_NUM, "0", "15", *_INT_EXTRA]:
+            cases.append(Case("flags", f"keygen --bytes={v}",
+                              ("holdout", "keygen", "--out", "{ws}/scratch/k", f"--bytes={v}"),
+                              (UNUSABLE,), ("scratch/k",)))  # fmt: skip
     # the documented edges are accepted
     for label, argv, outputs in [
         ("run --timeout=0 (no limit)", (*_RUN, "--timeout=0"), ("scratch/run.parquet",)),
@@ -652,7 +686,12 @@ WRITERS: dict[str, tuple[tuple[str, ...], str, tuple[str, ...]]] = {
                        ("released/lm",)),
 }  # fmt: skip
 
+if has_command("holdout", "keygen"):
+    WRITERS["keygen"] = (("holdout", "keygen", "--out", "{out}"), "file", ())
+
 _VIOLATING_WRITERS = {"failures-out"}  # exit 1 on success (the violations are the output)
+_NO_FORCE = {"keygen"}  # never replaces a file: no --force (argparse refuses it, exit 2)
+_NO_PARENTS = {"keygen"}  # may refuse to create missing parent directories (a secret's place)
 
 
 def output_cases() -> list[Case]:
@@ -666,11 +705,15 @@ def output_cases() -> list[Case]:
                w: str = w, argv: tuple[str, ...] = argv, ok_code: int = ok_code,
                calls: int | None = calls) -> Case:  # fmt: skip
             full = tuple(a.replace("{out}", out) for a in argv) + (("--force",) if force else ())
+            if force and w in _NO_FORCE:
+                expect, outputs = (UNUSABLE,), ()
+            if name == "new-path" and w in _NO_PARENTS:
+                expect = (ok_code, UNUSABLE)
             return Case("output", f"{w}/{name}", full, expect, outputs, setup,
                         calls=calls if ok_code not in expect else None,
                         writes_on=(ok_code,))  # fmt: skip
 
-        ext = ".html" if w == "report" else ".jsonl" if w == "export" else ".parquet"
+        ext = {"report": ".html", "export": ".jsonl", "keygen": ".key"}.get(w, ".parquet")
         # 1. a directory where a file goes, or a file where a directory goes
         if kind == "file":
             cases.append(mk("existing-directory", "{ws}/foreign", (UNUSABLE,)))
@@ -923,6 +966,9 @@ DATA_READERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 
 _READS_LOG = {"validate", "score", "leaderboard", "compare", "tables", "report", "publish", "seal",
               "divergence", "rescore"}  # fmt: skip
+if has_command("flips"):
+    DATA_READERS["flips"] = (("flips", "--dataset", "{d}"), ())
+    _READS_LOG.add("flips")
 
 
 def data_cases() -> list[Case]:

@@ -248,8 +248,9 @@ def test_killed_at_many_points(bench: Path, tmp_path: Path, name: str, sig: sign
 
 def test_sigterm_stops_a_background_run_of_a_script(bench: Path, tmp_path: Path) -> None:
     """A background job of a script inherits SIGINT ignored; SIGTERM (and SIGINT) still stop it."""
-    out = tmp_path / "run.parquet"
-    argv = ["run", "--adapter", "tests.fuzz_adapters:Slow", "--adapter-arg", "delay=0.05",
+    out, hold = tmp_path / "run.parquet", tmp_path / "release"
+    # the calls wait after the fifth of each process until released: always stopped mid-run
+    argv = ["run", "--adapter", "tests.fuzz_adapters:Held", "--adapter-arg", f"hold={hold}",
             "--dataset", str(bench / "ds"), "--out", str(out), "--concurrency", "1",
             "--checkpoint-seconds", "0.1", "--no-progress"]  # fmt: skip
     parts = out.with_name(out.name + ".parts")
@@ -269,6 +270,7 @@ def test_sigterm_stops_a_background_run_of_a_script(bench: Path, tmp_path: Path)
         assert proc.returncode == code, err.decode()
         assert b"resume" in err
         assert not out.exists() and any(parts.glob("part-*.parquet"))
+    hold.touch()
     _complete(argv)  # resumes
     assert pl.read_parquet(out).height == pl.read_parquet(bench / "ds" / "variants.parquet").height
 
