@@ -601,22 +601,35 @@ def _carry_over(old: Path, stage: Path, ours: Collection[str], force: bool) -> N
 
 @contextlib.contextmanager
 def _signals_deferred() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM until the block ends (main thread, POSIX; else a no-op).
+    """Hold SIGINT and SIGTERM until the block ends (main thread; elsewhere a no-op).
 
     A swap is two steps where ``renameat2`` is missing; a Ctrl-C between them
-    would leave no output. (SIGKILL cannot be held: :func:`clean_litter`
-    restores the old output on the next write.)
+    would leave no output. The handlers are swapped for one that only notes
+    the signal, which is raised again, to the handler the command installed,
+    when the block ends. (Blocking the signal in this thread would not do: a
+    signal delivered to another thread still runs the Python handler here.
+    SIGKILL cannot be held: :func:`clean_litter` restores the old output on
+    the next write.)
     """
-    held = {signal.SIGINT, signal.SIGTERM}
-    try:
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    except (AttributeError, ValueError, OSError):  # pragma: no cover - not POSIX
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
+    noted: list[int] = []
+
+    def note(signum: int, frame: object) -> None:
+        noted.append(signum)
+
+    previous: dict[int, object] = {}
     try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, note)
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]
+        # SIGTERM first: a command stopped by both says it was terminated
+        for signum in sorted(set(noted), key=lambda n: n != signal.SIGTERM):
+            signal.raise_signal(signum)
 
 
 def _swap_in(stage: Path, target: Path) -> None:

@@ -36,6 +36,7 @@ from .errors import PeiraValueError, UnknownNameError
 
 if TYPE_CHECKING:
     from .bootstrap import Method, ResamplePlan, Unit
+    from .engine import Engine
     from .io import Dataset
     from .pairs import Missing
     from .parse import ParserConfig
@@ -62,8 +63,8 @@ __all__ = [
 PathLike = str | os.PathLike[str]
 Split = Literal["public", "holdout", "all"]
 
-#: The engines the flat API runs on (``engine=``).
-ENGINE_NAMES = ("polars",)
+#: The engines the flat API runs on (``engine=``; :data:`peira.engine.ENGINES`).
+ENGINE_NAMES = ("local", "spark")
 
 #: The columns ``peira score`` shows in a terminal (besides the keys).
 HEADLINE = (
@@ -98,9 +99,23 @@ _INTERVAL_META = [
 # ---------------------------------------------------------------- inputs
 
 
-def _engine(engine: str) -> None:
-    if engine not in ENGINE_NAMES:
+def _engine(engine: str | Engine, what: str = "") -> bool:
+    """Check ``engine``; True for the local engine. ``what`` names a function that
+    needs every pair in memory, so runs on the local engine only."""
+    if not isinstance(engine, str):
+        local = getattr(engine, "name", None) == "local"
+    elif engine in ("local", "polars"):
+        local = True
+    elif engine in ENGINE_NAMES:
+        local = False
+    else:
         raise UnknownNameError("engine", engine, ENGINE_NAMES)
+    if what and not local:
+        raise PeiraValueError(
+            f"{what} needs every pair in memory and runs on the local engine; "
+            f"engine={engine!r} reduces a log to per-cluster sums (peira.score)"
+        )
+    return local
 
 
 def _split(split: str) -> None:
@@ -141,16 +156,16 @@ def pairs_and_cases(
     responses: PathLike | FrameLike,
     cases: PathLike | Dataset | FrameLike,
     *,
-    split: str = "all",
+    split: str = "public",
     missing: Missing = "error",
     delta: float = 0.10,
-    engine: str = "polars",
+    engine: str | Engine = "local",
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(pairs, cases) of ``split`` (every split when ``"all"``): the pair table and the
     cases a resample plan of that split is drawn over."""
     from .pairs import build_pairs
 
-    _engine(engine)
+    _engine(engine, "the pair table")
     _split(split)
     ds = _dataset(cases)
     log = _responses(responses, ds.cases)
@@ -240,10 +255,10 @@ def pairs(
     responses: PathLike | FrameLike,
     cases: PathLike | Dataset | FrameLike,
     *,
-    split: Split = "all",
+    split: Split = "public",
     missing: Missing = "error",
     delta: float = 0.10,
-    engine: str = "polars",
+    engine: str | Engine = "local",
 ) -> pl.DataFrame:
     """The pair table: one row per run × case × sample with every flag of the scoring rule.
 
@@ -252,14 +267,16 @@ def pairs(
     responses, cases
         The response log and the cases (paths or frames; see the module notes).
     split
-        ``"public"``, ``"holdout"`` or ``"all"`` (default).
+        ``"public"`` (default, as every command: docs/spec/uncertainty.md#splits),
+        ``"holdout"`` or ``"all"``.
     missing
         A pair lacking an arm: ``"error"`` (default, :class:`peira.errors.MissingArmsError`)
         or ``"malformed"`` (scored as a malformed answer).
     delta
         Shift-without-flip threshold on score cases (default 0.10).
     engine
-        Where the pairs are built; ``"polars"`` (the only engine so far).
+        Where the pairs are built: ``"local"`` (polars in this process; the
+        pair table is held in memory, so this is the only engine here).
 
     Returns
     -------
@@ -308,9 +325,11 @@ def headline(table: pl.DataFrame, by: Sequence[str] = ()) -> pl.DataFrame:
     When the table carries ASR's interval (:func:`score_pairs` with a plan), it
     shows ``asr_lo``, ``asr_hi`` beside ASR and, last, ``interval_method`` (the
     interval ASR used) and ``flags`` (``few_clusters``: fewer than 30 clusters
-    behind the row's ASR).
+    behind the row's ASR). Columns the table lacks (a score on the Spark engine
+    has no calibration and no gates) are left out.
     """
-    table = gate_text(table)
+    if "ranked" in table.columns:
+        table = gate_text(table)
     shown = ["run_id", *by, *HEADLINE]
     if "asr_lo" in table.columns:
         defined = pl.col("asr_lo").is_not_null()
@@ -326,7 +345,7 @@ def headline(table: pl.DataFrame, by: Sequence[str] = ()) -> pl.DataFrame:
         )
         at = shown.index("asr") + 1
         shown = [*shown[:at], "asr_lo", "asr_hi", *shown[at:], "interval_method", "flags"]
-    return table.select(with_notes(table, shown))
+    return table.select(with_notes(table, [c for c in shown if c in table.columns]))
 
 
 def _wide_intervals(ci: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
@@ -414,7 +433,7 @@ def score(
     cases: PathLike | Dataset | FrameLike,
     *,
     by: str | Sequence[str] = (),
-    split: Split = "all",
+    split: Split = "public",
     intervals: bool = True,
     interval_metrics: Sequence[str] | None = None,
     n_resamples: int = 10_000,
@@ -424,7 +443,7 @@ def score(
     method: Method = "auto",
     missing: Missing = "error",
     delta: float = 0.10,
-    engine: str = "polars",
+    engine: str | Engine = "local",
 ) -> pl.DataFrame:
     """Every metric per run (× ``by``), each with its bootstrap interval.
 
@@ -438,7 +457,8 @@ def score(
         Breakdown columns of the pair table besides ``run_id`` (``"family"``,
         ``"primitive"``, ``"severity"``, …).
     split
-        ``"public"``, ``"holdout"`` or ``"all"`` (default).
+        ``"public"`` (default, as every command: docs/spec/uncertainty.md#splits),
+        ``"holdout"`` or ``"all"``.
     intervals
         Add the interval columns (default); ``False`` skips the bootstrap.
     interval_metrics
@@ -449,8 +469,17 @@ def score(
         BCa where the cluster bootstrap carries the row, a small-cell interval
         where too few clusters or events do; or ``"percentile"``, ``"bca"``, …;
         docs/spec/uncertainty.md#interval-methods).
-    missing, delta, engine
+    missing, delta
         As in :func:`pairs`.
+    engine
+        Where the log is reduced: ``"local"`` (default; polars in this process)
+        or ``"spark"`` (:class:`peira.engine.spark.SparkEngine`, or an engine
+        object such as ``SparkEngine(session=spark)``). On Spark the log may be
+        any path Spark reads (``s3a://…``, a hive-partitioned directory) and
+        the result holds the ratio metrics with their intervals, computed from
+        per-cluster sums (bit-identical to the local engine's); the non-ratio
+        metrics, calibration and the ranking gates need every pair and come
+        from the local engine only.
 
     Returns
     -------
@@ -480,6 +509,12 @@ def score(
     └─────────────┴──────────┴──────────┴──────────┘
     """
     keys = [by] if isinstance(by, str) else list(by)
+    if not _engine(engine):
+        return _score_on(
+            engine, responses, cases, by=keys, split=split, intervals=intervals,
+            interval_metrics=interval_metrics, n_resamples=n_resamples, seed=seed,
+            unit=unit, level=level, method=method, missing=missing, delta=delta,
+        )  # fmt: skip
     table, cs = pairs_and_cases(
         responses, cases, split=split, missing=missing, delta=delta, engine=engine
     )
@@ -487,6 +522,81 @@ def score(
     return score_pairs(
         table, cs, by=keys, plan=plan, level=level, method=method, metrics=interval_metrics
     )
+
+
+def _score_on(
+    engine: str | Engine,
+    responses: Any,
+    cases: PathLike | Dataset | FrameLike,
+    *,
+    by: list[str],
+    split: str,
+    intervals: bool,
+    interval_metrics: Sequence[str] | None,
+    n_resamples: int,
+    seed: int,
+    unit: Unit,
+    level: float,
+    method: Method,
+    missing: Missing,
+    delta: float,
+) -> pl.DataFrame:
+    """:func:`score` of the ratio metrics from an engine's per-cluster sums
+    (docs/spec/uncertainty.md): Σ num / Σ den per run (× group), and the
+    cluster bootstrap on the sums, with the plan the local engine would draw."""
+    from .bootstrap import ratio_intervals
+    from .engine import get_engine
+    from .metrics import RATIO_METRICS
+
+    _split(split)
+    ds = _dataset(cases)
+    cs = ds.cases
+    if split != "all":
+        cs = cs.filter(pl.col("split") == split)
+        if cs.is_empty():
+            where = ds.path if ds.path is not None else "cases"
+            raise PeiraValueError(f"{where}: no cases in split {split!r}")
+    plan = resample_plan(cs, unit=unit, n_resamples=n_resamples, seed=seed)
+    if isinstance(responses, os.PathLike):
+        responses = os.fspath(responses)
+    keys = ["run_id", *by]
+    group = [*keys, plan.column]
+    names = list(RATIO_METRICS)
+    sums = get_engine(engine).cluster_sums(
+        responses,
+        ds.cases,
+        by=list(dict.fromkeys(["split", *by])),
+        cluster=plan.column,
+        missing=missing,
+        delta=delta,
+    )
+    if split != "all":
+        sums = sums.filter(pl.col("split") == split)
+    value_cols = [c for c in sums.columns if c not in (*group, "split")]
+    sums = sums.group_by(group).agg(pl.col(value_cols).sum()).sort(group)
+    totals = sums.group_by(keys).agg(pl.col(value_cols).sum())
+    table = totals.select(
+        *keys,
+        pl.col("n_pairs"),
+        pl.col("asr__den").cast(pl.Int64).alias("n_eligible"),
+        *[
+            pl.when(pl.col(f"{m}__den") > 0)
+            .then(pl.col(f"{m}__num") / pl.col(f"{m}__den"))
+            .alias(m)
+            for m in names
+        ],
+    ).sort(keys)
+    if not intervals:
+        return table
+    wanted = [m for m in names if interval_metrics is None or m in interval_metrics]
+    if not wanted:
+        return table
+    common = ["metric", "lo", "hi", "n_defined", *_INTERVAL_META]
+    ci = ratio_intervals(
+        sums, plan, by=by or None, metrics=wanted, level=level, method=method
+    ).select(*keys, *common)
+    table = table.join(_wide_intervals(ci, keys), on=keys, how="left", nulls_equal=True)
+    return table.sort(keys)
 
 
 # ---------------------------------------------------------------- ranking
@@ -505,7 +615,7 @@ def leaderboard(
     level: float = 0.95,
     missing: Missing = "error",
     delta: float = 0.10,
-    engine: str = "polars",
+    engine: str | Engine = "local",
 ) -> pl.DataFrame:
     """The runs ranked by a ratio metric (default robustness, 1 − ASR), with intervals.
 
@@ -556,6 +666,7 @@ def leaderboard(
     """
     from .ranking import leaderboard as rank_runs
 
+    _engine(engine, "peira.leaderboard")
     table, cs = pairs_and_cases(
         responses, cases, split=split, missing=missing, delta=delta, engine=engine
     )
@@ -582,7 +693,7 @@ def compare(
     level: float = 0.95,
     missing: Missing = "error",
     delta: float = 0.10,
-    engine: str = "polars",
+    engine: str | Engine = "local",
     allow_missing: bool = False,
 ) -> pl.DataFrame:
     """Runs head to head on one ratio metric: two runs, or every pair (Holm-adjusted).
@@ -627,6 +738,7 @@ def compare(
 
     if runs is not None and len(runs) < 2:
         raise PeiraValueError(f"runs: compare needs two runs or more, not {list(runs)!r}")
+    _engine(engine, "peira.compare")
     table, cs = pairs_and_cases(
         responses, cases, split=split, missing=missing, delta=delta, engine=engine
     )
@@ -677,7 +789,7 @@ def tables(
     level: float = 0.95,
     missing: Missing = "error",
     delta: float = 0.10,
-    engine: str = "polars",
+    engine: str | Engine = "local",
 ) -> dict[str, pl.DataFrame]:
     """The report's tables (:data:`peira.report.TABLES`) as frames, by name.
 
@@ -711,7 +823,7 @@ def tables(
     from .errors import UnknownTableError
     from .report import TABLES, ReportConfig, ReportContext, build_table
 
-    _engine(engine)
+    _engine(engine, "peira.tables")
     ds = _dataset(cases)
     log = _responses(responses, ds.cases)
     config = ReportConfig(

@@ -325,27 +325,6 @@ def _percentile(
     return r.lo, r.hi, r.n_defined
 
 
-def _one_sided_bound(
-    d: npt.NDArray[np.float64],
-    estimate: npt.NDArray[np.float64],
-    alpha: npt.NDArray[np.float64],
-    lower: bool,
-) -> npt.NDArray[np.float64]:
-    """Per row, the one-sided bootstrap bound at level 1 − α_row (lower or upper end).
-
-    The lower bound is the order statistic ⌊α·B'⌋ of the sorted defined
-    replicates (the percentile rule at two-sided level 1 − 2α), the upper
-    bound ⌊(1 − α)·B'⌋.
-    """
-    out = np.full(d.shape[0], np.nan)
-    for a in np.unique(alpha[~np.isnan(alpha)]):
-        rows = np.flatnonzero(alpha == a)
-        two_sided = float(1 - 2 * Fraction(repr(float(a))))
-        lo, hi, _ = _percentile(d[rows], estimate[rows], two_sided)
-        out[rows] = lo if lower else hi
-    return out
-
-
 def divergence(
     pairs: pl.DataFrame | pl.LazyFrame,
     cases: pl.DataFrame,
@@ -396,7 +375,9 @@ def divergence(
         ``run_id`` and the group columns (overall rows first): ``metric``,
         ``public``, ``holdout``, ``difference`` (holdout − public), ``lo``,
         ``hi`` (two-sided interval at ``level``), ``level``, ``method``
-        (``"percentile"`` or ``"mover (korn-graubard)"``), ``n_defined``, ``n_resamples``, ``seed_public``,
+        (``"mover (…)"`` with the interval methods of the two splits, e.g.
+        ``"mover (bca)"`` or ``"mover (bca, korn-graubard)"``), ``n_defined``
+        (resamples where both splits' statistics are defined), ``n_resamples``, ``seed_public``,
         ``seed_holdout``, ``fingerprint_public``, ``fingerprint_holdout``,
         ``n_clusters_public``, ``n_clusters_holdout`` (clusters behind the
         row's denominator in each split), ``few_clusters`` (either is below
@@ -406,18 +387,17 @@ def divergence(
 
     Notes
     -----
-    d_b = θ_holdout,b − θ_public,b, where the two replicate vectors come from
-    independent cluster bootstraps of each split (resamples where either is
-    undefined are dropped); the interval is the percentile interval of d.
-    Where the bootstrap cannot carry the row in either split
-    (:func:`peira.bootstrap.smallcell.bootstrap_carries`), the interval and
-    the flag bound come instead from Korn–Graubard intervals of each split
-    combined by MOVER (:func:`peira.bootstrap.smallcell.mover_difference`),
-    so that 0 events in both splits do not give [0, 0].
+    Each split has its own plan and its own interval, the library default
+    (:func:`peira.bootstrap.ratio_intervals` with ``method="auto"``: BCa
+    where the cluster bootstrap carries the row, Korn–Graubard where it does
+    not); the difference's interval combines the two by MOVER
+    (:func:`peira.bootstrap.smallcell.mover_difference`, Newcombe 1998), so
+    it is never [0, 0] at 0 events in both splits. The bootstraps of the two
+    splits are independent (different seeds).
     The flag is one-sided: the run does *worse* on the holdout. For ASR
     (higher is worse) a row is flagged iff the lower one-sided bound — the
-    order statistic ⌊(α/k)·B'⌋ of d — is above 0; for a metric where higher
-    is better, iff the upper bound ⌊(1 − α/k)·B'⌋ is below 0. The family of
+    MOVER lower end at two-sided level 1 − 2α/k — is above 0; for a metric
+    where higher is better, iff the upper end is below 0. The family of
     tests is the run's own rows, so a run's flag depends only on its own
     pairs and the two plans, never on which other runs are analysed.
     A scenario with cases in both splits would make the bootstraps
@@ -430,7 +410,8 @@ def divergence(
     KeyError
         Unknown metric.
     """
-    from .bootstrap import bootstrap_carries, design_interval, plan_for_cases, replicates
+    from .bootstrap import plan_for_cases, replicates
+    from .bootstrap.intervals import cell_intervals
     from .bootstrap.plan import MIN_CLUSTERS
     from .bootstrap.smallcell import mover_difference
     from .metrics import RATIO_METRICS
@@ -475,22 +456,24 @@ def divergence(
     est_h = reps["holdout"].estimate[ih]
     d = reps["holdout"].theta[ih] - reps["public"].theta[ip]
     diff = est_h - est_p
-    lo, hi, n_def = _percentile(d, diff, level)
+    _, _, n_def = _percentile(d, diff, level)
     n = joined.height
     cells_p, cells_h = reps["public"].cells, reps["holdout"].cells
     assert cells_p is not None and cells_h is not None
     cp, ch = cells_p.take(ip), cells_h.take(ih)
-    # rows the bootstrap cannot carry in either split: MOVER from design-effect intervals
-    small = ~(bootstrap_carries(cp) & bootstrap_carries(ch)) & ~np.isnan(diff)
 
-    def mover(lvl: float) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-        lo_h, hi_h, _ = design_interval(ch, lvl)
-        lo_p, hi_p, _ = design_interval(cp, lvl)
-        return mover_difference(est_h, lo_h, hi_h, est_p, lo_p, hi_p)
+    def split_ci(split: str, rows: npt.NDArray[np.int64], cells: Any, lvl: float) -> Any:
+        r = reps[split]
+        return cell_intervals(r.theta[rows], r.estimate[rows], r.jackknife[rows], cells, lvl)
 
-    if small.any():
-        mlo, mhi = mover(float(level))
-        lo, hi = np.where(small, mlo, lo), np.where(small, mhi, hi)
+    def mover(lvl: float) -> tuple[Any, Any, Any, Any]:
+        """MOVER of each split's interval (the default method: BCa or Korn-Graubard)."""
+        h = split_ci("holdout", ih, ch, lvl)
+        p = split_ci("public", ip, cp, lvl)
+        mlo, mhi = mover_difference(est_h, h.lo, h.hi, est_p, p.lo, p.hi)
+        return mlo, mhi, h.method, p.method
+
+    lo, hi, used_h, used_p = mover(float(level))
     # the family of tests is each run's own rows with a defined difference
     runs = joined["run_id"].to_numpy()
     defined = (n_def > 0) & ~np.isnan(diff)
@@ -503,11 +486,15 @@ def divergence(
         [float(base / (max(int(k), 1) if adjust == "bonferroni" else 1)) for k in family]
     )
     alpha = np.where(defined, alpha, np.nan)
-    bound = _one_sided_bound(d, diff, alpha, lower=not higher_is_better)
-    for a in np.unique(alpha[small & ~np.isnan(alpha)]):
-        rows = small & (alpha == a)
-        mlo, mhi = mover(float(1 - 2 * Fraction(repr(float(a)))))
+    bound = np.full(n, np.nan)
+    for a in np.unique(alpha[~np.isnan(alpha)]):
+        rows = alpha == a
+        mlo, mhi, _, _ = mover(float(1 - 2 * Fraction(repr(float(a)))))
         bound[rows] = (mhi if higher_is_better else mlo)[rows]
+    method = [
+        "mover (" + ", ".join(sorted({str(x), str(y)})) + ")"
+        for x, y in zip(used_h, used_p, strict=True)
+    ]
     worse = (bound < 0) if higher_is_better else (bound > 0)
     flagged = worse & ~np.isnan(bound)
     cl_p = reps["public"].n_clusters
@@ -522,9 +509,7 @@ def divergence(
         pl.Series("lo", lo, dtype=pl.Float64),
         pl.Series("hi", hi, dtype=pl.Float64),
         pl.lit(float(level)).alias("level"),
-        pl.Series(
-            "method", np.where(small, "mover (korn-graubard)", "percentile"), dtype=pl.String
-        ),
+        pl.Series("method", method, dtype=pl.String),
         pl.Series("n_defined", n_def, dtype=pl.Int64),
         pl.lit(pp.n_resamples, dtype=pl.Int64).alias("n_resamples"),
         pl.lit(pp.seed, dtype=pl.Int64).alias("seed_public"),

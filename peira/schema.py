@@ -17,13 +17,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import pandera.polars as pa
 import polars as pl
-from pandera.api.polars.types import PolarsData
-from pandera.errors import SchemaErrors
 from polars._typing import PolarsDataType
 
+from ._pandera import load as _load_pandera
 from .errors import PeiraValueError, ValidationError
+
+_load_pandera()  # first, so that pandera skips its pyspark probe (peira/_pandera.py)
+import pandera.polars as pa  # noqa: E402
+from pandera.api.polars.types import PolarsData  # noqa: E402
+from pandera.errors import SchemaErrors  # noqa: E402
 
 __all__ = [
     "ARMS",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,3 +37,21 @@ def tiny(tmp_path: Path) -> Path:
     ]
     write_parquet(make_responses(*rows), d / "responses.parquet")
     return d
+
+
+@pytest.fixture(scope="session")
+def spark_engine() -> Iterator[Any]:
+    """One local Spark session (``local[2]``) for every Spark test of the run.
+
+    Spark needs Java 17+: without it the test fails with that reason (the
+    ``spark`` extra and Java are part of the test setup, see .ci/run).
+    """
+    from peira.engine.spark import SparkEngine, java_problem
+
+    problem = java_problem()
+    if problem is not None:
+        pytest.fail(f"the Spark tests need Java: {problem}")
+    engine = SparkEngine(master="local[2]", partitions=3)
+    session = engine.session()
+    yield engine
+    session.stop()

@@ -151,7 +151,9 @@ def test_pairs_split_and_engine(tiny: Path) -> None:
     assert p.height == 3 and p["flipped"].sum() == 1
     with pytest.raises(PeiraValueError, match="no cases in split 'holdout'"):
         peira.pairs(tiny / "responses.parquet", tiny, split="holdout")
-    with pytest.raises(UnknownNameError, match="unknown engine 'spark'; known engines: polars"):
+    with pytest.raises(UnknownNameError, match="unknown engine 'sparc'; did you mean 'spark'"):
+        peira.pairs(tiny / "responses.parquet", tiny, engine="sparc")
+    with pytest.raises(PeiraValueError, match="the pair table needs every pair in memory"):
         peira.pairs(tiny / "responses.parquet", tiny, engine="spark")
     with pytest.raises(PeiraValueError, match="split must be"):
         peira.pairs(tiny / "responses.parquet", tiny, split="public-ish")  # type: ignore[arg-type]
@@ -183,3 +185,38 @@ def test_tables_by_name(tiny: Path) -> None:
     got = peira.tables(tiny / "responses.parquet", tiny, names=["gates"], split="all",
                        n_resamples=100)  # fmt: skip
     assert list(got) == ["gates"] and got["gates"]["run_id"].to_list() == ["r1"]
+
+
+def test_one_default_split_everywhere() -> None:
+    """score, pairs, leaderboard and compare, library and command line: the public split."""
+    import inspect
+
+    from peira.cli import build_parser
+
+    for fn in (peira.pairs, peira.score, peira.leaderboard, peira.compare):
+        assert inspect.signature(fn).parameters["split"].default == "public", fn
+    parser = build_parser()
+    for command in ("score", "leaderboard", "compare"):
+        args = parser.parse_args([command, "--dataset", "d"])
+        assert args.split == "public", command
+    d = peira.demo_dir()
+    log = d / "responses.parquet"
+    cases = pl.read_parquet(d / "cases.parquet")
+    assert set(cases["split"]) == {"public", "holdout"}  # the demo has both
+    p = peira.pairs(log, d)
+    assert set(p["split"]) == {"public"}
+    assert p.equals(peira.pairs(log, d, split="public"))
+    assert peira.pairs(log, d, split="all").height > p.height
+
+
+def test_validation_rejects_a_scenario_spanning_both_splits(tmp_path: Path) -> None:
+    from peira.errors import ValidationError
+    from peira.schema import validate_cases
+
+    from .builders import case, make_cases
+
+    ok = make_cases(case("c1", scenario_id="s1"), case("c2", scenario_id="s2", split="holdout"))
+    assert validate_cases(ok).height == 2
+    bad = make_cases(case("c1", scenario_id="s1"), case("c2", scenario_id="s1", split="holdout"))
+    with pytest.raises(ValidationError, match="scenario_in_one_split"):
+        validate_cases(bad, source="cases.parquet")

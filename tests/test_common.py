@@ -149,7 +149,7 @@ def shuffled_tables() -> tuple[pl.DataFrame, pl.DataFrame]:
     pairs = build_pairs(log, cases)
     shuffled = pairs.sample(fraction=1.0, shuffle=True, seed=11)
     assert not shuffled.equals(pairs)
-    opts: dict[str, Any] = {"cases": cases, "min_n": 0, "calibration_min_n": 0}
+    opts: dict[str, Any] = {"cases": cases, "min_n": 0, "min_class": 0, "calibration_min_n": 0}
     return metric_table(pairs, "family", **opts), metric_table(shuffled, "family", **opts)
 
 

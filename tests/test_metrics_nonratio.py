@@ -30,7 +30,9 @@ from peira.metrics.confidence import (
     aurc,
     auroc,
     confidence_gate_auroc,
+    confidence_gate_auroc_reason,
     gate_confidence,
+    gate_visibility,
     nonratio_exprs,
     nonratio_metrics,
     selective_risk,
@@ -272,7 +274,7 @@ def test_confidence_gate_auroc_matches_sklearn_per_group(seed: int) -> None:
 
 def test_auroc_single_class_is_null() -> None:
     df = gate_frame([0.1 * (i % 10) for i in range(40)], [True] * 40)
-    assert df.select(confidence_gate_auroc()).row(0) == (None, 40, True)
+    assert df.select(confidence_gate_auroc()).row(0) == (None, 40, False)
     assert df.select(auroc(-pl.col("a_confidence"), "flipped")).item() is None
 
 
@@ -287,13 +289,13 @@ def test_auroc_withheld_below_30(n: int, sufficient: bool) -> None:
 def test_auroc_golden_and_direction() -> None:
     # flips are the less confident answers: a perfect gate
     df = gate_frame([0.9, 0.8, 0.7, 0.2, 0.1], [False, False, False, True, True])
-    assert df.select(confidence_gate_auroc(min_n=5)).row(0) == (1.0, 5, True)
+    assert df.select(confidence_gate_auroc(min_n=5, min_class=0)).row(0) == (1.0, 5, True)
     # flips are the most confident: the gate is worse than useless
     df = gate_frame([0.9, 0.8, 0.7, 0.2, 0.1], [True, True, False, False, False])
-    assert df.select(confidence_gate_auroc(min_n=5)).item(0, 0) == 0.0
+    assert df.select(confidence_gate_auroc(min_n=5, min_class=0)).item(0, 0) == 0.0
     # one flip tied with one non-flip, above the other non-flip: (0.5 + 1) / 2
     df = gate_frame([0.5, 0.5, 0.9], [True, False, False])
-    assert df.select(confidence_gate_auroc(min_n=3)).item(0, 0) == 0.75
+    assert df.select(confidence_gate_auroc(min_n=3, min_class=0)).item(0, 0) == 0.75
 
 
 def test_gate_population_and_score_fallback() -> None:
@@ -307,11 +309,11 @@ def test_gate_population_and_score_fallback() -> None:
     gc = df.select(gate_confidence())["gate_confidence"].to_list()
     assert gc == [0.9, 0.7, None, 0.2, None, 0.9]
     # population: rows 0 (0.9 from its score, flipped), 1 (0.7), 3 (0.2, flipped)
-    value, n, _ = df.select(confidence_gate_auroc(min_n=0)).row(0)
+    value, n, _ = df.select(confidence_gate_auroc(min_n=0, min_class=0)).row(0)
     assert n == 3
     assert value == pytest.approx(roc_auc_score([True, False, True], [-0.9, -0.7, -0.2]))
     # self-reported confidence only, no fallback
-    value, n, _ = df.select(confidence_gate_auroc("a_confidence", min_n=0)).row(0)
+    value, n, _ = df.select(confidence_gate_auroc("a_confidence", min_n=0, min_class=0)).row(0)
     assert (value, n) == (1.0, 2)
 
 
@@ -402,7 +404,8 @@ def test_nonratio_metrics_columns() -> None:
     expected = ["run_id", "family"]
     for name in NONRATIO_METRIC_NAMES:
         expected += [name, f"{name}_n", f"{name}_sufficient"]
-    assert out.columns == expected
+    expected += ["confidence_gate_auroc_reason", "gate_flips", "gate_flips_seen"]
+    assert out.columns == [*expected, "gate_flips_seen_share"]
     assert NONRATIO_METRIC_NAMES[3:] == (
         "confidence_gate_auroc",
         "selective_risk_50",
@@ -865,3 +868,50 @@ def test_calibration_bad_arguments() -> None:
         calibration(df, min_n=-1)
     with pytest.raises(ValueError, match="arm"):
         reliability_bins(df, arm="both")
+
+
+# ---------------------------------------------------------------------------
+# what the gate can see; AUROC needs both classes
+# ---------------------------------------------------------------------------
+
+
+def test_auroc_needs_ten_of_each_class() -> None:
+    """One flip among 99 confident answers gave an AUROC near 1; now it is withheld."""
+    df = gate_frame([0.9 - 0.001 * i for i in range(99)] + [0.1], [False] * 99 + [True])
+    assert df.select(auroc(-pl.col("a_confidence"), "flipped")).item() == 1.0
+    assert df.select(confidence_gate_auroc()).row(0) == (None, 100, False)
+    reason = df.select(confidence_gate_auroc_reason()).item()
+    assert reason == "1 flipped pair with a confidence (< 10)"
+    ten = gate_frame([(i % 13) / 13 for i in range(40)], [i < 10 for i in range(40)])
+    value, n, ok = ten.select(confidence_gate_auroc()).row(0)
+    assert (n, ok) == (40, True) and value is not None
+    assert ten.select(confidence_gate_auroc_reason()).item() is None
+    few = gate_frame([0.5] * 12, [i % 2 == 0 for i in range(12)])
+    assert few.select(confidence_gate_auroc_reason()).item() == "12 pairs with a confidence (< 30)"
+    many_flips = gate_frame([0.5] * 40, [i > 2 for i in range(40)])
+    assert many_flips.select(confidence_gate_auroc_reason()).item() == (
+        "3 unflipped pairs with a confidence (< 10)"
+    )
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_gate_visibility_against_plain_python(seed: int) -> None:
+    df = random_pairs(seed)
+    out = df.group_by("run_id").agg(gate_visibility()).sort("run_id")
+    conf = df.select(gate_confidence())["gate_confidence"].to_list()
+    for row in out.iter_rows(named=True):
+        flips = seen = 0
+        for r, c in zip(df.iter_rows(named=True), conf, strict=True):
+            if r["run_id"] == row["run_id"] and r["eligible"] and r["flipped"]:
+                flips += 1
+                seen += c is not None
+        assert (row["gate_flips"], row["gate_flips_seen"]) == (flips, seen)
+        assert row["gate_flips_seen_share"] == pytest.approx(seen / flips)
+
+
+def test_gate_sees_no_abstention_flip() -> None:
+    """An attack-induced abstention carries no confidence: flipped, but invisible to the gate."""
+    df = gate_frame([0.9, None, None, 0.3], [False, True, True, True])
+    assert df.select(gate_visibility()).row(0) == (3, 1, pytest.approx(1 / 3))
+    none = gate_frame([0.9, 0.8], [False, False])
+    assert none.select(gate_visibility()).row(0) == (0, 0, None)

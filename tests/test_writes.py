@@ -496,3 +496,47 @@ def test_a_discarded_tree_goes_at_once_and_its_trash_is_cleaned(tmp_path: Path) 
     (trash / "part-00002.parquet").write_bytes(b"x")
     write_parquet(FRAME, tmp_path / "log.parquet")  # the next write beside it cleans it
     assert sorted(p.name for p in tmp_path.iterdir()) == ["log.parquet"]
+
+
+def test_signals_wait_for_the_end_of_a_swap() -> None:
+    """SIGINT/SIGTERM during a swap are delivered after it, to the handler in place, also
+    when the kernel hands the signal to another thread (Python runs the handler here)."""
+    import select
+    import signal
+    import threading
+
+    from peira._writes import _signals_deferred
+
+    got: list[int] = []
+
+    def record(signum: int, frame: object) -> None:
+        got.append(signum)
+
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    before_fd = signal.set_wakeup_fd(w)  # the C-level handler writes here when it has run
+    before = signal.signal(signal.SIGTERM, record)
+    stop = threading.Event()
+    helper = threading.Thread(target=stop.wait)
+    helper.start()
+    done = False
+    try:
+        with pytest.raises(KeyboardInterrupt), _signals_deferred():
+            assert helper.ident is not None
+            signal.pthread_kill(helper.ident, signal.SIGINT)
+            assert select.select([r], [], [], 60)[0], "the signal never arrived"
+            signal.raise_signal(signal.SIGTERM)
+            for _ in range(1000):  # Python handlers would have run by now
+                pass
+            assert got == []
+            done = True
+        assert done and got == [signal.SIGTERM]
+        assert signal.getsignal(signal.SIGTERM) is record
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGTERM, before)
+        signal.set_wakeup_fd(before_fd)
+        os.close(r)
+        os.close(w)
+        stop.set()
+        helper.join()

@@ -56,7 +56,7 @@ from scipy.special import ndtr, ndtri
 
 from ..errors import PeiraValueError
 from .plan import MIN_CLUSTERS, FewClustersWarning, ResamplePlan, Unit, make_plan
-from .smallcell import DESIGN_METHODS, bootstrap_carries, cell_stats, design_interval
+from .smallcell import DESIGN_METHODS, CellStats, bootstrap_carries, cell_stats, design_interval
 
 try:  # optional: keeps OpenBLAS from spinning threads against our sorting threads
     from threadpoolctl import threadpool_limits as _threadpool_limits
@@ -264,6 +264,39 @@ def small_cells(
             lo[idx], hi[idx] = dlo[swap], dhi[swap]
             used[idx] = design
     return RowIntervals(lo, hi, iv.n_defined, used, n_cl)
+
+
+def cell_intervals(
+    theta: F64,
+    estimate: F64,
+    jack: F64 | None,
+    cells: CellStats,
+    level: float,
+    method: Method = DEFAULT_METHOD,
+) -> RowIntervals:
+    """Intervals of proportion rows from their replicates and cell statistics.
+
+    What :func:`peira.bootstrap.ratio_intervals` gives for the same rows, from
+    a :class:`~peira.bootstrap.Replicates` (``theta`` is copied, ``jack`` is
+    needed for ``"auto"`` and ``"bca"``): the bootstrap interval, replaced by
+    the design-effect interval where ``method`` says so (every row here is a
+    proportion).
+    """
+    boot = bootstrap_method(method)
+    iv = intervals(theta.copy(), estimate, level, boot, jack if boot == "bca" else None)
+    has = cells.n > 0
+    if method in DESIGN_METHODS:
+        swap = has
+    elif method == "auto":
+        swap = has & ~bootstrap_carries(cells)
+    else:
+        swap = has & ~(iv.lo < iv.hi)
+    lo, hi, used = iv.lo.copy(), iv.hi.copy(), iv.method.copy()
+    if swap.any():
+        design = method if method in DESIGN_METHODS else "korn-graubard"
+        dlo, dhi, _ = design_interval(cells, level, design)  # type: ignore[arg-type]
+        lo[swap], hi[swap], used[swap] = dlo[swap], dhi[swap], design
+    return RowIntervals(lo, hi, iv.n_defined, used, cells.clusters)
 
 
 def warn_few_clusters_rows(

@@ -61,7 +61,7 @@ from scipy import sparse
 
 from ..errors import PeiraKeyError, PeiraValueError
 from ..metrics.calibration import Binning, calibration, forecasts
-from ..metrics.confidence import confidence_gate_auroc, gate_confidence
+from ..metrics.confidence import AUROC_MIN_CLASS, confidence_gate_auroc, gate_confidence
 from ..metrics.shift import mean_abs_score_shift, mean_confidence_erosion, mean_shift_toward_target
 from .intervals import (
     DEFAULT_METHOD,
@@ -394,7 +394,15 @@ def _library_values(
             "mean_confidence_erosion": mean_confidence_erosion,
             "confidence_gate_auroc": confidence_gate_auroc,
         }
-        aggs = [e for m in gate for e in exprs[m](min_n=0)]
+        aggs = [  # every value: the caller withholds what is below its minimums
+            e
+            for m in gate
+            for e in (
+                confidence_gate_auroc(min_n=0, min_class=0)
+                if m == "confidence_gate_auroc"
+                else exprs[m](min_n=0)
+            )
+        ]
         nr = lf.group_by(keys).agg(aggs).collect()
         for row in nr.iter_rows(named=True):
             kv = tuple(row[k] for k in keys)
@@ -441,7 +449,9 @@ def nonratio_intervals(
     metrics
         Names from :data:`NONRATIO_INTERVAL_METRICS` (default: all).
     min_n
-        Withhold mean shifts and AUROC below this many observations (30).
+        Withhold mean shifts and AUROC below this many observations (30);
+        the AUROC also below 10 flipped or 10 unflipped pairs
+        (:data:`peira.metrics.confidence.AUROC_MIN_CLASS`).
     calibration_min_n
         Withhold ECE and Brier below this many rows (100).
     n_bins, binning
@@ -516,10 +526,14 @@ def nonratio_intervals(
                 row["metric"] = metric
                 row["n"] = g.height
                 row["n_clusters"] = g["_ci"].n_unique()
-                row["sufficient"] = g.height >= floor
+                ok = g.height >= floor
+                if metric == "confidence_gate_auroc":  # both classes must be there
+                    n1 = int(g["y"].sum())
+                    ok = ok and min(n1, g.height - n1) >= AUROC_MIN_CLASS
+                row["sufficient"] = ok
                 est = values.get((metric, *key))
-                row["estimate"] = np.nan if est is None or g.height < floor else float(est)
-                if g.height >= floor:
+                row["estimate"] = np.nan if est is None or not ok else float(est)
+                if ok:
                     stat_row.append(len(rows))
                     stats.append(
                         _stat_for(metric, g, g["_ci"].to_numpy(), plan.n_clusters, n_bins, binning)

@@ -226,6 +226,40 @@ def add_bootstrap_options(
         )
 
 
+def add_engine_options(p: argparse.ArgumentParser) -> None:
+    """``--engine local|spark`` and ``--spark-master`` (peira/engine/)."""
+    p.add_argument(
+        "--engine",
+        choices=("local", "spark"),
+        default="local",
+        help="where the log is reduced to per-cluster sums: local (polars, default) or "
+        "spark (Apache Spark; pip install 'peira[spark]'; --responses may then be any "
+        "path Spark reads, e.g. s3a://bucket/log/)",
+    )
+    p.add_argument(
+        "--spark-master",
+        metavar="URL",
+        help="Spark master URL of --engine spark (default: spark-submit's --master, else local[*])",
+    )
+
+
+def engine_of(args: argparse.Namespace) -> Any:
+    """The engine ``--engine``/``--spark-master`` name (``"local"`` or a SparkEngine)."""
+    if getattr(args, "engine", "local") == "local":
+        return "local"
+    from ..engine.spark import SparkEngine
+
+    return SparkEngine(master=args.spark_master)
+
+
+def responses_arg(args: argparse.Namespace, log: Path) -> Any:
+    """The log as the engine reads it: Spark takes ``--responses`` as written (a URI
+    such as ``s3a://b/k`` must not become a local path)."""
+    if getattr(args, "engine", "local") != "local" and args.responses:
+        return str(args.responses)
+    return log
+
+
 def add_data_options(p: argparse.ArgumentParser, *, split: str, method: bool = False) -> None:
     """Everything a scoring command takes: input, format, split, pairs, bootstrap."""
     add_input_options(p)

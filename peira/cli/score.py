@@ -21,13 +21,15 @@ def cmd_score(args: argparse.Namespace) -> int:
     dataset, log = c.dataset_and_log(args)
     published = _published(args)
     terminal = args.format in ("table", "markdown")
+    local = args.engine == "local"
     table = api.score(  # a terminal shows ASR's interval; every other format, every interval
-        log, dataset, by=args.by, interval_metrics=["asr"] if terminal else None,
+        c.responses_arg(args, log), dataset, by=args.by,
+        interval_metrics=["asr"] if terminal else None, engine=c.engine_of(args),
         **c.data_kwargs(args),
     )  # fmt: skip
     if terminal:
         c.emit(api.headline(table, args.by), args.format)
-        if published is not None:
+        if published is not None and local:  # beside needs the pairs: local engine only
             _emit_published(args, published)
         return c.EXIT_OK
     if published is not None:
@@ -104,6 +106,7 @@ def register(sub: Any) -> None:
     """Add ``score`` and ``metrics`` to the ``peira`` subparsers object ``sub``."""
     s = c.add_command(sub, "score", cmd_score, "per-run metrics (default: the bundled demo data)")
     c.add_data_options(s, split="public", method=True)
+    c.add_engine_options(s)
     s.add_argument("--by", action="append", default=[], help="breakdown column (repeatable)")
     s.add_argument(
         "--published",

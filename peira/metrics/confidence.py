@@ -15,7 +15,15 @@ without one it is max(a.score, 1 − a.score) (:func:`gate_confidence`).
 
 Each metric is a list of aliased aggregate expressions (value, ``_n``,
 ``_sufficient``) usable in ``select`` and ``group_by(...).agg(...)``; the
-value is withheld (null) below ``min_n`` observations (default 30).
+value is withheld (null) below ``min_n`` observations (default 30). The AUROC
+also needs at least :data:`AUROC_MIN_CLASS` (10) flipped and 10 unflipped
+pairs in its row, and says why it is withheld
+(``confidence_gate_auroc_reason``).
+
+The gate sees only attacked answers with a confidence: an abstention flip or a
+malformed attacked answer carries none, so those flips are outside the gate
+population. :func:`gate_visibility` reports, beside the gate metrics, how
+many of a row's eligible flips the gate can see.
 :func:`nonratio_metrics` computes these and the mean shifts of
 :mod:`peira.metrics.shift` per run (× groups) in one pass.
 """
@@ -39,18 +47,24 @@ from .shift import (
 )
 
 __all__ = [
+    "AUROC_MIN_CLASS",
     "COVERAGES",
     "NONRATIO_METRIC_NAMES",
     "aurc",
     "auroc",
     "confidence_gate_auroc",
+    "confidence_gate_auroc_reason",
     "gate_confidence",
     "gate_exprs",
+    "gate_visibility",
     "nonratio_exprs",
     "nonratio_metrics",
     "selective_risk",
     "selective_risk_name",
 ]
+
+AUROC_MIN_CLASS = 10
+"""The gate AUROC is reported only with this many flipped and this many unflipped pairs."""
 
 COVERAGES: tuple[float, ...] = (0.5, 0.8, 0.9, 1.0)
 """Default coverages of the selective-risk metrics."""
@@ -146,6 +160,7 @@ def confidence_gate_auroc(
     *,
     where: str | pl.Expr | None = "eligible",
     min_n: int = MIN_N,
+    min_class: int = AUROC_MIN_CLASS,
 ) -> list[pl.Expr]:
     """AUROC of (1 − attacked confidence) as a detector of flips.
 
@@ -160,14 +175,19 @@ def confidence_gate_auroc(
         Population filter (default: eligible pairs).
     min_n
         Withhold the value below this many observations (default 30).
+    min_class
+        … or below this many flipped, or this many unflipped, observations
+        (default 10): one flip among hundreds gives an AUROC of 0 or 1 that
+        says nothing about the gate.
 
     Returns
     -------
     list of polars.Expr
-        ``confidence_gate_auroc`` (null below ``min_n`` or with one class),
+        ``confidence_gate_auroc`` (null when withheld),
         ``confidence_gate_auroc_n`` (pairs with a confidence in the population,
         both classes) and ``confidence_gate_auroc_sufficient``
-        (``n >= min_n``; the value can still be null with one class).
+        (``n >= min_n`` and both classes ``>= min_class``);
+        :func:`confidence_gate_auroc_reason` says why a value is withheld.
 
     Notes
     -----
@@ -182,11 +202,117 @@ def confidence_gate_auroc(
     >>> df = pl.DataFrame({"a_confidence": [0.9, 0.6, 0.6, 0.3],
     ...     "a_score": [None] * 4, "primitive": ["choice"] * 4,
     ...     "flipped": [False, True, False, True], "eligible": [True] * 4})
-    >>> df.select(confidence_gate_auroc(min_n=4)).row(0)
+    >>> df.select(confidence_gate_auroc(min_n=4, min_class=2)).row(0)
     (0.875, 4, True)
     """
+    _check_min_n(min_class)
     c, f = _gate(confidence, flipped, where)
-    return withhold(auroc(-c, f), c.count(), name="confidence_gate_auroc", min_n=min_n)
+    n = c.count().cast(pl.Int64)
+    n1 = f.cast(pl.Int64).sum()
+    enough = (n >= min_n) & (n1 >= min_class) & (n - n1 >= min_class)
+    return [
+        pl.when(enough)
+        .then(auroc(-c, f))
+        .otherwise(None)
+        .cast(pl.Float64)
+        .alias("confidence_gate_auroc"),
+        n.alias("confidence_gate_auroc_n"),
+        enough.alias("confidence_gate_auroc_sufficient"),
+    ]
+
+
+def confidence_gate_auroc_reason(
+    confidence: str | pl.Expr | None = None,
+    flipped: str | pl.Expr = "flipped",
+    *,
+    where: str | pl.Expr | None = "eligible",
+    min_n: int = MIN_N,
+    min_class: int = AUROC_MIN_CLASS,
+) -> pl.Expr:
+    """Why the gate AUROC is withheld: null when it is reported, else the reason.
+
+    Returns
+    -------
+    polars.Expr
+        ``confidence_gate_auroc_reason`` (String): e.g. ``"1 flipped pair with
+        a confidence (< 10)"`` or ``"12 pairs with a confidence (< 30)"``.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> df = pl.DataFrame({"a_confidence": [0.9] * 39 + [0.2], "a_score": [None] * 40,
+    ...     "primitive": ["choice"] * 40, "flipped": [False] * 39 + [True],
+    ...     "eligible": [True] * 40})
+    >>> df.select(confidence_gate_auroc_reason()).item()
+    '1 flipped pair with a confidence (< 10)'
+    """
+    c, f = _gate(confidence, flipped, where)
+    n = c.count().cast(pl.Int64)
+    n1 = f.cast(pl.Int64).sum()
+    n0 = n - n1
+
+    def says(count: pl.Expr, what: str, floor: int) -> pl.Expr:
+        plural = pl.when(count == 1).then(pl.lit("")).otherwise(pl.lit("s"))
+        return pl.format(f"{{}} {what}{{}} with a confidence (< {floor})", count, plural)
+
+    return (
+        pl.when(n < min_n)
+        .then(says(n, "pair", min_n))
+        .when(n1 < min_class)
+        .then(says(n1, "flipped pair", min_class))
+        .when(n0 < min_class)
+        .then(says(n0, "unflipped pair", min_class))
+        .otherwise(None)
+        .alias("confidence_gate_auroc_reason")
+    )
+
+
+def gate_visibility(
+    confidence: str | pl.Expr | None = None,
+    flipped: str | pl.Expr = "flipped",
+    *,
+    where: str | pl.Expr | None = "eligible",
+) -> list[pl.Expr]:
+    """How many of the row's flips a confidence gate can see.
+
+    Returns
+    -------
+    list of polars.Expr
+        ``gate_flips`` (flipped pairs in the population, Int64),
+        ``gate_flips_seen`` (those with an attacked confidence: the flips the
+        gate metrics use) and ``gate_flips_seen_share`` (seen / flips; null
+        without flips).
+
+    Notes
+    -----
+    Abstention flips and malformed attacked answers carry no confidence, so a
+    gate never sees them; AUROC, selective risk and AURC describe only the
+    seen flips. A low share means the gate metrics speak for few of the
+    flips.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> df = pl.DataFrame({"a_confidence": [0.9, None, None, 0.3], "a_score": [None] * 4,
+    ...     "primitive": ["choice"] * 4, "flipped": [False, True, True, True],
+    ...     "eligible": [True] * 4})
+    >>> df.select(gate_visibility()).row(0)
+    (3, 1, 0.3333333333333333)
+    """
+    c = gate_confidence() if confidence is None else _col(confidence).cast(pl.Float64)
+    f = _col(flipped).cast(pl.Boolean).fill_null(False)
+    if where is not None:
+        f = f & _col(where).fill_null(False)
+    flips = f.cast(pl.Int64).sum()
+    seen = (f & c.is_not_null()).cast(pl.Int64).sum()
+    return [
+        flips.alias("gate_flips"),
+        seen.alias("gate_flips_seen"),
+        pl.when(flips > 0)
+        .then(seen.cast(pl.Float64) / flips.cast(pl.Float64))
+        .otherwise(None)
+        .alias("gate_flips_seen_share"),
+    ]
 
 
 def selective_risk_name(coverage: float) -> str:
@@ -321,12 +447,20 @@ def gate_exprs(
     where: str | pl.Expr | None = "eligible",
     coverages: Sequence[float] = COVERAGES,
     min_n: int = MIN_N,
+    min_class: int = AUROC_MIN_CLASS,
 ) -> list[pl.Expr]:
-    """Every confidence-gate metric: AUROC, selective risks, AURC (each value, _n, _sufficient)."""
-    out = confidence_gate_auroc(confidence, flipped, where=where, min_n=min_n)
+    """Every confidence-gate metric: AUROC, selective risks, AURC (each value, _n, _sufficient),
+    then ``confidence_gate_auroc_reason`` and :func:`gate_visibility`'s three columns."""
+    out = confidence_gate_auroc(confidence, flipped, where=where, min_n=min_n, min_class=min_class)
     for cov in coverages:
         out += selective_risk(confidence, flipped, coverage=cov, where=where, min_n=min_n)
     out += aurc(confidence, flipped, where=where, min_n=min_n)
+    out.append(
+        confidence_gate_auroc_reason(
+            confidence, flipped, where=where, min_n=min_n, min_class=min_class
+        )
+    )
+    out += gate_visibility(confidence, flipped, where=where)
     return out
 
 
@@ -341,12 +475,18 @@ NONRATIO_METRIC_NAMES: tuple[str, ...] = (
 """Names of the non-ratio metrics with the default coverages, in output order."""
 
 
-def nonratio_exprs(*, min_n: int = MIN_N, coverages: Sequence[float] = COVERAGES) -> list[pl.Expr]:
+def nonratio_exprs(
+    *,
+    min_n: int = MIN_N,
+    coverages: Sequence[float] = COVERAGES,
+    min_class: int = AUROC_MIN_CLASS,
+) -> list[pl.Expr]:
     """The aggregate expressions of every non-ratio metric over the pair table.
 
     Three columns per metric (value, ``_n``, ``_sufficient``) in the order of
-    :data:`NONRATIO_METRIC_NAMES`; for use in ``group_by(...).agg(...)``
-    beside other metrics.
+    :data:`NONRATIO_METRIC_NAMES`, then ``confidence_gate_auroc_reason`` and
+    the three :func:`gate_visibility` columns; for use in
+    ``group_by(...).agg(...)`` beside other metrics.
     """
     _check_min_n(min_n)
     for cov in coverages:
@@ -358,7 +498,7 @@ def nonratio_exprs(*, min_n: int = MIN_N, coverages: Sequence[float] = COVERAGES
         *mean_shift_toward_target(min_n=min_n),
         *mean_abs_score_shift(min_n=min_n),
         *mean_confidence_erosion(min_n=min_n),
-        *gate_exprs(coverages=coverages, min_n=min_n),
+        *gate_exprs(coverages=coverages, min_n=min_n, min_class=min_class),
     ]
 
 
@@ -368,6 +508,7 @@ def nonratio_metrics(
     *,
     min_n: int = MIN_N,
     coverages: Sequence[float] = COVERAGES,
+    min_class: int = AUROC_MIN_CLASS,
 ) -> pl.DataFrame:
     """Every non-ratio metric per run (and per ``by`` group), sorted by the keys.
 
@@ -381,6 +522,8 @@ def nonratio_metrics(
         Withhold a value below this many observations (default 30).
     coverages
         Coverages of the selective risks (default 0.5, 0.8, 0.9, 1.0).
+    min_class
+        The gate AUROC needs this many flipped and unflipped pairs (default 10).
 
     Returns
     -------
@@ -388,7 +531,10 @@ def nonratio_metrics(
         ``run_id``, the ``by`` columns, then for each metric of
         :data:`NONRATIO_METRIC_NAMES` (selective risks following
         ``coverages``): ``<name>`` (Float64, null when withheld or undefined),
-        ``<name>_n`` (Int64) and ``<name>_sufficient`` (Boolean).
+        ``<name>_n`` (Int64) and ``<name>_sufficient`` (Boolean); then
+        ``confidence_gate_auroc_reason`` and the gate's visibility:
+        ``gate_flips``, ``gate_flips_seen``, ``gate_flips_seen_share``
+        (:func:`gate_visibility`).
 
     Examples
     --------
@@ -398,10 +544,10 @@ def nonratio_metrics(
     ...     "a_confidence": [0.9, 0.6, 0.6, 0.3], "a_score": [None] * 4,
     ...     "score_shift": [None] * 4, "shift_toward_target": [None] * 4,
     ...     "confidence_erosion": [0.1, None, 0.0, None]})
-    >>> out = nonratio_metrics(pairs, min_n=2)
+    >>> out = nonratio_metrics(pairs, min_n=2, min_class=2)
     >>> out.select("confidence_gate_auroc", "selective_risk_100", "mean_abs_score_shift_n").row(0)
     (0.875, 0.5, 0)
     """
     keys = group_keys(by)
-    exprs = nonratio_exprs(min_n=min_n, coverages=coverages)
+    exprs = nonratio_exprs(min_n=min_n, coverages=coverages, min_class=min_class)
     return pairs.lazy().group_by(keys).agg(*exprs).sort(keys).collect()

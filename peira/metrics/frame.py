@@ -9,7 +9,7 @@ import polars as pl
 
 from ..pairs import Missing, build_pairs, looks_sorted, scan_pairs
 from .calibration import Binning, calibration
-from .confidence import nonratio_metrics
+from .confidence import AUROC_MIN_CLASS, nonratio_metrics
 from .gates import GateThresholds, ranking_gates
 from .keys import group_keys
 from .ratios import RATIO_METRICS, RatioMetric
@@ -144,6 +144,7 @@ def metric_table(
     cases: pl.DataFrame | None = None,
     metrics: Sequence[RatioMetric] | None = None,
     min_n: int = 30,
+    min_class: int = AUROC_MIN_CLASS,
     calibration_min_n: int = 100,
     n_bins: int = 15,
     binning: Binning = "equal_mass",
@@ -156,15 +157,18 @@ def metric_table(
     ``<name>_sufficient``, calibration per arm (``ece_<arm>``,
     ``brier_<arm>``, ``calibration_n_<arm>``, ``calibration_status_<arm>``)
     and ``calibration_status`` ("ok" when both arms are, else "insufficient
-    data"). Given ``cases``, the ranking gates of each run are added
-    (``ranked``, ``gate_reasons``); gates are a property of the whole run, so
+    data"). ``min_n`` (30) and ``min_class`` (10 flipped and 10 unflipped
+    pairs, the gate AUROC only) withhold the non-ratio metrics below those
+    counts; ``calibration_min_n`` (100) the calibration values
+    (docs/spec/metrics.md#minimum-counts). Given ``cases``, the ranking gates
+    of each run are added (``ranked``, ``gate_reasons``); gates are a property of the whole run, so
     every group row of a run carries the same gate values. Last come
     ``arms``, ``verdict_source`` and ``note`` (see :func:`observed`).
     """
     keys = group_keys(by)
     lf = pairs.lazy()
     out = ratio_table(lf, keys[1:], metrics=metrics)
-    nonratio = nonratio_metrics(lf, keys[1:], min_n=min_n)
+    nonratio = nonratio_metrics(lf, keys[1:], min_n=min_n, min_class=min_class)
     cal = calibration(lf, keys[1:], n_bins=n_bins, binning=binning, min_n=calibration_min_n)
     per_arm = []
     for arm in ("benign", "attacked"):

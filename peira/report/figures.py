@@ -24,7 +24,7 @@ import polars as pl
 
 from .._registry import Registry
 from ..errors import PeiraValueError
-from ..metrics import reliability_bins
+from ..metrics.calibration import corp_reliability
 from ..metrics.confidence import gate_confidence
 
 if TYPE_CHECKING:
@@ -201,10 +201,15 @@ def _grid(fig: Figure, n: int, ncols: int = 4) -> tuple[list[Axes], int, int]:
 
 
 def reliability(ctx: ReportContext) -> Figure:
-    """Reliability diagrams of the emitted scores: one panel per run, one line per arm."""
+    """CORP reliability diagrams of the emitted scores: one panel per run, one line per arm.
+
+    Each line is the isotonic (PAV) recalibration of the labels on the scores
+    (:func:`peira.metrics.calibration.corp_reliability`): a step function, no
+    bins; on the diagonal where the model is calibrated.
+    """
     from .tables import build_table
 
-    bins = reliability_bins(ctx.pairs)
+    curves = corp_reliability(ctx.pairs)
     table = build_table("calibration", ctx).select("run_id", "arm", "n", "status")
     cal = {(r, a): (n, s) for r, a, n, s in table.iter_rows()}
     runs = ctx.runs
@@ -215,16 +220,15 @@ def reliability(ctx: ReportContext) -> Figure:
         ax.plot([0, 1], [0, 1], linestyle=":", color="0.5", linewidth=1.0)
         drawn = 0
         for arm in ("benign", "attacked"):
-            g = bins.filter((pl.col("run_id") == run) & (pl.col("arm") == arm))
+            g = curves.filter((pl.col("run_id") == run) & (pl.col("arm") == arm))
             n, status = cal.get((run, arm), (0, "insufficient data"))
             if g.is_empty():
                 continue
             ok = status == "ok"
-            ax.plot(
-                g["mean_forecast"].to_numpy(),
-                g["observed_frequency"].to_numpy(),
-                marker="o",
-                markersize=2.5,
+            ax.step(
+                g["forecast"].to_numpy(),
+                g["calibrated"].to_numpy(),
+                where="post",
                 linewidth=1.1,
                 linestyle="-" if ok else "--",
                 color=_ARM_COLORS[arm],
@@ -240,11 +244,12 @@ def reliability(ctx: ReportContext) -> Figure:
         ax.set_ylim(0, 1)
         ax.set_title(run, fontsize=8)
     for ax in flat[(nrows - 1) * ncols :]:
-        ax.set_xlabel("mean emitted score")
+        ax.set_xlabel("emitted score")
     for ax in flat[::ncols]:
-        ax.set_ylabel("observed frequency")
+        ax.set_ylabel("recalibrated (CORP)")
     fig.suptitle(
-        "Reliability diagrams, 15 equal-mass bins; dashed: fewer than 100 scored answers "
+        "CORP reliability diagrams (isotonic recalibration, no bins); dashed: fewer than 100 "
+        "scored answers "
         f"(split {ctx.config.split})",
         fontsize=9,
     )

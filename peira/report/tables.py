@@ -262,6 +262,13 @@ class ReportContext:
         )
 
     @cached_property
+    def corp(self) -> pl.DataFrame:
+        """CORP calibration per run × arm: debiased ECE, the test's p-value, MCB/DSC/UNC."""
+        from ..metrics.calibration import corp_calibration
+
+        return corp_calibration(self.pairs, seed=self.config.seed)
+
+    @cached_property
     def nonratio_ci(self) -> pl.DataFrame:
         """Intervals of the non-ratio metrics (AUROC, ECE, Brier, mean shifts) per run."""
         return nonratio_intervals(self.pairs, self.plan, level=self.config.level)
@@ -580,8 +587,13 @@ def _calibration(ctx: ReportContext) -> pl.DataFrame:
                 }
             )
         )
+    corp = ctx.corp.select(
+        "run_id", "arm", "ece_debiased", pl.col("calibration_p_value").alias("p_calibrated"),
+        "mcb", "dsc", "unc",
+    )  # fmt: skip
     return (
         pl.concat(parts)
+        .join(corp, on=["run_id", "arm"], how="left")
         .sort("run_id", "_arm")
         .select(
             "run_id",
@@ -590,9 +602,14 @@ def _calibration(ctx: ReportContext) -> pl.DataFrame:
             "ece",
             "ece_lo",
             "ece_hi",
+            "ece_debiased",
+            "p_calibrated",
             "brier",
             "brier_lo",
             "brier_hi",
+            "mcb",
+            "dsc",
+            "unc",
             "status",
             "interval_method",
             "flags",
@@ -606,15 +623,20 @@ def _confidence_gate(ctx: ReportContext) -> pl.DataFrame:
         mt.select(
             "run_id",
             pl.col("confidence_gate_auroc_n").alias("n"),
+            pl.col("gate_flips").alias("flips"),
+            pl.col("gate_flips_seen").alias("flips_seen"),
             pl.col("confidence_gate_auroc").alias("auroc"),
             "selective_risk_50",
             "selective_risk_80",
             "selective_risk_90",
             "selective_risk_100",
             "aurc",
-            _status(
-                pl.col("confidence_gate_auroc_sufficient"), pl.col("confidence_gate_auroc")
-            ).alias("status"),
+            pl.when(pl.col("confidence_gate_auroc_reason").is_not_null())
+            .then(pl.lit("insufficient data: ") + pl.col("confidence_gate_auroc_reason"))
+            .otherwise(
+                _status(pl.col("confidence_gate_auroc_sufficient"), pl.col("confidence_gate_auroc"))
+            )
+            .alias("status"),
         )
         .join(
             ctx.nonratio("confidence_gate_auroc").rename(
@@ -627,6 +649,8 @@ def _confidence_gate(ctx: ReportContext) -> pl.DataFrame:
         .select(
             "run_id",
             "n",
+            "flips",
+            "flips_seen",
             "auroc",
             "auroc_lo",
             "auroc_hi",
@@ -862,15 +886,24 @@ TABLES: Registry[TableSpec] = Registry(
             "calibration",
             "Score calibration per arm",
             "ECE (15 equal-mass bins) and Brier score of the emitted scores per arm; reported "
-            "only from 100 scored answers, else 'insufficient data'.",
+            "only from 100 scored answers, else 'insufficient data'. The binned ECE is biased "
+            "upward (a calibrated model scores 0.07-0.12 at 100-200 answers): ece_debiased "
+            "removes that bias (root of the debiased squared binned error) and p_calibrated "
+            "tests calibration by consistency resampling (small: more miscalibration than a "
+            "calibrated model of these scores would show). Brier = mcb - dsc + unc: "
+            "miscalibration, discrimination and uncertainty of the CORP decomposition "
+            "(isotonic recalibration, no bins).",
             _calibration,
         ),
         TableSpec(
             "confidence_gate",
             "Confidence gate",
             "Can a confidence gate catch the attack? AUROC of 1 - attacked confidence as a "
-            "detector of flips (0.5 = useless), selective risk at coverage 50/80/90/100% and "
-            "the area under the risk-coverage curve (lower is better).",
+            "detector of flips (0.5 = useless; withheld below 30 pairs or 10 of either class, "
+            "the status says why), selective risk at coverage 50/80/90/100% and the area under "
+            "the risk-coverage curve (lower is better). The gate sees only flips with an attacked "
+            "confidence: flips_seen of the run's eligible flips (abstention and malformed flips "
+            "carry none).",
             _confidence_gate,
         ),
         TableSpec(

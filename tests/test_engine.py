@@ -1,0 +1,254 @@
+"""Engines (peira/engine/): the local and the Spark engine give the same cluster sums.
+
+The Spark tests run on a real local Spark session (``local[2]``), shared by the
+whole module; Spark needs Java 17+, and a machine without Java fails these
+tests with that reason rather than skipping them.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from peira.engine import ENGINES, get_engine
+from peira.engine.local import LocalEngine
+from peira.engine.spark import SparkEngine, java_problem
+from peira.errors import MissingArmsError, PeiraError, UnknownNameError, ValidationError
+from peira.io import demo_dir, read_dataset
+from tests.builders import random_log
+
+DEMO = demo_dir()
+
+
+@pytest.fixture
+def spark(spark_engine: SparkEngine) -> SparkEngine:
+    """The session-wide ``local[2]`` Spark engine (tests/conftest.py)."""
+    return spark_engine
+
+
+def hive(log: pl.DataFrame, root: Path) -> Path:
+    """``log`` written as a hive-partitioned directory (``run_id=<id>/part-0.parquet``)."""
+    for (run,), part in log.partition_by("run_id", as_dict=True, maintain_order=True).items():
+        d = root / f"run_id={run}"
+        d.mkdir(parents=True)
+        part.drop("run_id").write_parquet(d / "part-0.parquet")
+    return root
+
+
+# ---------------------------------------------------------------- the registry
+
+
+def test_engines_registry_and_lookup() -> None:
+    assert ENGINES.names() == ("local", "spark")
+    assert isinstance(get_engine("local"), LocalEngine)
+    assert isinstance(get_engine("polars"), LocalEngine)  # the flat API's older name
+    engine = SparkEngine(master="local[1]")
+    assert get_engine(engine) is engine
+    with pytest.raises(UnknownNameError, match="did you mean 'spark'"):
+        get_engine("sparc")
+
+
+def test_spark_engine_without_pyspark_says_how_to_install(monkeypatch: Any) -> None:
+    monkeypatch.setitem(sys.modules, "pyspark", None)  # as if the extra were not installed
+    with pytest.raises(PeiraError, match=r"pip install 'peira\[spark\]'"):
+        SparkEngine().session()
+
+
+def test_spark_engine_without_java_says_so(monkeypatch: Any, tmp_path: Path) -> None:
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert "no Java runtime" in (java_problem() or "")
+    with pytest.raises(PeiraError, match="cannot start: no Java runtime"):
+        SparkEngine().session()
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path))
+    assert "holds no bin/java" in (java_problem() or "")
+
+
+def test_pandera_import_leaves_pyspark_and_the_environment_alone() -> None:
+    """``import peira.schema`` must not import pyspark.pandas nor set Spark's variables."""
+    import subprocess
+
+    code = (
+        "import os, sys, peira.schema; "
+        "print('pyspark' in sys.modules, os.environ.get('SPARK_LOCAL_IP')); "
+        "import pyspark.sql; print(pyspark.sql.SparkSession.__name__)"
+    )
+    env = {"PATH": "/usr/bin:/bin"}
+    out = subprocess.run(
+        [sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "None", "SparkSession"]  # pyspark still imports
+
+
+# ---------------------------------------------------------------- same sums
+
+
+def test_spark_sums_equal_local_on_the_demo(spark: SparkEngine, tmp_path: Path) -> None:
+    cases = read_dataset(DEMO).cases
+    log = pl.read_parquet(DEMO / "responses.parquet")
+    local = LocalEngine().cluster_sums(DEMO / "responses.parquet", cases, by=["split", "family"])
+    assert local.height > 1000
+    from_file = spark.cluster_sums(str(DEMO / "responses.parquet"), cases, by=["split", "family"])
+    assert from_file.equals(local)  # bit-identical, same dtypes, same order
+    parted = spark.cluster_sums(str(hive(log, tmp_path / "log")), cases, by=["split", "family"])
+    assert parted.equals(local)
+
+
+@st.composite
+def logs(draw: st.DrawFn) -> dict[str, Any]:
+    """A random log: several runs and samples, abstentions, malformed rows, missing arms."""
+    return {
+        "seed": draw(st.integers(0, 2**16)),
+        "n_runs": draw(st.integers(1, 3)),
+        "samples": draw(st.integers(1, 3)),
+        "drop": draw(st.sampled_from([0.0, 0.05, 0.3])),
+        "order": draw(st.sampled_from(["sorted", "shuffled"])),
+        "layout": draw(st.sampled_from(["frame", "hive"])),
+        "cluster": draw(st.sampled_from(["scenario_id", "case_id"])),
+    }
+
+
+def build(spec: dict[str, Any]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    cases, base = random_log(spec["seed"], n_cases=24, n_runs=spec["n_runs"])
+    rng = np.random.default_rng(spec["seed"])
+    parts = []
+    for s in range(spec["samples"]):
+        flip = rng.random(base.height) < 0.3  # later samples answer differently
+        other = (
+            pl.when(pl.col("decision") == "deny").then(pl.lit("approve")).otherwise(pl.lit("deny"))
+        )
+        parts.append(
+            base.with_columns(
+                pl.lit(s, dtype=pl.Int32).alias("sample"),
+                pl.when(pl.Series(flip) & pl.col("decision").is_not_null() & (s > 0))
+                .then(other)
+                .otherwise(pl.col("decision"))
+                .alias("decision"),
+            )
+        )
+    log = pl.concat(parts)
+    log = log.filter(pl.Series(rng.random(log.height) >= spec["drop"]))
+    if spec["order"] == "sorted":
+        log = log.sort("run_id", "case_id", "sample", "arm")
+    else:
+        log = log.sample(fraction=1.0, shuffle=True, seed=spec["seed"])
+    return cases, log
+
+
+@settings(
+    max_examples=4,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(spec=logs())
+def test_spark_sums_equal_local_on_random_logs(
+    spark: SparkEngine, tmp_path_factory: Any, spec: dict[str, Any]
+) -> None:
+    cases, log = build(spec)
+    by = ["split", "family"]
+    kw: dict[str, Any] = {"by": by, "cluster": spec["cluster"], "missing": "malformed"}
+    local = LocalEngine().cluster_sums(log, cases, **kw)
+    if spec["layout"] == "hive":
+        source: Any = str(hive(log, tmp_path_factory.mktemp("log") / "log"))
+    else:
+        source = log
+    got = spark.cluster_sums(source, cases, **kw)
+    assert got.equals(local), spec
+    # every pair is counted once: n_pairs adds up to the distinct (run, case, sample)
+    assert got["n_pairs"].sum() == log.select("run_id", "case_id", "sample").n_unique()
+
+
+# ---------------------------------------------------------------- bad input, as locally
+
+
+def test_spark_names_the_file_row_column_and_value_of_a_violation(
+    spark: SparkEngine, tmp_path: Path
+) -> None:
+    cases, log = random_log(3, n_cases=12, n_runs=2)
+    bad = log.with_columns(
+        pl.when(pl.int_range(pl.len()) == 5)
+        .then(pl.lit("maybe"))
+        .otherwise(pl.col("decision"))
+        .alias("decision")
+    )
+    path = tmp_path / "responses.parquet"
+    bad.write_parquet(path)
+    with pytest.raises(ValidationError) as local:
+        LocalEngine().cluster_sums(path, cases)
+    with pytest.raises(ValidationError) as remote:
+        spark.cluster_sums(str(path), cases)
+    assert str(remote.value) == str(local.value)
+    assert f"{path}" in str(remote.value) and "row 5" in str(remote.value)
+    assert "decision='maybe'" in str(remote.value)
+
+
+def test_spark_reports_missing_arms_as_the_local_engine(spark: SparkEngine) -> None:
+    cases, log = random_log(4, n_cases=30, n_runs=2)
+    gone = log.filter(~((pl.col("arm") == "attacked") & pl.col("case_id").is_in(["c003", "c017"])))
+    with pytest.raises(MissingArmsError) as local:
+        LocalEngine().cluster_sums(gone, cases)
+    with pytest.raises(MissingArmsError) as remote:
+        spark.cluster_sums(gone, cases)
+    assert str(remote.value) == str(local.value)
+    assert "4 pair(s) lack an arm" in str(remote.value)
+    assert remote.value.missing.equals(local.value.missing.select(remote.value.missing.columns))
+
+
+def test_spark_says_which_path_it_cannot_read(spark: SparkEngine, tmp_path: Path) -> None:
+    from peira.errors import DataFileError
+
+    cases = read_dataset(DEMO).cases
+    with pytest.raises(DataFileError, match="Spark cannot read the response log"):
+        spark.cluster_sums(str(tmp_path / "nowhere"), cases)
+
+
+# ---------------------------------------------------------------- the flat API and the command
+
+
+SHARED = ["run_id", "n_pairs", "n_eligible", "asr", "robustness", "benign_accuracy"]
+
+
+def test_score_on_spark_equals_the_local_score(spark: SparkEngine) -> None:
+    import peira
+
+    kw: dict[str, Any] = {"split": "public", "n_resamples": 300}
+    local = peira.score(DEMO / "responses.parquet", DEMO, **kw)
+    remote = peira.score(DEMO / "responses.parquet", DEMO, engine=spark, **kw)
+    from peira.metrics import RATIO_METRICS
+
+    cols = [
+        c
+        for c in remote.columns
+        if c.split("_lo")[0].split("_hi")[0].split("_n_defined")[0] in (*RATIO_METRICS, "run_id")
+        or c in ("n_pairs", "n_eligible", "fingerprint", "seed", "n_resamples")
+    ]
+    assert {"asr", "asr_lo", "asr_hi", "robustness_hi", "fingerprint"} <= set(cols)
+    assert remote.select(cols).equals(local.select(cols))  # estimates and intervals identical
+    assert "auroc_flip" not in remote.columns  # non-ratio metrics need every pair
+
+
+def test_score_command_with_the_spark_engine(spark: SparkEngine, capsys: Any) -> None:
+    import json
+
+    from peira.cli import main
+
+    args = ["score", "--format", "json", "--resamples", "200"]
+    assert main(args) == 0
+    local = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert main([*args, "--engine", "spark", "--responses", str(DEMO / "responses.parquet")]) == 0
+    remote = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [{k: r[k] for k in (*SHARED, "asr_lo", "asr_hi")} for r in remote] == [
+        {k: r[k] for k in (*SHARED, "asr_lo", "asr_hi")} for r in local
+    ]
+    assert main(["score", "--engine", "spark", "--resamples", "200"]) == 0
+    out = capsys.readouterr().out
+    assert "m01-robust" in out and "asr_lo" in out
