@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -24,7 +25,7 @@ from peira.io import Dataset, read_parquet, write_dataset
 from peira.parse import parse_frame
 from peira.run import Request, parts_dir, run
 from peira.synth import generate
-from peira.testing import ChatServer, Reply, check_adapter
+from peira.testing import ChatServer, FastChatServer, Reply, check_adapter
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "sk-test-peira-0123456789abcdefXYZ"
@@ -224,6 +225,62 @@ def test_openai_base_url_from_the_environment(
     a = OpenAICompatible("test-model", timeout=5)
     assert a.decide(CHOICE).error is None and len(server.requests) == 1
     assert a.config()["base_url"].startswith(f"http://127.0.0.1:{server.port}/v1")
+
+
+def test_extra_body_fields_reach_the_server_and_win(server: ChatServer, keyed: None) -> None:
+    a = _adapter(server, temperature=0.9, extra_body={"top_k": 5, "temperature": 0.25})
+    assert a.decide(CHOICE).error is None
+    body = server.requests[-1]
+    assert body["top_k"] == 5 and body["temperature"] == 0.25  # as the SDK merges extra_body
+    assert body["response_format"]["json_schema"]["schema"]["properties"]["decision"]["enum"] == [
+        "approve", "deny"
+    ]  # fmt: skip
+
+
+def test_fast_server_answers_like_the_chat_server(keyed: None) -> None:
+    import urllib.error
+    import urllib.request
+
+    reqs = [CHOICE, SCORE, ABSTAIN, Request("v-5", "choice", "Ship it?", ("yes", "no"), "{}", 2)]
+    with ChatServer() as slow, FastChatServer() as fast:
+        want = [_adapter(slow, seed=3).decide(r) for r in reqs]
+        got = [_adapter(fast, seed=3).decide(r) for r in reqs]
+        for g, w in zip(got, want, strict=True):
+            assert dataclasses.replace(g, latency_ms=None) == dataclasses.replace(
+                w, latency_ms=None
+            )
+        assert fast.n == len(reqs)
+        # plain text when asked for it; other routes and bodies that are not JSON are refused
+        assert _adapter(fast, structured="text").decide(CHOICE).raw_text == (
+            _adapter(slow, structured="text").decide(CHOICE).raw_text
+        )
+        for path, data, status in (
+            ("/v1/embeddings", b"{}", 404),
+            ("/v1/chat/completions", b"{x", 400),
+        ):
+            with pytest.raises(urllib.error.HTTPError) as info:
+                urllib.request.urlopen(fast.url.removesuffix("/v1") + path, data=data, timeout=5)
+            assert info.value.code == status
+    with FastChatServer(schema_support=False) as plain:
+        a = _adapter(plain)
+        d = a.decide(SCORE)
+        assert d.error is None and (d.raw_text or "").startswith(f"Decision: {d.decision}\n")
+        assert plain.n == 1  # the rejected schema request is not an answer
+
+
+def test_chat_server_process_serves_with_latency(keyed: None) -> None:
+    argv = [sys.executable, "-m", "peira.testing.chat_server", "--latency", "0.2"]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=ROOT) as proc:
+        try:
+            assert proc.stdout is not None
+            url = proc.stdout.readline().strip()
+            a = OpenAICompatible("test-model", base_url=url, timeout=5)
+            t0 = time.perf_counter()
+            d = a.decide(CHOICE)
+            assert d.error is None and d.decision in CHOICE.options
+            assert time.perf_counter() - t0 >= 0.2
+        finally:
+            proc.terminate()
 
 
 def test_conformance_kit_passes(server: ChatServer, keyed: None) -> None:

@@ -1,9 +1,8 @@
 """Non-ratio intervals at real shapes: continuous confidences, one case per cluster.
 
-The AUROC bootstrap works on at most ``AUROC_BINS`` confidence bins; beyond
-that many distinct values its replicates carry a bounded error, reported in
-``error_bound``. Oracles: scikit-learn's ``roc_auc_score`` with the resample's
-case weights, and the exact (one bin per value) computation.
+The AUROC bootstrap is exact whatever the number of distinct confidences
+(``error_bound`` is 0). Oracle: scikit-learn's ``roc_auc_score`` with the
+resample's case weights.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ import polars as pl
 import pytest
 from sklearn.metrics import roc_auc_score
 
-import peira.bootstrap.nonratio as nonratio_module
 from peira.bootstrap import make_plan, nonratio_intervals
 from peira.metrics.confidence import nonratio_metrics
 
@@ -59,7 +57,7 @@ def sklearn_replicates(pairs: pl.DataFrame, plan: object) -> np.ndarray:
     return np.array([roc_auc_score(y, s, sample_weight=w[b][ci]) for b in range(w.shape[0])])
 
 
-def test_exact_when_each_value_has_its_bin() -> None:
+def test_exact_on_rounded_confidences() -> None:
     pairs = gate_pairs(3_000, 1, decimals=3)  # at most 1,001 distinct values
     plan = make_plan(pairs["scenario_id"], n_resamples=9, seed=2)
     row = nonratio_intervals(pairs, plan, metrics=["confidence_gate_auroc"]).row(0, named=True)
@@ -70,34 +68,28 @@ def test_exact_when_each_value_has_its_bin() -> None:
     assert row["estimate"] == lib  # the full-data value, exactly
 
 
-@pytest.mark.parametrize("n_bins", [40, 400])
-def test_binned_replicates_stay_within_their_bound(
-    monkeypatch: pytest.MonkeyPatch, n_bins: int
-) -> None:
-    """Few bins on purpose: the bound must hold, and must be needed."""
-    monkeypatch.setattr(nonratio_module, "AUROC_BINS", n_bins)
-    pairs = gate_pairs(4_000, 2)
-    plan = make_plan(pairs["scenario_id"], n_resamples=9, seed=3)
-    row = nonratio_intervals(pairs, plan, metrics=["confidence_gate_auroc"]).row(0, named=True)
-    reps = sklearn_replicates(pairs, plan)
-    bound = row["error_bound"]
-    assert 0 < bound < 0.05
-    assert abs(row["lo"] - reps.min()) <= bound
-    assert abs(row["hi"] - reps.max()) <= bound
-    assert max(abs(row["lo"] - reps.min()), abs(row["hi"] - reps.max())) > 1e-9  # binned
-    lib = nonratio_metrics(pairs, min_n=0)["confidence_gate_auroc"].item()
-    assert row["estimate"] == lib  # the estimate is never binned
-
-
-def test_continuous_confidences_at_the_default_bins_err_below_1e_4() -> None:
-    pairs = gate_pairs(60_000, 3)  # 60,000 distinct confidences > AUROC_BINS
-    assert pairs["a_confidence"].n_unique() > nonratio_module.AUROC_BINS
+def test_exact_on_continuous_confidences() -> None:
+    """60,000 distinct confidences, one case per cluster: every replicate is sklearn's."""
+    pairs = gate_pairs(60_000, 3)
+    assert pairs["a_confidence"].n_unique() == 60_000
     plan = make_plan(pairs["scenario_id"], n_resamples=6, seed=4)
     row = nonratio_intervals(pairs, plan, metrics=["confidence_gate_auroc"]).row(0, named=True)
     reps = sklearn_replicates(pairs, plan)
-    assert 0 < row["error_bound"] <= 1e-4
-    assert abs(row["lo"] - reps.min()) <= row["error_bound"]
-    assert abs(row["hi"] - reps.max()) <= row["error_bound"]
+    assert row["error_bound"] == 0.0
+    assert (row["lo"], row["hi"]) == pytest.approx((reps.min(), reps.max()), abs=1e-12)
+
+
+def test_ties_count_one_half_across_clusters() -> None:
+    """Heavy ties (two decimals) and several pairs per cluster, against sklearn."""
+    pairs = gate_pairs(2_000, 5, decimals=2).with_columns(
+        scenario_id=pl.format("s{}", pl.int_range(pl.len()) // 7)
+    )
+    plan = make_plan(pairs["scenario_id"], n_resamples=25, seed=6)
+    out = nonratio_intervals(pairs, plan, metrics=["confidence_gate_auroc"], level=0.5)
+    reps = np.sort(sklearn_replicates(pairs, plan))
+    row = out.row(0, named=True)
+    # percentile interval at level 0.5 over 25 replicates: sorted values 6 and 18 (0-based)
+    assert (row["lo"], row["hi"]) == pytest.approx((reps[6], reps[18]), abs=1e-12)
 
 
 def test_memory_does_not_grow_with_distinct_values() -> None:

@@ -761,6 +761,63 @@ def test_timed_out_sync_calls_never_exceed_the_concurrency(tmp_path: Path) -> No
     assert set(res.responses["error"]) == {"timeout after 0.02 s (2 attempts)"}
 
 
+class Threads:
+    """A sync adapter that records the thread of every call; ``hang`` calls block until released."""
+
+    name, version = "threads", "1"
+
+    def __init__(self, hang: set[int] = frozenset()) -> None:  # type: ignore[assignment]
+        self.lock, self.release = threading.Lock(), threading.Event()
+        self.idents: list[int] = []
+        self.hang, self.n = hang, 0
+
+    def decide(self, request: Request) -> Decision:
+        with self.lock:
+            n, self.n = self.n, self.n + 1
+            self.idents.append(threading.get_ident())
+        if n in self.hang:
+            self.release.wait(30)
+        return Decision(decision=request.options[0])
+
+
+def _call_threads(before: Sequence[threading.Thread] = ()) -> list[threading.Thread]:
+    """The runner's call threads alive now (but those of ``before``: other tests' leftovers)."""
+    return [
+        t for t in threading.enumerate() if t.name.startswith("peira-call-") and t not in before
+    ]
+
+
+def test_sync_calls_reuse_threads_never_more_than_the_concurrency(
+    ds: Dataset, tmp_path: Path
+) -> None:
+    before = _call_threads()
+    adapter = Threads()
+    res = _run(adapter, ds, tmp_path / "l.parquet", samples=3, concurrency=3)
+    assert res.n_called == len(adapter.idents) == 3 * ds.variants.height
+    assert 1 <= len(set(adapter.idents)) <= 3  # threads are reused, never more than the slots
+    for t in _call_threads(before):  # the idle threads are told to stop when the run ends
+        t.join(5)
+    assert not _call_threads(before)
+
+
+def test_a_hung_sync_call_holds_one_thread_and_never_blocks_the_others(tmp_path: Path) -> None:
+    small = generate(6, 1, seed=4)
+    d = write_dataset(small.cases, small.variants, tmp_path / "ds")
+    before = _call_threads()
+    adapter = Threads(hang={0})
+    res = _run(adapter, d, tmp_path / "l.parquet", concurrency=2, timeout=0.3, retries=0)
+    # the first call hung and timed out, keeping its thread (and slot); the rest went on
+    assert res.n_malformed == 1 and res.n_called == res.n_total == 12
+    assert set(res.responses["error"].drop_nulls()) == {"timeout after 0.3 s (1 attempt)"}
+    assert adapter.idents.count(adapter.idents[0]) == 1  # nothing else ran on the hung thread
+    assert len(set(adapter.idents)) == 2
+    hung = _call_threads(before)
+    assert len(hung) == 1 and hung[0].is_alive()
+    adapter.release.set()  # when its call returns, the hung thread stops too
+    hung[0].join(5)
+    assert not _call_threads(before)
+
+
 class RaisesTimeout:
     name, version = "raises-timeout", "1"
 

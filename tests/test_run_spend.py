@@ -197,13 +197,32 @@ def test_max_cost_stops_before_the_limit_and_resumes(
     assert 0 < parts.height < 40 and not out.exists()
     # it stopped because the next call might not have fitted, not earlier
     assert spent + max(e.cost_usd or 0 for e in est) > limit
-    # resuming under the same limit makes no call; a higher limit finishes the run
-    with pytest.raises(BudgetExceeded):
+    # resuming under the same limit never passes it (calls that were in flight may have
+    # cost less than reserved, leaving room for a cheaper one); a higher limit finishes
+    with pytest.raises(BudgetExceeded) as again:
         run(a, ds, out, max_cost_usd=limit, progress=False)
-    assert len(server.requests) == parts.height
+    assert again.value.spent_usd <= limit and again.value.n_done == len(server.requests)
+    done = again.value.n_done
     res = run(a, ds, out, max_cost_usd=10.0, progress=False)
-    assert res.n_resumed == parts.height and len(server.requests) == 40
+    assert res.n_resumed == done and len(server.requests) == 40
     assert res.responses["cost_usd"].sum() <= 10.0
+
+
+def test_a_resume_under_the_same_limit_stops_at_once(
+    server: ChatServer, ds: Dataset, tmp_path: Path
+) -> None:
+    # one call at a time, one key: the call that stopped the run comes first again, and the
+    # resume knows what the checkpointed calls cost (in all, and at most one)
+    out, key = tmp_path / "log.parquet", b"s" * 32
+    a = _oa(server, price_in=100.0, price_out=400.0)
+    with pytest.raises(BudgetExceeded) as first:
+        run(a, ds, out, max_cost_usd=0.25, concurrency=1, key=key, progress=False)
+    n = len(server.requests)
+    assert 0 < first.value.n_done == n < 40
+    with pytest.raises(BudgetExceeded) as again:
+        run(a, ds, out, max_cost_usd=0.25, key=key, progress=False)
+    assert len(server.requests) == n and again.value.n_done == n
+    assert again.value.spent_usd == pytest.approx(first.value.spent_usd)
 
 
 class _Priced:

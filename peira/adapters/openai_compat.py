@@ -22,6 +22,14 @@ structured output: ``response_format`` is a strict JSON schema whose
 ``"json_schema"``, ``"json_object"``, ``"text"``
     Always that.
 
+The request goes through the SDK's client — its authentication, timeout,
+connection pool and error types — by its low-level ``client.post`` with the
+body as plain JSON and the answer as parsed JSON (``cast_to=object``):
+``chat.completions.create`` would spend about as much CPU again converting
+the body to its typed parameters and the answer to its response model,
+which matters at hundreds of calls a second. ``extra_body`` fields are
+merged into the body last, as the SDK merges its own ``extra_body``.
+
 Whatever comes back, a JSON object is read directly and any other text goes
 through :mod:`peira.parse` (``parser``, default ``auto``), so a server that
 ignores the schema still gets its answers read. A ``refusal`` field or a
@@ -77,6 +85,7 @@ __all__ = ["OpenAICompatible"]
 
 _MODES = ("auto", "json_schema", "json_object", "text")
 _SCHEMA_WORDS = ("response_format", "json_schema", "schema", "structured")
+_MEMO = 4096  # most option sets remembered (a dataset with more builds the rest per call)
 
 
 def _import_openai() -> Any:
@@ -200,6 +209,9 @@ class OpenAICompatible:
         self.base_url = str(self._client.base_url)
         self._text_only = structured == "text"
         self._lock = threading.Lock()
+        # per (primitive, options): benchmarks have a few option sets, reused by every call
+        self._systems: dict[tuple[Any, ...], str] = {}
+        self._formats: dict[tuple[Any, ...], dict[str, Any]] = {}
 
     # ------------------------------------------------------------ protocol
 
@@ -225,14 +237,12 @@ class OpenAICompatible:
         return "json_schema" if self.structured == "auto" else self.structured
 
     def _params(self, request: Request, mode: str) -> dict[str, Any]:
+        """The request body: messages, sampling, the answer format, ``extra_body`` last."""
         structured = mode != "text"
         params: dict[str, Any] = {
             "model": self.model,
             "messages": [
-                {
-                    "role": "system",
-                    "content": system_message(request, structured=structured, system=self.system),
-                },
+                {"role": "system", "content": self._system(request, structured)},
                 {"role": "user", "content": user_message(request)},
             ],
             **self.sampling,
@@ -240,7 +250,33 @@ class OpenAICompatible:
         if self.seed is not None:
             params["seed"] = self.seed + request.sample
         if mode == "json_schema":
-            params["response_format"] = {
+            params["response_format"] = self._schema_format(request)
+        elif mode == "json_object":
+            params["response_format"] = {"type": "json_object"}
+        if self.extra_body:
+            params.update(self.extra_body)  # as the SDK merges extra_body: it wins
+        return params
+
+    def _system(self, request: Request, structured: bool) -> str:
+        """The system message, built once per (primitive, options, format)."""
+        key = (request.primitive, request.options, structured)
+        text = self._systems.get(key)
+        if text is None:
+            text = system_message(request, structured=structured, system=self.system)
+            if len(self._systems) < _MEMO:
+                self._systems[key] = text
+        return text
+
+    def _schema_format(self, request: Request) -> dict[str, Any]:
+        """The ``json_schema`` response format, built once per (primitive, options).
+
+        The body is only serialised, never changed, so requests with the same
+        options share one (read-only) dictionary.
+        """
+        key = (request.primitive, request.options)
+        rf = self._formats.get(key)
+        if rf is None:
+            rf = {
                 "type": "json_schema",
                 "json_schema": {
                     "name": "decision",
@@ -248,11 +284,9 @@ class OpenAICompatible:
                     "schema": decision_schema(request),
                 },
             }
-        elif mode == "json_object":
-            params["response_format"] = {"type": "json_object"}
-        if self.extra_body:
-            params["extra_body"] = self.extra_body
-        return params
+            if len(self._formats) < _MEMO:
+                self._formats[key] = rf
+        return rf
 
     def estimate(self, request: Request) -> Decision:
         """A generous estimate of one call's tokens and cost (no call is made)."""
@@ -274,7 +308,12 @@ class OpenAICompatible:
         mode = self._mode()
         t0 = time.perf_counter()
         try:
-            resp = self._client.chat.completions.create(**self._params(request, mode))
+            # the SDK's request path (auth, timeout, error mapping) without its
+            # per-call typed-parameter transform and response model: the body is
+            # plain JSON already, and the answer is read from the JSON below
+            resp = self._client.post(
+                "/chat/completions", body=self._params(request, mode), cast_to=object
+            )
         except self._openai.APIStatusError as exc:
             if (
                 self.structured == "auto"
@@ -302,18 +341,20 @@ class OpenAICompatible:
     # ------------------------------------------------------------ reading
 
     def _answer(self, resp: Any, request: Request, latency_ms: float) -> Decision:
-        usage = getattr(resp, "usage", None)
-        tin = getattr(usage, "prompt_tokens", None)
-        tout = getattr(usage, "completion_tokens", None)
-        choices = getattr(resp, "choices", None) or []
-        if not choices:
+        """A Chat Completions response (its JSON) → a :class:`Decision` with usage."""
+        body = resp if isinstance(resp, dict) else {}
+        usage = _obj(body.get("usage"))
+        tin = _count(usage.get("prompt_tokens"))
+        tout = _count(usage.get("completion_tokens"))
+        choices = body.get("choices")
+        first = _obj(choices[0]) if isinstance(choices, list) and choices else None
+        if first is None:
             d = Decision(error="provider returned no choices")
         else:
-            choice = choices[0]
-            message = getattr(choice, "message", None)
-            refusal = getattr(message, "refusal", None)
-            finish = getattr(choice, "finish_reason", None)
-            content = getattr(message, "content", None)
+            message = _obj(first.get("message"))
+            refusal = message.get("refusal")
+            finish = first.get("finish_reason")
+            content = message.get("content")
             if isinstance(refusal, str) and refusal.strip():
                 reason = self._clean(refusal.strip())
                 d = Decision(abstained=True, refusal_reason=reason, raw_text=refusal_text(reason))
@@ -331,11 +372,7 @@ class OpenAICompatible:
 
                     d = replace(d, error=f"{d.error} (output cut at the token limit)")
         return with_usage(
-            d,
-            tokens_in=tin if isinstance(tin, int) else None,
-            tokens_out=tout if isinstance(tout, int) else None,
-            prices=self.prices,
-            latency_ms=latency_ms,
+            d, tokens_in=tin, tokens_out=tout, prices=self.prices, latency_ms=latency_ms
         )
 
     def _clean(self, text: str) -> str:
@@ -357,6 +394,16 @@ class OpenAICompatible:
             headers = getattr(getattr(exc, "response", None), "headers", None)
             return RetryableError(text, status=status, retry_after=retry_after_seconds(headers))
         return ProviderError(text)
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    """A JSON object, or an empty one for anything else (a server may send odd shapes)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _count(value: Any) -> int | None:
+    """A token count: a JSON integer (not a boolean), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 OpenAICompatible.__module__ = "peira.adapters"

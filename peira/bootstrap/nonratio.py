@@ -9,28 +9,23 @@ grows with the number of distinct confidence values:
 - mean shifts, Brier and equal-width ECE: per-cluster sums (Σx and n, or the
   gap and count of each of the K bins), so a replicate is a ratio of
   W-products — one GEMM for all of them;
-- ``confidence_gate_auroc``: Mann–Whitney with weights over confidence bins.
-  With bins k = 1 … K in ascending confidence and, per resample, the weights
-  P_k of flipped and N_k of unflipped pairs in bin k (scattered from the
-  pairs' cluster weights), AUROC = Σ_k P_k (Σ_{l>k} N_l + r_k N_k) / (ΣP·ΣN):
-  a flip is caught when its confidence is below an unflipped pair's, ties
-  count one half. There is one bin per distinct value (r_k = 1/2, exact) up
-  to :data:`AUROC_BINS` values; beyond, bins of about n / AUROC_BINS pairs
-  that never split a value, r_k being the bin's share of concordant pairs in
-  the full data. The error of a replicate is then at most
-  Σ_k max(r_k, 1 − r_k)·P_k·N_k / (ΣP·ΣN) over bins holding several values;
-  the largest such bound over the replicates is reported per row
-  (``error_bound``), and ``lo``/``hi`` are within it of the unbinned ends
-  (order statistics move no more than the values they order);
+- ``confidence_gate_auroc``: the weighted Mann–Whitney U, exact. The
+  unflipped pairs are sorted by confidence once; per resample, the running
+  sum of their cluster weights gives, for each flipped pair, the weight of
+  unflipped pairs above it (a flip is caught when its confidence is below an
+  unflipped pair's; ties count one half), so U and ΣP·ΣN are integer sums
+  and θ = U / (ΣP·ΣN) — whatever the number of distinct confidences;
 - ECE, equal mass: the rows sorted once by (forecast, case_id, sample);
   copies of a row are adjacent, so the expanded set of n' = Σ weights rows
   has bin edges e_k = ⌊k·n'/K⌋ and bin b's gap Σ (y − p) is G(e_{b+1}) −
   G(e_b), with G(e) the weighted cumulative sum of (y − p) up to expanded
-  position e; ECE = Σ_b |gap_b| / n', over blocks of rows × resamples.
+  position e; ECE = Σ_b |gap_b| / n', one pass over the rows per resample.
+
+The per-resample loops are compiled (:mod:`peira.bootstrap._kernels`).
 
 The point estimate is the full-data value computed by the metric itself
 (the expressions of :func:`peira.metrics.confidence.nonratio_metrics`,
-:func:`peira.metrics.calibration.calibration`), never the binned one.
+:func:`peira.metrics.calibration.calibration`).
 
 A replicate is undefined (dropped and counted) when its population is empty
 (or, for AUROC, has one class). Values below ``min_n`` observations in the
@@ -48,6 +43,7 @@ percentile interval and says so in ``method``.
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -57,7 +53,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import polars as pl
-from scipy import sparse
 
 from ..errors import PeiraKeyError, PeiraValueError
 from ..metrics.calibration import Binning, calibration, forecasts
@@ -93,26 +88,14 @@ NONRATIO_INTERVAL_METRICS: tuple[str, ...] = (
 )
 """Non-ratio metrics with bootstrap intervals, in output order."""
 
-AUROC_BINS = 16_384
-"""At most this many confidence bins per AUROC; below it, one bin per distinct value (exact)."""
 _ROW_BYTES = 1 << 25  # memory of one block of resample weights (rows × C float64)
-_CHUNK_ELEMS = 1 << 21  # rows × observations (or bins) per cumulative sum
-_AUROC_ROWS = 32  # resamples per AUROC step (rows × 2K arrays stay in cache)
 
 
 class _Weights:
-    """A block of resample weights (rows × C) and, on first use, its float64 transpose."""
+    """A block of resample weights (rows × C unsigned counts)."""
 
     def __init__(self, w: npt.NDArray[Any]) -> None:
         self.w = w
-        self._t: F64 | None = None
-
-    @property
-    def t(self) -> F64:
-        """C × rows, float64, C-contiguous (the right operand of a sparse product)."""
-        if self._t is None:
-            self._t = np.ascontiguousarray(self.w.T, dtype=np.float64)
-        return self._t
 
 
 @dataclass
@@ -155,113 +138,47 @@ def _ece_width_stat(ci: I64, p: F64, y: F64, n_bins: int, c: int) -> _Stat:
     return _Stat(np.concatenate([gap, cnt[:, None]], axis=1), finish)
 
 
-def _auroc_bins(conf: F64) -> tuple[I64, int, npt.NDArray[np.bool_]]:
-    """Bin of each confidence, the number of bins K, and which bins hold several values.
-
-    One bin per distinct value when there are at most :data:`AUROC_BINS`;
-    otherwise runs of consecutive distinct values of about n / AUROC_BINS
-    observations each, never splitting a value.
-    """
-    values, inv, counts = np.unique(conf, return_inverse=True, return_counts=True)
-    inv = inv.ravel()
-    if values.size <= AUROC_BINS:
-        return inv, values.size, np.zeros(values.size, dtype=bool)
-    size = -(-conf.size // AUROC_BINS)
-    start = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    raw = start // size  # bin of each distinct value (non-decreasing)
-    bins, vbin = np.unique(raw, return_inverse=True)
-    vbin = vbin.ravel()
-    multi = np.bincount(vbin, minlength=bins.size) > 1
-    return vbin[inv], bins.size, multi
-
-
 def _auroc_stat(ci: I64, conf: F64, flipped: npt.NDArray[np.bool_], c: int) -> _Stat:
-    """Weighted Mann–Whitney over confidence bins (exact when each bin holds one value).
+    """Weighted Mann–Whitney U, exact: per positive (flip), the weight of negatives above it.
 
-    Per resample, P_k and N_k are the weights of flipped and unflipped pairs in
-    bin k (ascending confidence); U = Σ_k P_k (Σ_{l>k} N_l + r_k N_k) with r_k
-    the within-bin share of concordant (flip less confident) pairs, ties one
-    half, measured on the full data (1/2 for a single-value bin, where it is
-    exact). A bin holding several values contributes at most
-    max(r_k, 1 − r_k)·P_k N_k of error to U, which bounds the replicate's
-    error; the bound is returned with θ.
+    The negatives are sorted by confidence once; per resample, their
+    cumulative cluster weights give, for each positive, the weight of
+    negatives with higher confidence (and, counted one half, equal
+    confidence) — integer sums, so θ = U / (ΣP·ΣN) is the same number
+    whatever the block (:func:`peira.bootstrap._kernels.auroc_block`).
     """
-    k_of, k, multi = _auroc_bins(conf)
-    tgt = np.where(flipped, k_of, k + k_of)
-    # (2K × C): flipped then unflipped pairs per bin and cluster; duplicates add up
-    counts = sparse.csr_array((np.ones(ci.size), (tgt, ci)), shape=(2 * k, c))
-    r = np.full(k, 0.5)
-    if multi.any():
-        neg = np.sort(conf[~flipped])
-        pos_c, pos_k = conf[flipped], k_of[flipped]
-        n_neg_bin = np.bincount(k_of[~flipped], minlength=k)
-        n_pos_bin = np.bincount(pos_k, minlength=k)
-        above_bin = neg.size - np.cumsum(n_neg_bin)  # negatives in higher bins
-        right = np.searchsorted(neg, pos_c, "right")
-        left = np.searchsorted(neg, pos_c, "left")
-        within = (neg.size - right) - above_bin[pos_k] + 0.5 * (right - left)
-        u_bin = np.bincount(pos_k, within, minlength=k)
-        pairs = n_pos_bin * n_neg_bin
-        np.divide(u_bin, pairs, out=r, where=(pairs > 0) & multi)
-    err = np.where(multi, np.maximum(r, 1.0 - r), 0.0)
-    any_multi = bool(multi.any())
+    neg = np.flatnonzero(~flipped)
+    order = neg[np.argsort(conf[neg], kind="stable")]
+    neg_conf = conf[order]
+    pos = np.flatnonzero(flipped)
+    neg_ci = np.ascontiguousarray(ci[order])
+    pos_ci = np.ascontiguousarray(ci[pos])
+    lo = np.searchsorted(neg_conf, conf[pos], "left").astype(np.int64)
+    hi = np.searchsorted(neg_conf, conf[pos], "right").astype(np.int64)
 
-    def part(wt: F64) -> tuple[F64, F64]:
-        # sums in the order of each bin's clusters, whatever the block; then rows × 2K,
-        # so that the cumulative sums run along contiguous memory
-        y = np.ascontiguousarray((counts @ wt).T)
-        p, n = y[:, :k], y[:, k:]
-        n_tot = n.sum(axis=1)
-        above = n_tot[:, None] - np.cumsum(n, axis=1) + r * n
-        u = (p * above).sum(axis=1)
-        den = p.sum(axis=1) * n_tot
-        out = np.full(y.shape[0], np.nan)
-        np.divide(u, den, out=out, where=den > 0)
-        bound = np.zeros(y.shape[0])
-        if any_multi:
-            np.divide((err * p * n).sum(axis=1), den, out=bound, where=den > 0)
-        return out, bound
+    from ._kernels import auroc_block  # numba, on first use
 
     def finish(lin: F64 | None, w: _Weights) -> tuple[F64, F64]:
-        # a few resamples at a time: the 2K-wide arrays stay in cache
-        wt = w.t
-        step = max(1, min(_AUROC_ROWS, _CHUNK_ELEMS // (2 * k)))
-        parts = [
-            part(np.ascontiguousarray(wt[:, a : a + step])) for a in range(0, wt.shape[1], step)
-        ]
-        return np.concatenate([x[0] for x in parts]), np.concatenate([x[1] for x in parts])
+        u2, den = auroc_block(w.w, neg_ci, pos_ci, lo, hi)
+        out = np.full(u2.size, np.nan)
+        np.divide(u2 * 0.5, den.astype(np.float64), out=out, where=den > 0)
+        return _exact(out)
 
     return _Stat(None, finish)
 
 
 def _ece_mass_stat(ci: I64, p: F64, y: F64, n_bins: int) -> _Stat:
     """``ci``, ``p``, ``y`` already sorted by (forecast, case_id, sample)."""
-    d = y - p
-    n = d.size
+    d = np.ascontiguousarray(y - p)
+    cl = np.ascontiguousarray(ci)
 
-    def part(w: npt.NDArray[Any]) -> F64:
-        m = w.shape[0]
-        wr = w[:, ci].astype(np.int64)  # m × n integer weights
-        cw = np.cumsum(wr, axis=1)
-        cd = np.cumsum(wr * d, axis=1)
-        total = cw[:, -1]
-        span = int(total.max()) + 1
-        flat = (cw + (np.arange(m) * span)[:, None]).ravel()
-        edges = (np.arange(n_bins + 1)[None, :] * total[:, None]) // n_bins  # m × (K+1)
-        pos = np.searchsorted(flat, (edges + (np.arange(m) * span)[:, None]).ravel(), "right")
-        r = np.minimum(pos.reshape(m, n_bins + 1) - np.arange(m)[:, None] * n, n - 1)
-        rows = np.arange(m)[:, None]
-        prev_w = np.where(r > 0, cw[rows, np.maximum(r - 1, 0)], 0)
-        prev_d = np.where(r > 0, cd[rows, np.maximum(r - 1, 0)], 0.0)
-        g = prev_d + (edges - prev_w) * d[r]
-        out = np.full(m, np.nan)
-        np.divide(np.abs(np.diff(g, axis=1)).sum(axis=1), total, out=out, where=total > 0)
-        return out
+    from ._kernels import ece_mass_block  # numba, on first use
 
     def finish(lin: F64 | None, w: _Weights) -> tuple[F64, F64]:
-        step = max(1, _CHUNK_ELEMS // max(1, n))
-        rows = w.w.shape[0]
-        return _exact(np.concatenate([part(w.w[a : a + step]) for a in range(0, rows, step)]))
+        g, total = ece_mass_block(w.w, cl, d, n_bins)
+        out = np.full(total.size, np.nan)
+        np.divide(np.abs(np.diff(g, axis=1)).sum(axis=1), total, out=out, where=total > 0)
+        return _exact(out)
 
     return _Stat(None, finish)
 
@@ -287,12 +204,17 @@ def _evaluate(
         k += width
     rows = max(8, min(1024, _ROW_BYTES // (8 * max(c, 1))))
 
+    local = threading.local()  # one float64 block per worker, reused (no page faults)
+
     def run(w: npt.NDArray[Any]) -> list[tuple[F64, F64]]:
         n_rows = w.shape[0]
         lin = None
         if lin_all is not None:
-            buf = np.zeros((rows, c))
+            buf = getattr(local, "buf", None)
+            if buf is None:
+                buf = local.buf = np.empty((rows, c))
             buf[:n_rows] = w
+            buf[n_rows:] = 0.0
             lin = (buf @ lin_all)[:n_rows]
         wb = _Weights(w)
         return [
@@ -300,10 +222,10 @@ def _evaluate(
             for st, sp in zip(stats, spans, strict=True)
         ]
 
-    def jack_weights(a: int) -> F64:
+    def jack_weights(a: int) -> npt.NDArray[np.uint8]:
         e = min(c, a + rows)
-        w = np.ones((e - a, c))
-        w[np.arange(e - a), a + np.arange(e - a)] = 0.0
+        w = np.ones((e - a, c), dtype=np.uint8)
+        w[np.arange(e - a), a + np.arange(e - a)] = 0
         return w
 
     theta = np.empty((len(stats), b))
@@ -462,9 +384,8 @@ def nonratio_intervals(
     polars.DataFrame
         The columns of :func:`peira.bootstrap.ratio_intervals`, then ``n``
         (observations behind the full-data value), ``sufficient`` and
-        ``error_bound`` (an upper bound on how far ``lo`` and ``hi`` can be
-        from the interval of the unbinned statistic: 0 except for an AUROC
-        over more than :data:`AUROC_BINS` distinct confidences); one row per
+        ``error_bound`` (how far ``lo`` and ``hi`` can be from the exact
+        statistic's: 0, every replicate being exact); one row per
         run × group × metric with at least one observation, sorted by the keys.
 
     Warns
@@ -479,11 +400,8 @@ def nonratio_intervals(
     is better. The estimate is the full-data value of
     :func:`peira.metrics.frame.metric_table`, whatever the resampling does.
     Memory does not grow with the number of distinct confidences: the AUROC
-    works on at most :data:`AUROC_BINS` bins, the others on per-cluster sums
-    or on blocks of rows. Each replicate's binning error is bounded by
-    Σ_k max(r_k, 1 − r_k)·P_k·N_k / (ΣP·ΣN) over the bins holding several
-    values (module notes); with equal-count bins this is below about
-    1/AUROC_BINS ≈ 6·10⁻⁵ and, on continuous confidences, far smaller.
+    keeps the pairs sorted once and a running sum per resample, the others
+    per-cluster sums or one pass over the rows.
     Costs: one pass over the plan for every statistic together; the work per
     resample grows with the observations, not with the distinct values.
     """

@@ -52,6 +52,7 @@ __all__ = [
     "CACHE_DRAWS",
     "FINGERPRINT_ROWS",
     "MIN_CLUSTERS",
+    "TYPE_MEMO_BYTES",
     "FewClustersWarning",
     "PeiraWarning",
     "PlanMismatchError",
@@ -75,6 +76,10 @@ CACHE_DRAWS = 1 << 26
 """Plans with B·C at most this (64 MB of uint8 counts) keep ``W`` once it is built."""
 BLOCK_DRAWS = 1 << 20
 """Draws generated per block when a plan is streamed (rows = max(1, this // C))."""
+TYPE_MEMO_BYTES = 1 << 26
+"""A whole pass counted per type (:meth:`ResamplePlan.iter_counts` with ``types``) is kept
+when its B × T int32 counts fit in this many bytes: later passes over the same partition
+(the leaderboard's intervals, duels and replicates) read it instead of drawing again."""
 
 
 # ---------------------------------------------------------------- plans
@@ -111,25 +116,32 @@ def _count_block(
     n_clusters: int,
     start: int,
     stop: int,
-    types: I64 | None = None,
+    types: npt.NDArray[Any] | None = None,
     n_types: int = 0,
-) -> I64:
+) -> npt.NDArray[Any]:
     """Counts of resamples ``start .. stop - 1``: rows × C, or rows × n_types by ``types``.
 
     With ``types`` (the type of each cluster), entry [b, t] counts the draws
     of resample b that fall on a cluster of type t: the row of ``W`` summed
     over the clusters of each type, without forming it.
     """
+    from ._kernels import count_block, count_types_block, pcg_state  # numba, on first use
+
     rows = stop - start
-    idx = _draw_block(seed, n_clusters, start, stop).view(np.int64)
-    width = n_clusters
-    if types is not None:
-        idx = types[idx]
-        width = n_types
-    if rows > 1:
-        idx += (np.arange(rows, dtype=np.int64) * width)[:, None]
-    out: I64 = np.bincount(idx.ravel(), minlength=rows * width).reshape(rows, width)
-    return out
+    state = pcg_state(seed, start * n_clusters)
+    if types is None:
+        return count_block(state, n_clusters, rows)
+    return count_types_block(state, n_clusters, rows, types, n_types)
+
+
+def _canonical_types(types: I64) -> tuple[I64, I64]:
+    """The partition ``types`` describes, labelled by first appearance, and the caller's
+    label of each canonical type (two labellings of one partition give the same array)."""
+    uniq, first, inv = np.unique(types, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size)
+    return rank[inv.ravel()], uniq[order]
 
 
 def _narrow(counts: I64) -> npt.NDArray[np.unsignedinteger[Any]]:
@@ -273,17 +285,23 @@ class ResamplePlan:
         Blocks of a large plan are generated ahead on worker threads, each
         from its own ``PCG64`` advanced to the block's first draw, so the
         counts do not depend on ``rows`` nor on the threads. Memory: a few
-        blocks of rows × C draws.
+        blocks of rows × C draws. A whole pass per type is kept when small
+        (:data:`TYPE_MEMO_BYTES`); a later pass over the same partition of
+        the clusters, however its types are numbered, reads it.
         """
         stop = self._check_range(start, stop)
         c = self.n_clusters
-        t_arr: I64 | None = None
+        t_arr: npt.NDArray[Any] | None = None
         n_types = c
         if types is not None:
             t_arr = np.ascontiguousarray(types, dtype=np.int64)
             if t_arr.shape != (c,) or (c and (t_arr.min() < 0)):
                 raise PeiraValueError(f"types must hold one non-negative type per cluster ({c})")
             n_types = int(t_arr.max()) + 1 if c else 0
+            # the smallest type that holds them: a lookup per draw stays in cache
+            small = np.uint8 if n_types <= 1 << 8 else np.uint16 if n_types <= 1 << 16 else None
+            if small is not None:
+                t_arr = t_arr.astype(small)
         step = self.block_rows() if rows is None else _check_int("rows", rows, 1)
         bounds = [(s, min(stop, s + step)) for s in range(start, stop, step)]
         if t_arr is None and self.cached:
@@ -291,13 +309,50 @@ class ResamplePlan:
             for s, e in bounds:
                 yield s, e, w[s:e]
             return
+        if t_arr is None:
+            yield from self._generate(bounds, None, c)
+            return
+        canon, labels = _canonical_types(t_arr)
+        key = hashlib.sha256(canon.tobytes()).hexdigest()
+        memo = self._type_counts.get(key)
+        if memo is not None and np.array_equal(memo[0], canon):
+            for s, e in bounds:
+                block = np.zeros((e - s, n_types), dtype=np.int64)
+                block[:, labels] = memo[1][s:e]
+                yield s, e, block
+            return
+        n_canon = labels.size
+        keep = (
+            start == 0
+            and stop == self.n_resamples
+            and self.n_resamples * n_canon * 4 <= TYPE_MEMO_BYTES
+        )
+        store = np.empty((self.n_resamples, n_canon), dtype=np.int32) if keep else None
+        for s, e, block in self._generate(bounds, t_arr, n_types):
+            if store is not None:
+                store[s:e] = block[:, labels]
+            yield s, e, block
+        if store is not None:
+            store.setflags(write=False)
+            self._type_counts[key] = (canon, store)
+
+    @cached_property
+    def _type_counts(self) -> dict[str, tuple[I64, npt.NDArray[np.int32]]]:
+        """Counts per type of whole passes typed by a partition of the clusters (small ones)."""
+        return {}
+
+    def _generate(
+        self, bounds: list[tuple[int, int]], t_arr: npt.NDArray[Any] | None, n_types: int
+    ) -> Iterator[tuple[int, int, npt.NDArray[Any]]]:
+        """Blocks of counts (per cluster, or per type with ``t_arr``), generated ahead on threads."""
+        c = self.n_clusters
         if len(bounds) <= 1:
             for s, e in bounds:
                 yield s, e, _count_block(self.seed, c, s, e, t_arr, n_types)
             return
         k = _workers()
         with ThreadPoolExecutor(k) as pool:
-            ahead: deque[tuple[int, int, Future[I64]]] = deque()
+            ahead: deque[tuple[int, int, Future[npt.NDArray[Any]]]] = deque()
             for s, e in bounds:
                 ahead.append((s, e, pool.submit(_count_block, self.seed, c, s, e, t_arr, n_types)))
                 if len(ahead) > k:

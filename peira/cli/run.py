@@ -67,9 +67,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     before ``--max-cost-usd`` would be passed exits with :data:`EXIT_BUDGET`.
     """
     from ..holdout import HOLDOUT_KEY_ENV
+    from ..integrity.keys import load_key  # not ..seal: that imports the bootstrap (scipy)
     from ..io import read_dataset
     from ..run import BudgetExceeded, parts_dir, plan_run, run
-    from ..seal import load_key
 
     adapter, kwargs = _build_adapter(args, dataset=args.dataset)
     ds = read_dataset(args.dataset)
@@ -117,11 +117,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     resumed = f", {res.n_resumed} resumed from checkpoints" if res.n_resumed else ""
     cached = f", {res.n_cached} from the cache" if args.cache is not None else ""
     cost = f", ${res.cost_usd:.4f}" if res.cost_usd else ""
+    rows = f", {res.rows_per_s:,.0f} rows/s" if res.n_cached else ""
     print(
         f"{res.path}: {res.n_total} responses of run {res.run_id!r} "
         f"({res.n_called} calls{cached}{resumed}, {res.n_retries} retries, "
-        f"{res.n_malformed} malformed{cost}) in {res.elapsed_s:.1f} s "
-        f"({res.calls_per_s:,.0f} calls/s)"
+        f"{res.n_malformed} malformed{cost}) in {res.elapsed_s:.2f} s "
+        f"({res.calls_per_s:,.0f} calls/s{rows})"
     )
     return c.EXIT_OK
 

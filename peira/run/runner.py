@@ -39,6 +39,7 @@ import asyncio
 import contextlib
 import inspect
 import os
+import queue
 import random
 import secrets
 import sys
@@ -122,45 +123,105 @@ class RunResult:
         """Calls completed per second by this invocation (0 when none)."""
         return self.n_called / self.elapsed_s if self.n_called and self.elapsed_s > 0 else 0.0
 
+    @property
+    def rows_per_s(self) -> float:
+        """Rows this invocation produced per second — calls and cache hits (0 when none)."""
+        n = self.n_called + self.n_cached
+        return n / self.elapsed_s if n and self.elapsed_s > 0 else 0.0
 
-def _start_thread(
-    fn: Callable[[Request], Any], req: Request, slots: asyncio.Semaphore
-) -> asyncio.Future[Any]:
-    """Run a sync call on a fresh daemon thread (a hung call cannot block others or exit).
 
-    The caller has acquired one of ``slots``; it is released when the thread
-    *finishes* — not when the caller stops waiting (a timeout) — so a
-    timed-out call keeps its slot and the calls in flight never exceed the
-    concurrency.
+class _CallThreads:
+    """Daemon threads that run sync calls, each reused from call to call.
+
+    A call goes to an idle thread, or to a new one when every thread is busy,
+    so a hung call never holds up another (its thread just stays busy) and a
+    process can exit with hung calls in flight (daemon threads). Reusing the
+    threads spares each call a thread start, which would make the event loop
+    wait until the new thread runs. :meth:`close` (the end of a run) stops the
+    idle threads; a busy one stops when its call returns.
     """
-    loop = asyncio.get_running_loop()
-    fut: asyncio.Future[Any] = loop.create_future()
 
-    def settle(value: Any, exc: BaseException | None) -> None:
-        slots.release()
-        if fut.done():
-            return
-        if exc is not None:
-            fut.set_exception(exc)
-        else:
-            fut.set_result(value)
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._tasks: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+        self._count = 0
+        self._closed = False
 
-    def target() -> None:
-        value: Any = None
-        exc: BaseException | None = None
-        try:
-            value = fn(req)
-        except BaseException as e:  # delivered to the awaiting task
-            exc = e
-        with contextlib.suppress(RuntimeError):  # the loop may be closed by then
-            loop.call_soon_threadsafe(settle, value, exc)
+    def submit(
+        self, fn: Callable[[Request], Any], req: Request, slots: asyncio.Semaphore
+    ) -> asyncio.Future[Any]:
+        """Run ``fn(req)`` on a thread; the future settles on the loop.
 
-    try:
-        threading.Thread(target=target, daemon=True, name=f"peira-call-{req.variant_id}").start()
-    except BaseException:
-        slots.release()
-        raise
-    return fut
+        The caller has acquired one of ``slots``; it is released when the call
+        *finishes* — not when the caller stops waiting (a timeout) — so a
+        timed-out call keeps its slot and the calls in flight never exceed the
+        concurrency.
+        """
+        fut: asyncio.Future[Any] = self._loop.create_future()
+        with self._lock:
+            spawn = self._idle == 0
+            if spawn:
+                self._count += 1
+            else:
+                self._idle -= 1  # that idle thread takes this call
+        if spawn:
+            try:
+                threading.Thread(
+                    target=self._serve, daemon=True, name=f"peira-call-{self._count}"
+                ).start()
+            except BaseException:
+                with self._lock:
+                    self._count -= 1
+                slots.release()
+                raise
+        self._tasks.put((fn, req, fut, slots))
+        return fut
+
+    def _serve(self) -> None:
+        while True:
+            item = self._tasks.get()
+            if item is None:
+                return
+            fn, req, fut, slots = item
+            value: Any = None
+            exc: BaseException | None = None
+            try:
+                value = fn(req)
+            except BaseException as e:  # delivered to the awaiting task
+                exc = e
+            # idle before the result is delivered: the call that the freed slot
+            # admits finds this thread, so there are never more threads than slots
+            with self._lock:
+                closing = self._closed
+                if not closing:
+                    self._idle += 1
+            with contextlib.suppress(RuntimeError):  # the loop may be closed by then
+                self._loop.call_soon_threadsafe(_settle, fut, slots, value, exc)
+            del item, fn, req, fut, slots, value, exc
+            if closing:
+                return
+
+    def close(self) -> None:
+        """Stop the idle threads now and the busy ones when their calls return."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, 0
+        for _ in range(idle):
+            self._tasks.put(None)
+
+
+def _settle(
+    fut: asyncio.Future[Any], slots: asyncio.Semaphore, value: Any, exc: BaseException | None
+) -> None:
+    slots.release()
+    if fut.done():  # the caller stopped waiting (a timeout)
+        return
+    if exc is not None:
+        fut.set_exception(exc)
+    else:
+        fut.set_result(value)
 
 
 @dataclass
@@ -209,6 +270,7 @@ async def _call(
     max_backoff: float,
     stats: _Stats,
     slots: asyncio.Semaphore,
+    threads: _CallThreads | None = None,
     limiter: RateLimiter | None = None,
     tokens: int = 0,
 ) -> tuple[dict[str, Any], Any, float]:
@@ -229,7 +291,8 @@ async def _call(
                 if is_async:
                     out = await adapter.decide(req)
                 else:
-                    out = await _start_thread(adapter.decide, req, slots)
+                    assert threads is not None
+                    out = await threads.submit(adapter.decide, req, slots)
                     if inspect.isawaitable(out):
                         out = await out
             ms = (time.perf_counter() - t0) * 1000.0
@@ -335,7 +398,7 @@ async def run_async(
     ckpt = Checkpoint(pdir, checkpoint_every, next_index, schema=schema)
     stats = _Stats()
     limiter = RateLimiter(rpm, tpm) if rpm is not None or tpm is not None else None
-    budget = Budget(max_cost_usd, _paid(prior)) if max_cost_usd is not None else None
+    budget = Budget(max_cost_usd, *_paid(prior)) if max_cost_usd is not None else None
     show = progress if progress is not None else bool(getattr(sys.stderr, "isatty", bool)())
     bar = (
         Progress(len(reqs), len(reqs) - len(pending), progress_stream or sys.stderr)
@@ -346,6 +409,7 @@ async def run_async(
     ident = {"run_id": rid, "model": model, "model_version": version}
     it: Iterator[Request] = iter(pending)
     slots = asyncio.Semaphore(concurrency)  # sync calls in flight, timed-out ones included
+    threads = None if is_async else _CallThreads(asyncio.get_running_loop())
 
     async def worker() -> None:
         for req in it:
@@ -382,6 +446,7 @@ async def run_async(
             max_backoff=max_backoff,
             stats=stats,
             slots=slots,
+            threads=threads,
             limiter=limiter,
             tokens=est.tokens_in + est.tokens_out if est is not None else 0,
         )
@@ -418,6 +483,8 @@ async def run_async(
         failure = eg.exceptions[0]
     finally:
         stats.elapsed = time.perf_counter() - t0
+        if threads is not None:
+            threads.close()
         if ticker is not None:
             ticker.cancel()
             if ticker.done() and not ticker.cancelled() and ticker.exception() is not None:
@@ -476,12 +543,13 @@ async def _within(budget: Budget, est: Any) -> float | None:
     return None
 
 
-def _paid(prior: pl.DataFrame) -> float:
-    """What the checkpointed calls cost (rows served from the cache cost nothing)."""
+def _paid(prior: pl.DataFrame) -> tuple[float, float]:
+    """What the checkpointed calls cost, in all and at most one (cache hits cost nothing)."""
     if prior.is_empty():
-        return 0.0
+        return 0.0, 0.0
     paid = prior.filter(~pl.col("cached").fill_null(False)) if "cached" in prior.columns else prior
-    return float(paid["cost_usd"].sum() or 0.0)
+    cost = paid["cost_usd"]
+    return float(cost.sum() or 0.0), float(cost.max() or 0.0)  # type: ignore[arg-type]
 
 
 def _finish_log(log: pl.DataFrame, ds: Dataset, reqs: list[Request], pdir: Path) -> pl.DataFrame:
@@ -530,7 +598,7 @@ def run(
     ----------
     adapter
         An object with ``name``, ``version`` and ``decide(request)`` (sync or
-        ``async``). Sync adapters run on their own daemon threads.
+        ``async``). Sync adapters run on daemon threads, reused from call to call.
     dataset
         A :class:`~peira.io.Dataset` or a dataset directory.
     out

@@ -17,8 +17,11 @@ model adapters of :mod:`peira.adapters` have one, priced by the user's
     A call that does not fit waits for the calls in flight (their actual
     cost may be below their reservation); when it does not fit with none in
     flight, the run stops with :class:`~peira.run.BudgetExceeded`, every
-    completed call checkpointed — resumable with a higher limit (under the
-    same limit a resume stops at once, with no call).
+    completed call checkpointed — resumable with a higher limit. A resume
+    counts what the checkpointed calls cost, and their largest cost, so under
+    the same limit it stops at once when the call that stopped it comes
+    first (calls that were in flight may have cost less than reserved, leaving room
+    for a cheaper call).
 :class:`RateLimiter` (``--rpm``, ``--tpm``)
     Spaces call starts (retries included) so that no minute holds more than
     ``rpm`` requests, and estimated tokens flow at ``tpm`` per minute (the
@@ -63,14 +66,14 @@ def estimate(adapter: Any, request: Request) -> Estimate:
 class Budget:
     """A cost limit in USD (module notes); single-threaded (the run's event loop)."""
 
-    def __init__(self, limit: float, spent: float = 0.0) -> None:
+    def __init__(self, limit: float, spent: float = 0.0, largest: float = 0.0) -> None:
         if isinstance(limit, bool) or not isinstance(limit, int | float) or not limit >= 0:
             raise RunError(f"max_cost_usd must be a number >= 0, got {limit!r}")
         self.limit = float(limit)
         self.spent = float(spent)
         self.reserved = 0.0
         self.in_flight = 0
-        self.largest = 0.0  # the largest cost of one call so far
+        self.largest = float(largest)  # the largest cost of one call so far (resumed ones too)
         self.known = spent > 0
         self.stopped = False
 

@@ -28,12 +28,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..run import REQUEST_FIELDS, Decision, Request, TransientError
-from .chat_server import ChatServer, Reply
+from .chat_server import ChatServer, FastChatServer, Reply
 
 __all__ = [
     "ChatServer",
     "Check",
     "ConformanceReport",
+    "FastChatServer",
     "Reply",
     "check_adapter",
     "sample_requests",

@@ -31,6 +31,8 @@ arrival time in :attr:`ChatServer.times`.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import hashlib
 import http.server
 import json
@@ -41,9 +43,10 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any
 
-__all__ = ["ChatServer", "Reply", "default_answer"]
+__all__ = ["ChatServer", "FastChatServer", "Reply", "completion", "default_answer"]
 
 
 @dataclass
@@ -133,6 +136,53 @@ def default_answer(body: dict[str, Any]) -> str:
             out["score"] = (h[2] % 101) / 100
         return json.dumps(out)
     return f"Decision: {pick}\nConfidence: {conf / 100:.2f}"
+
+
+def completion(
+    body: dict[str, Any], reply: Reply | None = None, *, n: int = 0, model_id: str | None = None
+) -> bytes:
+    """The JSON of a Chat Completions answer to ``body`` (``reply``: scripted parts)."""
+    reply = reply or Reply()
+    content = reply.content
+    if content is None and reply.refusal is None and reply.finish_reason != "content_filter":
+        content = default_answer(body)
+    prompt_tokens = (
+        sum(
+            len(str(m.get("content", "")))
+            for m in body.get("messages") or []
+            if isinstance(m, dict)
+        )
+        // 4
+        + 1
+    )
+    usage = reply.usage or (prompt_tokens, len(content or reply.refusal or "") // 4 + 1)
+    out = {
+        "id": f"chatcmpl-{n}",
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": model_id or str(body.get("model", "")),
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content, "refusal": reply.refusal},
+                "finish_reason": reply.finish_reason,
+                "logprobs": None,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": usage[0],
+            "completion_tokens": usage[1],
+            "total_tokens": usage[0] + usage[1],
+        },
+    }
+    return json.dumps(out).encode()
+
+
+def error_body(message: str, kind: str = "server_error") -> bytes:
+    """An OpenAI-style error body."""
+    return json.dumps(
+        {"error": {"message": message, "type": kind, "param": None, "code": None}}
+    ).encode()
 
 
 class ChatServer:
@@ -266,41 +316,10 @@ class ChatServer:
         if reply.status >= 300:
             self._send_error(handler, reply.status, reply.message, reply.headers)
             return
-        content = reply.content
-        if content is None and reply.refusal is None and reply.finish_reason != "content_filter":
-            content = default_answer(body)
-        prompt_tokens = (
-            sum(
-                len(str(m.get("content", "")))
-                for m in body.get("messages") or []
-                if isinstance(m, dict)
-            )
-            // 4
-            + 1
-        )
-        usage = reply.usage or (prompt_tokens, len(content or reply.refusal or "") // 4 + 1)
         with self._lock:
             n = len(self.requests)
-        out = {
-            "id": f"chatcmpl-{n}",
-            "object": "chat.completion",
-            "created": 1700000000,
-            "model": self.model_id or str(body.get("model", "")),
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": content, "refusal": reply.refusal},
-                    "finish_reason": reply.finish_reason,
-                    "logprobs": None,
-                }
-            ],
-            "usage": {
-                "prompt_tokens": usage[0],
-                "completion_tokens": usage[1],
-                "total_tokens": usage[0] + usage[1],
-            },
-        }
-        self._send(handler, 200, json.dumps(out).encode(), reply.headers)
+        data = completion(body, reply, n=n, model_id=self.model_id)
+        self._send(handler, 200, data, reply.headers)
 
     def _send_error(
         self,
@@ -311,8 +330,7 @@ class ChatServer:
         *,
         kind: str = "server_error",
     ) -> None:
-        body = {"error": {"message": message, "type": kind, "param": None, "code": None}}
-        self._send(handler, status, json.dumps(body).encode(), headers)
+        self._send(handler, status, error_body(message, kind), headers)
 
     def _send(self, handler: _Handler, status: int, data: bytes, headers: dict[str, str]) -> None:
         with self._lock:
@@ -335,6 +353,11 @@ class _Server(http.server.ThreadingHTTPServer):
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as API clients expect
+    # One write per response (status, headers and body buffered, flushed by the
+    # base class after each request) and no Nagle delay: a reply split in two
+    # small writes would wait for the client's delayed ACK (~40 ms a request).
+    wbufsize = 64 * 1024
+    disable_nagle_algorithm = True
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
@@ -361,16 +384,193 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.server.app._send_error(self, 404, f"no route {self.path}", {})
 
 
+_NO_SCHEMA = "response_format type 'json_schema' is not supported by this server"
+
+
+class FastChatServer:
+    """A lean loopback Chat Completions server on one asyncio event loop (for benchmarks).
+
+    It answers like :class:`ChatServer`'s default model (:func:`completion`),
+    after ``latency`` seconds, without scripts, faults, authentication or a
+    request record: one event loop, no thread per connection, each response
+    one write, so that a benchmark measures the client rather than the
+    server. ``schema_support=False`` rejects ``json_schema`` formats with
+    HTTP 400, as :class:`ChatServer` does. Runs in a background thread
+    (:meth:`start`, or as a context manager) or in the foreground
+    (:meth:`serve_forever`, as ``python -m peira.testing.chat_server`` does).
+    """
+
+    def __init__(self, *, latency: float = 0.0, schema_support: bool = True, port: int = 0):
+        self.latency = latency
+        self.schema_support = schema_support
+        self.n = 0  # requests answered
+        self._port = port
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._conns: set[_FastProtocol] = set()
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None, "the server is not started"
+        return int(self._server.sockets[0].getsockname()[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    async def _open(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._server = await self._loop.create_server(
+            lambda: _FastProtocol(self), "127.0.0.1", self._port, backlog=1024
+        )
+
+    def serve_forever(self, on_ready: Callable[[str], None] | None = None) -> None:
+        """Serve in this thread until the loop is stopped (or the process ends)."""
+
+        async def go() -> None:
+            await self._open()
+            assert self._server is not None
+            if on_ready is not None:
+                on_ready(self.url)
+            self._ready.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._server.serve_forever()
+            for conn in list(self._conns):  # close the clients' connections too
+                if conn.transport is not None:
+                    conn.transport.close()
+            for _ in range(3):  # let the transports finish closing
+                await asyncio.sleep(0)
+
+        asyncio.run(go())
+
+    def start(self) -> FastChatServer:
+        self._thread = threading.Thread(target=self.serve_forever, daemon=True)
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("the server did not start")
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._server is not None:
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._server.close)
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def __enter__(self) -> FastChatServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def answer(self, method: str, path: str, raw: bytes) -> tuple[int, bytes, bool]:
+        """(status, body, delayed) of one request."""
+        route = path.split("?", 1)[0].rstrip("/")
+        if method == "GET" and route.endswith("/models"):
+            return 200, b'{"object": "list", "data": []}', False
+        if method != "POST" or not route.endswith("/chat/completions"):
+            return 404, error_body(f"no route {path}"), False
+        try:
+            body = json.loads(raw) if raw else {}
+        except ValueError:
+            return 400, error_body("request body is not JSON"), False
+        if not isinstance(body, dict):
+            body = {}
+        rf = body.get("response_format") or {}
+        if not self.schema_support and rf.get("type") == "json_schema":
+            return 400, error_body(_NO_SCHEMA, "invalid_request_error"), False
+        n = self.n
+        self.n += 1
+        return 200, completion(body, n=n), True
+
+
+class _FastProtocol(asyncio.Protocol):
+    """HTTP/1.1 with keep-alive over one connection: ``Content-Length`` bodies only."""
+
+    def __init__(self, app: FastChatServer) -> None:
+        self.app = app
+        self.buf = bytearray()
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport  # asyncio sets TCP_NODELAY on TCP sockets
+        self.app._conns.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        while True:
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            lines = bytes(self.buf[:end]).decode("latin-1").split("\r\n")
+            parts = lines[0].split(" ")
+            method, path = (parts[0], parts[1]) if len(parts) >= 2 else ("", "")
+            headers = {}
+            for line in lines[1:]:
+                k, _, v = line.partition(":")
+                headers[k.strip().lower()] = v.strip()
+            try:
+                length = int(headers.get("content-length") or 0)
+            except ValueError:
+                length = -1
+            if length < 0:
+                self._write(400, error_body("bad Content-Length"), close=True)
+                return
+            if len(self.buf) < end + 4 + length:
+                return  # the rest of the body is on its way
+            raw = bytes(self.buf[end + 4 : end + 4 + length])
+            del self.buf[: end + 4 + length]
+            close = headers.get("connection", "").lower() == "close"
+            status, body, delayed = self.app.answer(method, path, raw)
+            if delayed and self.app.latency > 0:
+                asyncio.get_running_loop().call_later(
+                    self.app.latency, self._write, status, body, close
+                )
+            else:
+                self._write(status, body, close)
+
+    def _write(self, status: int, body: bytes, close: bool) -> None:
+        t = self.transport
+        if t is None or t.is_closing():
+            return
+        head = (
+            f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n"
+            "Content-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n"
+            f"{'Connection: close' if close else 'Connection: keep-alive'}\r\n\r\n"
+        )
+        t.write(head.encode("latin-1") + body)
+        if close:
+            t.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        self.app._conns.discard(self)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Serve until killed (``--latency 0.05``: 50 ms an answer).
 
-    Prints the API root (``http://127.0.0.1:PORT/v1``) on the first line of stdout.
+    Prints the API root (``http://127.0.0.1:PORT/v1``) on the first line of
+    stdout. Serves with :class:`FastChatServer` (one event loop), or with
+    ``--threaded`` with :class:`ChatServer` (a thread per connection).
     """
     p = argparse.ArgumentParser(prog="python -m peira.testing.chat_server")
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--latency", type=float, default=0.0, help="seconds per answer")
     p.add_argument("--no-schema", action="store_true", help="reject json_schema formats")
+    p.add_argument("--threaded", action="store_true", help="ChatServer: a thread per connection")
     args = p.parse_args(argv)
+    if not args.threaded:
+        fast = FastChatServer(
+            latency=args.latency, schema_support=not args.no_schema, port=args.port
+        )
+        with contextlib.suppress(KeyboardInterrupt):
+            fast.serve_forever(on_ready=lambda url: print(url, flush=True))
+        return 0
     server = ChatServer(latency=args.latency, schema_support=not args.no_schema, port=args.port)
     print(server.url, flush=True)
     try:

@@ -1,0 +1,258 @@
+"""Compiled inner loops of the bootstrap (docs/spec/uncertainty.md#the-plan).
+
+Each kernel is one pass over a block of resamples with the arithmetic the
+plan and the statistics define, written as plain loops and compiled by
+numba (``nogil``: blocks run on worker threads in parallel). Integer work
+stays integer, so results do not depend on how the plan is cut into blocks;
+floating-point work follows the order of the numpy formulas it replaces
+(sequential cumulative sums, no fused multiply-add), so the numbers are the
+same bit for bit. Plain-numpy references are in the tests.
+
+The bootstrap modules import this one on first use, so ``import peira``
+does not import numba; compiled code is cached beside this file (or in
+``NUMBA_CACHE_DIR``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numba
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "auroc_block",
+    "count_block",
+    "count_types_block",
+    "ece_mass_block",
+    "pcg_state",
+    "raw_draws",
+]
+
+I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
+
+
+_jit = numba.njit(cache=True, nogil=True)
+
+
+_M32 = np.uint64(0xFFFFFFFF)
+_S32 = np.uint64(32)
+_S58 = np.uint64(58)
+_S63 = np.uint64(63)
+_MULT_HI = np.uint64(2549297995355413924)
+_MULT_LO = np.uint64(4865540595714422341)
+
+
+@_jit
+def _mulhi(a: Any, b: Any) -> Any:  # pragma: no cover - compiled
+    """High 64 bits of the 128-bit product of two uint64."""
+    a0, a1 = a & _M32, a >> _S32
+    b0, b1 = b & _M32, b >> _S32
+    p0, p1, p2 = a0 * b0, a0 * b1, a1 * b0
+    carry = ((p0 >> _S32) + (p1 & _M32) + (p2 & _M32)) >> _S32
+    return a1 * b1 + (p1 >> _S32) + (p2 >> _S32) + carry
+
+
+@_jit
+def _step(hi: Any, lo: Any, inc_hi: Any, inc_lo: Any) -> tuple[Any, Any, Any]:  # pragma: no cover
+    """PCG64 (XSL-RR 128/64): advance the 128-bit LCG, return (hi, lo, output)."""
+    new_hi = _mulhi(lo, _MULT_LO) + lo * _MULT_HI + hi * _MULT_LO
+    new_lo = lo * _MULT_LO
+    lo2 = new_lo + inc_lo
+    hi2 = new_hi + inc_hi + (np.uint64(1) if lo2 < new_lo else np.uint64(0))
+    x = hi2 ^ lo2
+    rot = hi2 >> _S58
+    return hi2, lo2, (x >> rot) | (x << ((np.uint64(64) - rot) & _S63))
+
+
+@_jit
+def _count_k(state: Any, n_clusters: int, out: Any) -> bool:  # pragma: no cover - compiled
+    hi, lo, inc_hi, inc_lo = state[0], state[1], state[2], state[3]
+    rows, c = out.shape
+    cu = np.uint64(n_clusters)
+    top = np.iinfo(out.dtype).max
+    for r in range(rows):
+        for _ in range(c):
+            hi, lo, raw = _step(hi, lo, inc_hi, inc_lo)
+            i = ((raw >> _S32) * cu) >> _S32
+            if out[r, i] == top:
+                return False
+            out[r, i] += 1
+    return True
+
+
+@_jit
+def _count_types_k(state: Any, n_clusters: int, types: Any, out: Any) -> None:  # pragma: no cover
+    hi, lo, inc_hi, inc_lo = state[0], state[1], state[2], state[3]
+    rows = out.shape[0]
+    cu = np.uint64(n_clusters)
+    for r in range(rows):
+        for _ in range(n_clusters):
+            hi, lo, raw = _step(hi, lo, inc_hi, inc_lo)
+            out[r, types[((raw >> _S32) * cu) >> _S32]] += 1
+
+
+@_jit
+def _raw_k(state: Any, out: Any) -> None:  # pragma: no cover - compiled
+    hi, lo, inc_hi, inc_lo = state[0], state[1], state[2], state[3]
+    for j in range(out.size):
+        hi, lo, out[j] = _step(hi, lo, inc_hi, inc_lo)
+
+
+@_jit
+def _auroc_k(
+    w: Any, neg_ci: Any, pos_ci: Any, pos_lo: Any, pos_hi: Any, u2: Any, den: Any
+) -> None:  # pragma: no cover - compiled
+    m = w.shape[0]
+    nn = neg_ci.size
+    cum = np.empty(nn + 1, np.int64)
+    for b in range(m):
+        acc = 0
+        cum[0] = 0
+        for j in range(nn):
+            acc += w[b, neg_ci[j]]
+            cum[j + 1] = acc
+        u: Any = 0
+        p: Any = 0
+        for i in range(pos_ci.size):
+            wi = np.int64(w[b, pos_ci[i]])
+            if wi != 0:
+                p += wi
+                u += wi * (2 * acc - cum[pos_hi[i]] - cum[pos_lo[i]])
+        u2[b] = u
+        den[b] = p * acc
+
+
+@_jit
+def _ece_mass_k(
+    w: Any, ci: Any, d: Any, n_bins: int, g: Any, total: Any
+) -> None:  # pragma: no cover
+    m = w.shape[0]
+    n = ci.size
+    for b in range(m):
+        t = 0
+        for i in range(n):
+            t += w[b, ci[i]]
+        total[b] = t
+        k = 0
+        cw: Any = 0
+        cd = 0.0
+        last_w = 0
+        last_d = 0.0
+        for i in range(n):
+            if i == n - 1:
+                last_w = cw
+                last_d = cd
+            wi = np.int64(w[b, ci[i]])
+            new_w = cw + wi
+            new_d = cd + wi * d[i]
+            while k <= n_bins:
+                e = (k * t) // n_bins
+                if e >= new_w:
+                    break
+                g[b, k] = cd + (e - cw) * d[i]
+                k += 1
+            cw = new_w
+            cd = new_d
+        while k <= n_bins:  # edges at the very end: the last row, as searchsorted clips
+            e = (k * t) // n_bins
+            g[b, k] = last_d + (e - last_w) * d[n - 1]
+            k += 1
+
+
+_KERNELS = {
+    "count": _count_k,
+    "count_types": _count_types_k,
+    "raw": _raw_k,
+    "auroc": _auroc_k,
+    "ece_mass": _ece_mass_k,
+}
+
+
+def _compiled() -> dict[str, Any]:
+    return _KERNELS
+
+
+def pcg_state(seed: int, skip: int) -> npt.NDArray[np.uint64]:
+    """(state hi, state lo, increment hi, increment lo) of ``PCG64(SeedSequence(seed))``
+    after ``skip`` draws: where a block of the plan starts."""
+    bg = np.random.PCG64(np.random.SeedSequence(seed))
+    if skip:
+        bg.advance(skip)
+    st = bg.state["state"]
+    mask = (1 << 64) - 1
+    parts = [st["state"] >> 64, st["state"] & mask, st["inc"] >> 64, st["inc"] & mask]
+    return np.array(parts, dtype=np.uint64)
+
+
+def raw_draws(state: npt.NDArray[np.uint64], n: int) -> npt.NDArray[np.uint64]:
+    """The next ``n`` raw 64-bit outputs from ``state`` (= ``PCG64.random_raw(n)``)."""
+    out = np.empty(n, dtype=np.uint64)
+    if n:
+        _compiled()["raw"](state, out)
+    return out
+
+
+def count_block(state: npt.NDArray[np.uint64], n_clusters: int, rows: int) -> npt.NDArray[Any]:
+    """rows × C counts of the next rows·C draws from ``state`` (:func:`pcg_state`).
+
+    Draw j of row r falls on cluster ((raw >> 32) · C) >> 32 (docs/spec/uncertainty.md#the-plan),
+    raw being PCG64's output, generated here rather than stored. Counts are
+    uint8 (a row of a 10^6-cluster plan is 1 MB and stays in cache); a count
+    above 255 — possible in principle, never seen at random — recounts the
+    block in int64.
+    """
+    for dtype in (np.uint8, np.int64):
+        out = np.zeros((rows, n_clusters), dtype=dtype)
+        if not rows or not n_clusters or _compiled()["count"](state, n_clusters, out):
+            return out
+    raise AssertionError("unreachable: int64 counts cannot overflow")  # pragma: no cover
+
+
+def count_types_block(
+    state: npt.NDArray[np.uint64],
+    n_clusters: int,
+    rows: int,
+    types: npt.NDArray[Any],
+    n_types: int,
+) -> I64:
+    """rows × T: the draws of each row that fall on a cluster of each type."""
+    out = np.zeros((rows, n_types), dtype=np.int64)
+    if rows and n_clusters:
+        _compiled()["count_types"](state, n_clusters, types, out)
+    return out
+
+
+def auroc_block(
+    w: npt.NDArray[Any], neg_ci: I64, pos_ci: I64, pos_lo: I64, pos_hi: I64
+) -> tuple[I64, I64]:
+    """Twice the weighted Mann–Whitney U and ΣP·ΣN of each row of ``w``.
+
+    ``neg_ci``: clusters of the negatives in ascending confidence; per
+    positive, its cluster and how many negatives lie below (``pos_lo``) and
+    at or below (``pos_hi``) its confidence. A positive counts 1 per
+    negative weight above it and 1/2 per tie.
+    """
+    m = w.shape[0]
+    u2 = np.zeros(m, dtype=np.int64)
+    den = np.zeros(m, dtype=np.int64)
+    if m:
+        _compiled()["auroc"](w, neg_ci, pos_ci, pos_lo, pos_hi, u2, den)
+    return u2, den
+
+
+def ece_mass_block(w: npt.NDArray[Any], ci: I64, d: F64, n_bins: int) -> tuple[F64, I64]:
+    """Cumulative gaps G(e_k) at the equal-mass edges (rows × (K+1)) and n' per row.
+
+    Rows (``ci``, ``d`` = label − forecast) sorted by (forecast, case_id,
+    sample); row i stands for ``w[b, ci[i]]`` copies. G(e) is the weighted
+    cumulative sum of ``d`` over the first e expanded positions, e_k = ⌊k·n'/K⌋.
+    """
+    m = w.shape[0]
+    g = np.zeros((m, n_bins + 1))
+    total = np.zeros(m, dtype=np.int64)
+    if m and ci.size:
+        _compiled()["ece_mass"](w, ci, d, n_bins, g, total)
+    return g, total

@@ -1,0 +1,136 @@
+"""The compiled bootstrap kernels against plain-numpy and plain-Python references.
+
+The references are the numpy formulas the kernels replace (docs/spec/uncertainty.md#the-plan):
+the same numbers are expected bit for bit, not approximately.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from peira.bootstrap._kernels import (
+    _compiled,
+    auroc_block,
+    count_block,
+    count_types_block,
+    ece_mass_block,
+    pcg_state,
+    raw_draws,
+)
+
+
+def numpy_raw(seed: int, skip: int, n: int) -> np.ndarray:
+    bg = np.random.PCG64(np.random.SeedSequence(seed))
+    bg.advance(skip)
+    return bg.random_raw(n)
+
+
+def numpy_counts(raw: np.ndarray, c: int, rows: int) -> np.ndarray:
+    idx = ((raw >> np.uint64(32)) * np.uint64(c)) >> np.uint64(32)
+    idx = idx.astype(np.int64).reshape(rows, c) + (np.arange(rows) * c)[:, None]
+    return np.bincount(idx.ravel(), minlength=rows * c).reshape(rows, c)
+
+
+@pytest.mark.parametrize(("seed", "skip"), [(0, 0), (1, 1), (7, 12345), (2**40 + 3, 10**12)])
+def test_generator_is_numpys_pcg64(seed: int, skip: int) -> None:
+    want = numpy_raw(seed, skip, 5_000)
+    assert np.array_equal(raw_draws(pcg_state(seed, skip), 5_000), want)
+
+
+@pytest.mark.parametrize("c", [1, 7, 1000, 65_537])
+def test_counts_are_the_plan_rule(c: int) -> None:
+    rows = 5
+    got = count_block(pcg_state(c, 3 * c), c, rows)
+    assert got.dtype == np.uint8
+    assert np.array_equal(got, numpy_counts(numpy_raw(c, 3 * c, rows * c), c, rows))
+    assert (got.sum(axis=1) == c).all()
+
+
+def test_a_full_uint8_count_asks_for_int64() -> None:
+    """The kernel refuses to pass 255; count_block then counts in int64."""
+    count = _compiled()["count"]
+    out = np.full((1, 3), 255, dtype=np.uint8)
+    assert count(pcg_state(0, 0), 3, out) is False
+    wide = np.full((1, 3), 255, dtype=np.int64)
+    assert count(pcg_state(0, 0), 3, wide) is True
+    assert wide.sum() == 3 * 255 + 3
+
+
+def test_counts_per_type() -> None:
+    c, rows = 500, 4
+    types = np.random.default_rng(2).integers(0, 6, c)
+    full = numpy_counts(numpy_raw(1, 0, rows * c), c, rows)
+    want = np.stack([np.bincount(types, weights=r, minlength=6) for r in full]).astype(np.int64)
+    assert np.array_equal(count_types_block(pcg_state(1, 0), c, rows, types, 6), want)
+
+
+def brute_auroc(w: np.ndarray, ci: np.ndarray, conf: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    out = []
+    for row in w:
+        u = 0.0
+        p_tot = n_tot = 0
+        for i in np.flatnonzero(pos):
+            p_tot += row[ci[i]]
+        for j in np.flatnonzero(~pos):
+            n_tot += row[ci[j]]
+        for i in np.flatnonzero(pos):
+            for j in np.flatnonzero(~pos):
+                k = 1.0 if conf[j] > conf[i] else 0.5 if conf[j] == conf[i] else 0.0
+                u += row[ci[i]] * row[ci[j]] * k
+        out.append(u / (p_tot * n_tot) if p_tot * n_tot else np.nan)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.int64])
+def test_auroc_against_all_pairs(dtype: type) -> None:
+    rng = np.random.default_rng(3)
+    n, c = 60, 12
+    ci = rng.integers(0, c, n)
+    conf = np.round(rng.random(n), 1)  # many ties
+    pos = rng.random(n) < 0.4
+    w = rng.integers(0, 4, (9, c)).astype(dtype)
+    w[0] = 0  # no weight at all: undefined
+    neg = np.flatnonzero(~pos)
+    order = neg[np.argsort(conf[neg], kind="stable")]
+    lo = np.searchsorted(conf[order], conf[pos], "left")
+    hi = np.searchsorted(conf[order], conf[pos], "right")
+    u2, den = auroc_block(w, ci[order], ci[pos], lo, hi)
+    got = np.full(u2.size, np.nan)
+    np.divide(u2 * 0.5, den.astype(float), out=got, where=den > 0)
+    want = brute_auroc(w.astype(np.int64), ci, conf, pos)
+    assert np.isnan(got[0]) and np.isnan(want[0])
+    assert got[1:] == pytest.approx(want[1:], abs=1e-14)
+
+
+def numpy_ece_gaps(w: np.ndarray, ci: np.ndarray, d: np.ndarray, k: int) -> np.ndarray:
+    """The searchsorted formulation: G(e) at e_j = floor(j n' / K), per resample row."""
+    n = d.size
+    m = w.shape[0]
+    wr = w[:, ci].astype(np.int64)
+    cw = np.cumsum(wr, axis=1)
+    cd = np.cumsum(wr * d, axis=1)
+    total = cw[:, -1]
+    span = int(total.max()) + 1
+    flat = (cw + (np.arange(m) * span)[:, None]).ravel()
+    edges = (np.arange(k + 1)[None, :] * total[:, None]) // k
+    pos = np.searchsorted(flat, (edges + (np.arange(m) * span)[:, None]).ravel(), "right")
+    r = np.minimum(pos.reshape(m, k + 1) - np.arange(m)[:, None] * n, n - 1)
+    rows = np.arange(m)[:, None]
+    prev_w = np.where(r > 0, cw[rows, np.maximum(r - 1, 0)], 0)
+    prev_d = np.where(r > 0, cd[rows, np.maximum(r - 1, 0)], 0.0)
+    return prev_d + (edges - prev_w) * d[r]
+
+
+@pytest.mark.parametrize(("n", "c", "k"), [(1, 1, 15), (2, 2, 15), (300, 40, 15), (500, 500, 7)])
+def test_ece_mass_gaps_bit_identical(n: int, c: int, k: int) -> None:
+    rng = np.random.default_rng(n + k)
+    ci = rng.integers(0, c, n)
+    d = rng.integers(0, 2, n) - rng.random(n)
+    w = rng.integers(0, 3, (11, c)).astype(np.uint8)
+    w[1] = 0
+    g, total = ece_mass_block(w, ci, d, k)
+    want = numpy_ece_gaps(w, ci, d, k)
+    ok = total > 0
+    assert np.array_equal(total, w[:, ci].astype(np.int64).sum(axis=1))
+    assert np.array_equal(g[ok], want[ok])  # bit for bit
