@@ -68,19 +68,6 @@ _LOC_SCHEMA = {"file": pl.String(), "row": pl.Int64()}
 canonical_json = canonical_text
 
 
-def _object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key {key!r} in a JSON object")
-        out[key] = value
-    return out
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON (non-finite numbers are rejected)")
-
-
 def _loads(text: str) -> Any:
     return _json.loads(text)  # bounded: depth, 64-bit numbers, duplicate keys, Unicode
 
