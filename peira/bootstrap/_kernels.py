@@ -20,6 +20,9 @@ from typing import Any
 import numba
 import numpy as np
 import numpy.typing as npt
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
 
 __all__ = [
     "auroc_block",
@@ -37,34 +40,41 @@ F64 = npt.NDArray[np.float64]
 _jit = numba.njit(cache=True, nogil=True)
 
 
-_M32 = np.uint64(0xFFFFFFFF)
-_S32 = np.uint64(32)
 _S58 = np.uint64(58)
 _S63 = np.uint64(63)
-_MULT_HI = np.uint64(2549297995355413924)
-_MULT_LO = np.uint64(4865540595714422341)
+_S64 = np.uint64(64)
+_S32 = np.uint64(32)
+_MULT = 0x2360ED051FC65DA44385DF649FCCF645  # PCG64's 128-bit LCG multiplier
 
 
-@_jit
-def _mulhi(a: Any, b: Any) -> Any:  # pragma: no cover - compiled
-    """High 64 bits of the 128-bit product of two uint64."""
-    a0, a1 = a & _M32, a >> _S32
-    b0, b1 = b & _M32, b >> _S32
-    p0, p1, p2 = a0 * b0, a0 * b1, a1 * b0
-    carry = ((p0 >> _S32) + (p1 & _M32) + (p2 & _M32)) >> _S32
-    return a1 * b1 + (p1 >> _S32) + (p2 >> _S32) + carry
+@intrinsic
+def _lcg(typingctx: Any, hi: Any, lo: Any, inc_hi: Any, inc_lo: Any) -> Any:
+    """(hi:lo)·MULT + (inc_hi:inc_lo) mod 2^128 as (hi, lo): one 128-bit multiply-add."""
+    u64 = types.uint64
+    sig = types.UniTuple(u64, 2)(u64, u64, u64, u64)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        i128, i64 = ir.IntType(128), ir.IntType(64)
+        shift = ir.Constant(i128, 64)
+
+        def join(h: Any, lo_: Any) -> Any:
+            return builder.or_(builder.shl(builder.zext(h, i128), shift), builder.zext(lo_, i128))
+
+        state = join(args[0], args[1])
+        new = builder.add(builder.mul(state, ir.Constant(i128, _MULT)), join(args[2], args[3]))
+        parts = [builder.trunc(builder.lshr(new, shift), i64), builder.trunc(new, i64)]
+        return context.make_tuple(builder, signature.return_type, parts)
+
+    return sig, codegen
 
 
 @_jit
 def _step(hi: Any, lo: Any, inc_hi: Any, inc_lo: Any) -> tuple[Any, Any, Any]:  # pragma: no cover
     """PCG64 (XSL-RR 128/64): advance the 128-bit LCG, return (hi, lo, output)."""
-    new_hi = _mulhi(lo, _MULT_LO) + lo * _MULT_HI + hi * _MULT_LO
-    new_lo = lo * _MULT_LO
-    lo2 = new_lo + inc_lo
-    hi2 = new_hi + inc_hi + (np.uint64(1) if lo2 < new_lo else np.uint64(0))
+    hi2, lo2 = _lcg(hi, lo, inc_hi, inc_lo)
     x = hi2 ^ lo2
     rot = hi2 >> _S58
-    return hi2, lo2, (x >> rot) | (x << ((np.uint64(64) - rot) & _S63))
+    return hi2, lo2, (x >> rot) | (x << ((_S64 - rot) & _S63))
 
 
 @_jit
