@@ -471,14 +471,23 @@ def score_pairs(
     ratio_names = [m for m in RATIO_METRICS if metrics is None or m in metrics]
     nonratio_names = [m for m in NONRATIO_INTERVAL_METRICS if metrics is None or m in metrics]
     parts = []
-    if ratio_names:
+    nr_method: Method = "bca" if method == "bca" else "percentile"
+    if ratio_names and nonratio_names:  # one pass over the plan for both
+        from .bootstrap.joint import joint_intervals
+
+        both = joint_intervals(
+            pairs, plan, by=by or None, ratio_metrics=ratio_names,
+            nonratio_metrics=nonratio_names, level=level, method=method,
+            nonratio_method=nr_method,
+        )  # fmt: skip
+        parts += [f.select(*keys, *common) for f in both]
+    elif ratio_names:
         parts.append(
             ratio_intervals(
                 pairs, plan, by=by or None, metrics=ratio_names, level=level, method=method
             ).select(*keys, *common)
         )
-    if nonratio_names:
-        nr_method: Method = "bca" if method == "bca" else "percentile"
+    elif nonratio_names:
         parts.append(
             nonratio_intervals(
                 pairs, plan, by=by or None, metrics=nonratio_names, level=level, method=nr_method

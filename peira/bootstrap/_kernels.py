@@ -31,6 +31,7 @@ __all__ = [
     "ece_mass_block",
     "pcg_state",
     "raw_draws",
+    "sum_types_block",
 ]
 
 I64 = npt.NDArray[np.int64]
@@ -105,6 +106,14 @@ def _count_types_k(state: Any, n_clusters: int, types: Any, out: Any) -> None:  
 
 
 @_jit
+def _sum_types_k(w: Any, types: Any, out: Any) -> None:  # pragma: no cover - compiled
+    rows, c = w.shape
+    for r in range(rows):
+        for i in range(c):
+            out[r, types[i]] += w[r, i]
+
+
+@_jit
 def _raw_k(state: Any, out: Any) -> None:  # pragma: no cover - compiled
     hi, lo, inc_hi, inc_lo = state[0], state[1], state[2], state[3]
     for j in range(out.size):
@@ -175,6 +184,7 @@ def _ece_mass_k(
 _KERNELS = {
     "count": _count_k,
     "count_types": _count_types_k,
+    "sum_types": _sum_types_k,
     "raw": _raw_k,
     "auroc": _auroc_k,
     "ece_mass": _ece_mass_k,
@@ -232,6 +242,15 @@ def count_types_block(
     out = np.zeros((rows, n_types), dtype=np.int64)
     if rows and n_clusters:
         _compiled()["count_types"](state, n_clusters, types, out)
+    return out
+
+
+def sum_types_block(w: npt.NDArray[Any], types: npt.NDArray[Any], n_types: int) -> I64:
+    """rows × T: each row of ``w`` (rows × C counts) summed over the clusters of each type,
+    what :func:`count_types_block` counts from the draws."""
+    out = np.zeros((w.shape[0], n_types), dtype=np.int64)
+    if w.size:
+        _compiled()["sum_types"](np.ascontiguousarray(w), types, out)
     return out
 
 

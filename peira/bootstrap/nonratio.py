@@ -184,14 +184,20 @@ def _ece_mass_stat(ci: I64, p: F64, y: F64, n_bins: int) -> _Stat:
 
 
 def _evaluate(
-    stats: Sequence[_Stat], plan: ResamplePlan, jackknife: bool
+    stats: Sequence[_Stat],
+    plan: ResamplePlan,
+    jackknife: bool,
+    take: Callable[[int, int, npt.NDArray[Any]], None] | None = None,
 ) -> tuple[F64, F64, F64 | None]:
     """Replicates (S × B), their error bounds (S × B) and jackknife values (S × C) of every stat.
 
     One pass over the plan in blocks of a fixed number of resamples (the last
     one padded), so that the shared GEMM always has the same shape: the
     numbers do not depend on how the plan is generated or held. Blocks run on
-    worker threads (BLAS held to one thread each).
+    worker threads (BLAS held to one thread each). ``take``, when given, is
+    called with every block ``(s, e, W[s:e])`` of the pass, on those threads
+    (:meth:`peira.bootstrap.ratio.RatioJob.take`: the ratio metrics' products
+    from the same draws).
     """
     c, b = plan.n_clusters, plan.n_resamples
     cols = [st.columns for st in stats if st.columns is not None]
@@ -206,7 +212,9 @@ def _evaluate(
 
     local = threading.local()  # one float64 block per worker, reused (no page faults)
 
-    def run(w: npt.NDArray[Any]) -> list[tuple[F64, F64]]:
+    def run(w: npt.NDArray[Any], span: tuple[int, int] | None = None) -> list[tuple[F64, F64]]:
+        if take is not None and span is not None:
+            take(span[0], span[1], w)
         n_rows = w.shape[0]
         lin = None
         if lin_all is not None:
@@ -243,7 +251,7 @@ def _evaluate(
                         bound[i, a:z] = bd
 
         for s0, e0, w in plan.iter_counts(rows):
-            jobs.append((theta, s0, e0, pool.submit(run, w)))
+            jobs.append((theta, s0, e0, pool.submit(run, w, (s0, e0))))
             drain(n_threads())
         if jack is not None:
             for a in range(0, c, rows):
@@ -405,86 +413,136 @@ def nonratio_intervals(
     Costs: one pass over the plan for every statistic together; the work per
     resample grows with the observations, not with the distinct values.
     """
-    m = check_method(method, ratio=False)
-    half_alpha(level)
-    names = list(NONRATIO_INTERVAL_METRICS if metrics is None else metrics)
-    unknown = [x for x in names if x not in NONRATIO_INTERVAL_METRICS]
-    if unknown:
-        raise PeiraKeyError(
-            f"no bootstrap for {unknown}; known: {', '.join(NONRATIO_INTERVAL_METRICS)}"
-        )
-    if binning not in ("equal_mass", "equal_width") or n_bins < 1:
-        raise PeiraValueError(f"bad ECE bins: n_bins={n_bins!r}, binning={binning!r}")
-    extra = [by] if isinstance(by, str) else list(by or [])
-    extra = [k for k in extra if k != "run_id"]
-    lf = pairs.lazy()
-    schema = dict(lf.select(extra).collect_schema()) if extra else {}
-    levels = [extra, []] if extra and overall else [extra]
-    key_cols = ["run_id", *extra, "metric"]
-    rows: list[dict[str, Any]] = []  # one per run × group × metric
-    stats: list[_Stat] = []
-    stat_row: list[int] = []
-    for grp in levels:
-        keys = ["run_id", *grp]
-        values = _library_values(lf, keys, names, n_bins, binning)
-        for metric in names:
-            floor = calibration_min_n if metric.startswith(("ece_", "brier_")) else min_n
-            obs, _ = _observations(lf, keys, plan.column, metric)
-            if metric.startswith("ece_"):
-                obs = obs.sort([*keys, "forecast", "case_id", "sample"], maintain_order=True)
-            frame = obs.collect()
-            if frame.height == 0:
-                continue
-            frame = frame.with_columns(
-                pl.Series("_ci", plan.index_of(frame["_cl"], source="pairs"))
+    job = NonRatioJob(
+        pairs,
+        plan,
+        by=by,
+        overall=overall,
+        metrics=metrics,
+        level=level,
+        method=method,
+        min_n=min_n,
+        calibration_min_n=calibration_min_n,
+        n_bins=n_bins,
+        binning=binning,
+    )
+    job.evaluate()
+    return job.frame()
+
+
+class NonRatioJob:
+    """:func:`nonratio_intervals` in steps: the statistics, the pass over the plan, the frame.
+
+    :meth:`evaluate` takes an optional callable that receives every block of
+    ``W`` the pass draws (another job's products from the same draws).
+    """
+
+    def __init__(
+        self,
+        pairs: pl.DataFrame | pl.LazyFrame,
+        plan: ResamplePlan,
+        *,
+        by: str | Sequence[str] | None = None,
+        overall: bool = False,
+        metrics: Sequence[str] | None = None,
+        level: float = 0.95,
+        method: Method = DEFAULT_METHOD,
+        min_n: int = 30,
+        calibration_min_n: int = 100,
+        n_bins: int = 15,
+        binning: Binning = "equal_mass",
+    ) -> None:
+        m = check_method(method, ratio=False)
+        half_alpha(level)
+        names = list(NONRATIO_INTERVAL_METRICS if metrics is None else metrics)
+        unknown = [x for x in names if x not in NONRATIO_INTERVAL_METRICS]
+        if unknown:
+            raise PeiraKeyError(
+                f"no bootstrap for {unknown}; known: {', '.join(NONRATIO_INTERVAL_METRICS)}"
             )
-            for key, g in frame.partition_by(keys, maintain_order=True, as_dict=True).items():
-                row: dict[str, Any] = dict(zip(keys, key, strict=True))
-                row.update({k: None for k in extra if k not in grp})
-                row["metric"] = metric
-                row["n"] = g.height
-                row["n_clusters"] = g["_ci"].n_unique()
-                ok = g.height >= floor
-                if metric == "confidence_gate_auroc":  # both classes must be there
-                    n1 = int(g["y"].sum())
-                    ok = ok and min(n1, g.height - n1) >= AUROC_MIN_CLASS
-                row["sufficient"] = ok
-                est = values.get((metric, *key))
-                row["estimate"] = np.nan if est is None or not ok else float(est)
-                if ok:
-                    stat_row.append(len(rows))
-                    stats.append(
-                        _stat_for(metric, g, g["_ci"].to_numpy(), plan.n_clusters, n_bins, binning)
-                    )
-                rows.append(row)
-    b = plan.n_resamples
-    theta = np.full((len(rows), b), np.nan)
-    bound = np.zeros(len(rows))
-    jack = np.full((len(rows), plan.n_clusters), np.nan) if m == "bca" else None
-    if stats:
-        th, bd, jk = _evaluate(stats, plan, m == "bca")
-        idx = np.array(stat_row)
-        theta[idx] = th
+        if binning not in ("equal_mass", "equal_width") or n_bins < 1:
+            raise PeiraValueError(f"bad ECE bins: n_bins={n_bins!r}, binning={binning!r}")
+        extra = [by] if isinstance(by, str) else list(by or [])
+        extra = [k for k in extra if k != "run_id"]
+        lf = pairs.lazy()
+        self.schema = dict(lf.select(extra).collect_schema()) if extra else {}
+        levels = [extra, []] if extra and overall else [extra]
+        self.key_cols = ["run_id", *extra, "metric"]
+        rows: list[dict[str, Any]] = []  # one per run × group × metric
+        stats: list[_Stat] = []
+        stat_row: list[int] = []
+        for grp in levels:
+            keys = ["run_id", *grp]
+            values = _library_values(lf, keys, names, n_bins, binning)
+            for metric in names:
+                floor = calibration_min_n if metric.startswith(("ece_", "brier_")) else min_n
+                obs, _ = _observations(lf, keys, plan.column, metric)
+                if metric.startswith("ece_"):
+                    obs = obs.sort([*keys, "forecast", "case_id", "sample"], maintain_order=True)
+                frame = obs.collect()
+                if frame.height == 0:
+                    continue
+                frame = frame.with_columns(
+                    pl.Series("_ci", plan.index_of(frame["_cl"], source="pairs"))
+                )
+                for key, g in frame.partition_by(keys, maintain_order=True, as_dict=True).items():
+                    row: dict[str, Any] = dict(zip(keys, key, strict=True))
+                    row.update({k: None for k in extra if k not in grp})
+                    row["metric"] = metric
+                    row["n"] = g.height
+                    row["n_clusters"] = g["_ci"].n_unique()
+                    ok = g.height >= floor
+                    if metric == "confidence_gate_auroc":  # both classes must be there
+                        n1 = int(g["y"].sum())
+                        ok = ok and min(n1, g.height - n1) >= AUROC_MIN_CLASS
+                    row["sufficient"] = ok
+                    est = values.get((metric, *key))
+                    row["estimate"] = np.nan if est is None or not ok else float(est)
+                    if ok:
+                        stat_row.append(len(rows))
+                        ci = g["_ci"].to_numpy()
+                        stats.append(_stat_for(metric, g, ci, plan.n_clusters, n_bins, binning))
+                    rows.append(row)
+        self.plan, self.level, self.method = plan, level, m
+        self.rows, self.stats, self.stat_row = rows, stats, stat_row
+        b = plan.n_resamples
+        self.theta = np.full((len(rows), b), np.nan)
+        self.bound = np.zeros(len(rows))
+        self.jack = np.full((len(rows), plan.n_clusters), np.nan) if m == "bca" else None
+
+    def evaluate(self, take: Callable[[int, int, npt.NDArray[Any]], None] | None = None) -> bool:
+        """One pass over the plan for every statistic; whether a pass was made (none when
+        no row has enough observations). ``take`` receives every block of ``W`` drawn."""
+        if not self.stats:
+            return False
+        th, bd, jk = _evaluate(self.stats, self.plan, self.method == "bca", take)
+        idx = np.array(self.stat_row)
+        self.theta[idx] = th
         with np.errstate(invalid="ignore"):
-            bound[idx] = np.where(np.isnan(th), 0.0, bd).max(axis=1)
-        if jack is not None and jk is not None:
-            jack[idx] = jk
-    est_a = np.array([r["estimate"] for r in rows], dtype=np.float64)
-    iv = intervals(theta, est_a, level, m, jack)
-    n_a = np.array([r["n"] for r in rows], dtype=np.int64)
-    enough = np.array([r["sufficient"] for r in rows], dtype=bool)
-    n_cl = np.array([r["n_clusters"] for r in rows], dtype=np.int64)
-    iv = RowIntervals(iv.lo, iv.hi, np.where(enough, iv.n_defined, 0), iv.method, n_cl)
-    cols = {k: [r[k] for r in rows] for k in key_cols}
-    f = interval_frame(cols, est_a, iv, level, plan, {"run_id": pl.String, **schema})
-    f = f.with_columns(
-        pl.Series("n", n_a, dtype=pl.Int64),
-        pl.Series("sufficient", enough, dtype=pl.Boolean),
-        pl.Series("error_bound", np.where(enough, bound, 0.0), dtype=pl.Float64),
-    )
-    out = f.sort(key_cols, nulls_last=False)
-    counts = np.where(out["sufficient"].to_numpy(), out["n_clusters"].to_numpy(), 0)
-    warn_few_clusters_rows(
-        counts, lambda i: f"{out['metric'][i]} of run {out['run_id'][i]!r}", stacklevel=3
-    )
-    return out
+            self.bound[idx] = np.where(np.isnan(th), 0.0, bd).max(axis=1)
+        if self.jack is not None and jk is not None:
+            self.jack[idx] = jk
+        return True
+
+    def frame(self) -> pl.DataFrame:
+        """The intervals (:func:`nonratio_intervals`), after :meth:`evaluate`."""
+        rows, plan, level, key_cols = self.rows, self.plan, self.level, self.key_cols
+        est_a = np.array([r["estimate"] for r in rows], dtype=np.float64)
+        iv = intervals(self.theta, est_a, level, self.method, self.jack)
+        n_a = np.array([r["n"] for r in rows], dtype=np.int64)
+        enough = np.array([r["sufficient"] for r in rows], dtype=bool)
+        n_cl = np.array([r["n_clusters"] for r in rows], dtype=np.int64)
+        iv = RowIntervals(iv.lo, iv.hi, np.where(enough, iv.n_defined, 0), iv.method, n_cl)
+        cols = {k: [r[k] for r in rows] for k in key_cols}
+        f = interval_frame(cols, est_a, iv, level, plan, {"run_id": pl.String, **self.schema})
+        f = f.with_columns(
+            pl.Series("n", n_a, dtype=pl.Int64),
+            pl.Series("sufficient", enough, dtype=pl.Boolean),
+            pl.Series("error_bound", np.where(enough, self.bound, 0.0), dtype=pl.Float64),
+        )
+        out = f.sort(key_cols, nulls_last=False)
+        counts = np.where(out["sufficient"].to_numpy(), out["n_clusters"].to_numpy(), 0)
+        warn_few_clusters_rows(
+            counts, lambda i: f"{out['metric'][i]} of run {out['run_id'][i]!r}", stacklevel=4
+        )
+        return out

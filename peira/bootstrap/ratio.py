@@ -14,6 +14,7 @@ ratio from the resampled pairs in float64 — and in float64 otherwise.
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -267,35 +268,30 @@ class _Engine:
     def fill(self, items: Sequence[tuple[_Block, _Products]]) -> None:
         """Form ``prod`` = unique columns · Wᵀ of every item, streaming the plan once."""
         plan = self.plan
+        take = self.begin(items, from_counts=False)
+        typed = take.types is not None
+        for s, e, w in plan.iter_counts(types=take.types) if typed else plan.iter_counts():
+            take(s, e, w)
+        self.end(items)
+
+    def begin(self, items: Sequence[tuple[_Block, _Products]], *, from_counts: bool) -> _Take:
+        """Allocate the products of ``items`` and return what adds a block of the plan to them.
+
+        The returned :class:`_Take` is called with blocks ``(s, e, counts)`` covering
+        every resample once, in any order and from any thread: rows × T counts per
+        type when its ``types`` is set and ``from_counts`` is false, else rows × C
+        rows of ``W`` (then summed per type here when the types pay).
+        """
+        plan = self.plan
         for _, p in items:
             p.prod = np.empty((p.uniq.shape[0], plan.n_resamples))
         typed = None
         if not plan.cached and self.precision is not None:
             typed = self._types(items)
-        if typed is not None:
-            types, mats = typed
-            for s, e, n in plan.iter_counts(types=types):
-                nt = np.ascontiguousarray(n.T, dtype=np.float64)
-                for (_, p), v in zip(items, mats, strict=True):
-                    np.matmul(v, nt, out=p.prod[:, s:e])
-        else:
-            c = plan.n_clusters
-            cast: dict[Any, list[F64]] = {}
-            for s, e, w in plan.iter_counts():
-                dt = np.float32 if self._float32_exact(int(w.max())) else np.float64
-                if self.precision is not None and dt not in cast:
-                    cast[dt] = [q.uniq.astype(dt) for _, q in items]
-                for i, (b, p) in enumerate(items):
-                    wg = w if b.supp.size == c else w[:, b.supp]
-                    if self.precision is None:
-                        # Inexact sums: one resample at a time through the same buffer, so
-                        # that the summation order does not depend on the block.
-                        buf = np.empty(wg.shape[1])
-                        for r in range(e - s):
-                            buf[:] = wg[r]
-                            p.prod[:, s + r] = p.uniq @ buf
-                    else:
-                        p.prod[:, s:e] = cast[dt][i] @ np.ascontiguousarray(wg.T, dtype=dt)
+        return _Take(self, list(items), typed, from_counts)
+
+    def end(self, items: Sequence[tuple[_Block, _Products]]) -> None:
+        """Mark the resamples whose denominator is empty, once every block is in."""
         for _, p in items:
             zero = np.zeros(p.prod.shape[0], dtype=bool)
             dens = np.unique(p.inv_den)
@@ -315,6 +311,60 @@ class _Engine:
                 out.append([b])
                 size = need
         return out
+
+
+class _Take:
+    """Adds blocks of the plan to the products of a batch of items (:meth:`_Engine.begin`)."""
+
+    def __init__(
+        self,
+        eng: _Engine,
+        items: list[tuple[_Block, _Products]],
+        typed: tuple[I64, list[F64]] | None,
+        from_counts: bool,
+    ) -> None:
+        self.eng, self.items, self.from_counts = eng, items, from_counts
+        self.types: npt.NDArray[Any] | None = None
+        self.mats: list[F64] = []
+        if typed is not None:
+            self.types, self.mats = typed
+            self.n_types = int(self.types.max()) + 1 if self.types.size else 0
+            if from_counts:  # summed per type from rows of W: the smallest type that holds them
+                small = np.uint8 if self.n_types <= 1 << 8 else np.uint16
+                self.types = np.ascontiguousarray(self.types, dtype=small)
+        self._cast: dict[Any, list[F64]] = {}
+        self._lock = threading.Lock()
+
+    def _uniq(self, dt: Any) -> list[F64]:
+        with self._lock:
+            if dt not in self._cast:
+                self._cast[dt] = [q.uniq.astype(dt) for _, q in self.items]
+            return self._cast[dt]
+
+    def __call__(self, s: int, e: int, w: npt.NDArray[Any]) -> None:
+        eng, items = self.eng, self.items
+        if self.types is not None:
+            if self.from_counts:
+                from ._kernels import sum_types_block  # numba, on first use
+
+                w = sum_types_block(w, self.types, self.n_types)
+            nt = np.ascontiguousarray(w.T, dtype=np.float64)
+            for (_, p), v in zip(items, self.mats, strict=True):
+                np.matmul(v, nt, out=p.prod[:, s:e])
+            return
+        c = eng.plan.n_clusters
+        dt = np.float32 if eng._float32_exact(int(w.max())) else np.float64
+        for i, (b, p) in enumerate(items):
+            wg = w if b.supp.size == c else w[:, b.supp]
+            if eng.precision is None:
+                # Inexact sums: one resample at a time through the same buffer, so
+                # that the summation order does not depend on the block.
+                buf = np.empty(wg.shape[1])
+                for r in range(e - s):
+                    buf[:] = wg[r]
+                    p.prod[:, s + r] = p.uniq @ buf
+            else:
+                p.prod[:, s:e] = self._uniq(dt)[i] @ np.ascontiguousarray(wg.T, dtype=dt)
 
 
 def _theta(p: _Products, sl: slice) -> tuple[F64, I64]:
@@ -416,48 +466,102 @@ def ratio_intervals(
     >>> ratio_intervals(pairs, plan, metrics=["asr"]).select("metric", "estimate", "n_defined").row(0)
     ('asr', 0.25, 1000)
     """
-    m = check_method(method)
-    half_alpha(level)
-    keys = _keys(by)
-    eng = _Engine(data, plan, keys, metrics, overall)
-    nm, nt = len(eng.metrics), n_threads()
-    schema = dict(data.lazy().select(keys).collect_schema()) if keys else {}
-    frames: list[pl.DataFrame] = []
+    job = RatioJob(data, plan, by=by, overall=overall, metrics=metrics, level=level, method=method)
+    return job.frame()
 
-    def finish(block: _Block, p: _Products, futs: list[Future[RowIntervals]]) -> None:
-        iv = RowIntervals.concat([f.result() for f in futs])
-        keep = np.repeat(block.present, nm)
-        iv = small_cells(
-            iv.take(keep), block.s[:, 0::2].T[keep], block.s[:, 1::2].T[keep], level, m
-        )
-        ri, mi = np.divmod(np.flatnonzero(keep), nm)
-        cols: dict[str, Any] = {"run_id": [eng.runs[i] for i in ri]}
-        for k, name in enumerate(keys):
-            cols[name] = [None if block.key is None else block.key[k]] * ri.size
-        cols["metric"] = [eng.metrics[i] for i in mi]
-        frames.append(interval_frame(cols, p.estimate[keep], iv, level, plan, schema))
 
-    with blas_single_thread(), ThreadPoolExecutor(nt) as pool:
-        inflight: deque[tuple[_Block, _Products, list[Future[RowIntervals]]]] = deque()
-        boot = bootstrap_method(m)
-        for batch in eng.batches(eng.blocks):
-            items = [(block, eng.prepare(block, None, boot == "bca")) for block in batch]
-            eng.fill(items)
-            for block, p in items:
-                n = p.estimate.size
-                parts = max(nt, -(-n // _POST_ROWS))
-                futs = [pool.submit(_post, p, sl, level, boot) for sl in row_slices(n, parts)]
-                inflight.append((block, p, futs))
-            while len(inflight) > len(items):
+class RatioJob:
+    """:func:`ratio_intervals` in two steps, so that another pass over the plan can fill it.
+
+    :meth:`take` (when the job fits one pass) returns what adds blocks of
+    ``W`` to the products; whoever draws the plan calls it with every block
+    and then :meth:`taken`. :meth:`frame` makes its own pass when nobody
+    did, and returns the intervals. The numbers are the same either way:
+    every product is formed block by block and does not depend on the block.
+    """
+
+    def __init__(
+        self,
+        data: pl.DataFrame | pl.LazyFrame,
+        plan: ResamplePlan,
+        *,
+        by: str | Sequence[str] | None = None,
+        overall: bool = False,
+        metrics: Sequence[str | RatioMetric] | None = None,
+        level: float = 0.95,
+        method: Method = DEFAULT_METHOD,
+    ) -> None:
+        self.method = check_method(method)
+        half_alpha(level)
+        self.level, self.plan = level, plan
+        self.keys = _keys(by)
+        self.eng = _Engine(data, plan, self.keys, metrics, overall)
+        self.schema = dict(data.lazy().select(self.keys).collect_schema()) if self.keys else {}
+        self.boot = bootstrap_method(self.method)
+        self.batches = self.eng.batches(self.eng.blocks)
+        self._items: list[tuple[_Block, _Products]] | None = None
+        self._filled = False
+
+    def take(self) -> _Take | None:
+        """What adds a block ``(s, e, W[s:e])`` to the products; None when the job's
+        products do not fit one pass (:data:`_PROD_BYTES`)."""
+        if len(self.batches) != 1:
+            return None
+        eng = self.eng
+        self._items = [(b, eng.prepare(b, None, self.boot == "bca")) for b in self.batches[0]]
+        return eng.begin(self._items, from_counts=True)
+
+    def taken(self) -> None:
+        """Every block of the plan went through :meth:`take`'s callable."""
+        assert self._items is not None
+        self.eng.end(self._items)
+        self._filled = True
+
+    def frame(self) -> pl.DataFrame:
+        """The intervals (module notes), with one :class:`FewClustersWarning` for the
+        rows resting on few clusters."""
+        eng, plan, level, m, keys = self.eng, self.plan, self.level, self.method, self.keys
+        nm, nt = len(eng.metrics), n_threads()
+        frames: list[pl.DataFrame] = []
+
+        def finish(block: _Block, p: _Products, futs: list[Future[RowIntervals]]) -> None:
+            iv = RowIntervals.concat([f.result() for f in futs])
+            keep = np.repeat(block.present, nm)
+            iv = small_cells(
+                iv.take(keep), block.s[:, 0::2].T[keep], block.s[:, 1::2].T[keep], level, m
+            )
+            ri, mi = np.divmod(np.flatnonzero(keep), nm)
+            cols: dict[str, Any] = {"run_id": [eng.runs[i] for i in ri]}
+            for k, name in enumerate(keys):
+                cols[name] = [None if block.key is None else block.key[k]] * ri.size
+            cols["metric"] = [eng.metrics[i] for i in mi]
+            frames.append(interval_frame(cols, p.estimate[keep], iv, level, plan, self.schema))
+
+        with blas_single_thread(), ThreadPoolExecutor(nt) as pool:
+            inflight: deque[tuple[_Block, _Products, list[Future[RowIntervals]]]] = deque()
+            for batch in self.batches:
+                if self._filled and self._items is not None:
+                    items = self._items
+                else:
+                    items = [(block, eng.prepare(block, None, self.boot == "bca")) for block in batch]
+                    eng.fill(items)
+                for block, p in items:
+                    n = p.estimate.size
+                    parts = max(nt, -(-n // _POST_ROWS))
+                    futs = [
+                        pool.submit(_post, p, sl, level, self.boot) for sl in row_slices(n, parts)
+                    ]
+                    inflight.append((block, p, futs))
+                while len(inflight) > len(items):
+                    finish(*inflight.popleft())
+            while inflight:
                 finish(*inflight.popleft())
-        while inflight:
-            finish(*inflight.popleft())
-    out = pl.concat(frames).sort(["run_id", *keys, "metric"], nulls_last=False)
-    _warn_rows(out, keys)
-    return out
+        out = pl.concat(frames).sort(["run_id", *keys, "metric"], nulls_last=False)
+        _warn_rows(out, keys, stacklevel=5)
+        return out
 
 
-def _warn_rows(out: pl.DataFrame, keys: list[str]) -> None:
+def _warn_rows(out: pl.DataFrame, keys: list[str], stacklevel: int = 4) -> None:
     """One :class:`FewClustersWarning` for the rows resting on few clusters."""
     counts = out["n_clusters"].to_numpy()
 
@@ -466,7 +570,7 @@ def _warn_rows(out: pl.DataFrame, keys: list[str]) -> None:
         group = ", ".join(f"{k}={row[k]!r}" for k in keys if row[k] is not None)
         return f"{row['metric']} of run {row['run_id']!r}" + (f" ({group})" if group else "")
 
-    warn_few_clusters_rows(counts, label, stacklevel=4)
+    warn_few_clusters_rows(counts, label, stacklevel=stacklevel)
 
 
 # ---------------------------------------------------------------- replicates
