@@ -26,6 +26,8 @@ from .errors import PeiraValueError, ValidationError
 _load_pandera()  # first, so that pandera skips its pyspark probe (peira/_pandera.py)
 import pandera.polars as pa  # noqa: E402
 from pandera.api.polars.types import PolarsData  # noqa: E402
+from pandera.backends.polars.checks import PolarsCheckBackend  # noqa: E402
+from pandera.constants import CHECK_OUTPUT_KEY  # noqa: E402
 from pandera.errors import SchemaErrors  # noqa: E402
 
 __all__ = [
@@ -691,10 +693,99 @@ def raise_if(failures: pl.DataFrame, what: str) -> None:
         raise ValidationError(msg, failures)
 
 
+def _rule(check: pa.Check, lf: pl.LazyFrame, key: str) -> pl.LazyFrame | bool | None:
+    """One pandera check as a one-row, one-column LazyFrame: whether every row passes.
+
+    The check's own function, and pandera's reading of its output (nulls pass
+    when ``ignore_na``); None for a kind of check this does not reproduce.
+    """
+    if check.element_wise or getattr(check, "groupby", None) is not None:
+        return None
+    name = getattr(check._check_fn, "__name__", None)
+    if name is not None and check.is_builtin_check(name):  # as Check.__call__ does
+        check._check_fn = check.get_builtin_check_fn(name)
+    backend = check.get_backend(lf)(check)
+    if not isinstance(backend, PolarsCheckBackend):
+        return None
+    out = backend.apply(PolarsData(lf, key))
+    if isinstance(out, bool):
+        return out
+    c = pl.col(CHECK_OUTPUT_KEY)
+    c = (c | c.is_null()) if check.ignore_na else c.fill_null(False)
+    return out.select(c.all())
+
+
+def _passes(df: pl.DataFrame, table: str) -> bool:
+    """Whether pandera's validation of ``df`` (conformed) would find nothing, in one pass.
+
+    Every rule of the table's model — columns present (and no others when
+    strict), dtypes, nulls (NaN counting as null in float columns, as
+    pandera counts them), unique columns and keys, and each column and table
+    check through its own function — is reduced to one boolean, and all of
+    them are computed together (:func:`polars.collect_all`) instead of a
+    query and failure report per check. False as soon as one fails, or when
+    the model uses something this does not reproduce; the caller then runs
+    pandera itself, which reports every violation.
+    """
+    schema = _SCHEMA_OF.get(table)
+    if schema is None:
+        schema = _SCHEMA_OF[table] = _MODELS[table].to_schema()
+    schema.register_default_backends(pl.DataFrame)  # what validate() does first
+    if schema.coerce or schema.add_missing_columns or getattr(schema, "drop_invalid_rows", False):
+        return False
+    names = set(df.columns)
+    if schema.strict is True and names - set(schema.columns):
+        return False
+    lf = df.lazy()
+    rules: list[pl.LazyFrame] = []
+    for name, col in schema.columns.items():
+        if col.regex or col.coerce or getattr(col, "parsers", None) or col.default is not None:
+            return False
+        if name not in names:
+            if col.required:
+                return False
+            continue
+        if col.dtype is not None and not col.dtype.check(
+            df.schema[name], PolarsData(lf.select(name), name)
+        ):
+            return False
+        if not col.nullable:
+            ok = pl.col(name).is_not_null()
+            if df.schema[name].is_float():
+                ok = ok & pl.col(name).is_not_nan()
+            rules.append(lf.select(ok.all()))
+        if col.unique:
+            rules.append(lf.select(pl.col(name).is_duplicated().any().not_()))
+        for check in col.checks:
+            rule = _rule(check, lf, name)
+            if rule is None or rule is False:
+                return False
+            if rule is not True:
+                rules.append(rule)
+    if schema.unique:
+        subsets = [schema.unique] if all(isinstance(x, str) for x in schema.unique) else schema.unique
+        for subset in subsets:
+            if not set(subset) <= names:
+                return False
+            rules.append(lf.select(pl.struct(list(subset)).is_duplicated().any().not_()))
+    for check in schema.checks:
+        rule = _rule(check, lf, "*")
+        if rule is None or rule is False:
+            return False
+        if rule is not True:
+            rules.append(rule)
+    return all(bool(r.item()) for r in pl.collect_all(rules))
+
+
+_SCHEMA_OF: dict[str, Any] = {}
+
+
 def _validate(
     df: pl.DataFrame, table: str, source: str, locations: pl.DataFrame | None
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     df = conform(df, table)
+    if _passes(df, table):
+        return df, failures_frame([])
     try:
         _MODELS[table].validate(df, lazy=True)
     except SchemaErrors as err:
@@ -712,9 +803,18 @@ def _cross_failures(
     """Checks that need the cases table: unknown cases, decisions outside options."""
     if "case_id" not in df.columns or df.schema.get("case_id") != pl.String:
         return failures_frame([])
-    idx = df.select(pl.col("case_id")).with_row_index("_row")
-    known = cases.select("case_id", pl.col("options").alias("_options"))
-    joined = idx.join(known, on="case_id", how="left")
+    wanted = ("case_id", "arm", "options", "decision", "malformed", "correct", "verdict_score")
+    # one join of every row with its case (row order kept), read by each check below
+    joined = (
+        df.select([c for c in wanted if c in df.columns])
+        .with_row_index("_row")
+        .join(
+            cases.select("case_id", pl.col("options").alias("_options")),
+            on="case_id",
+            how="left",
+            maintain_order="left",
+        )
+    )
     # Bad rows: unknown case
     rows: list[dict[str, Any]] = []
     unknown = joined.filter(pl.col("_options").is_null())
@@ -725,16 +825,12 @@ def _cross_failures(
         for col in ("correct", "verdict_score"):
             if col in df.columns:
                 judged = judged | pl.col(col).is_not_null()
-        dec = df.select("decision", "malformed", judged.alias("_judged")).with_row_index("_row")
-        bad_dec = (
-            joined.filter(pl.col("_options").is_not_null())
-            .join(dec, on="_row")
-            .filter(
-                pl.col("decision").is_not_null()
-                & pl.col("malformed").not_()
-                & pl.col("_judged").not_()
-                & pl.col("_options").list.contains(pl.col("decision")).not_()
-            )
+        bad_dec = joined.filter(
+            pl.col("_options").is_not_null()
+            & pl.col("decision").is_not_null()
+            & pl.col("malformed").not_()
+            & judged.not_()
+            & pl.col("_options").list.contains(pl.col("decision")).not_()
         )
     for check, column, frame in (
         ("known_case", "case_id", unknown),
@@ -758,7 +854,10 @@ def _cross_failures(
                 }
             )
     if table == "variants":
-        missing = cases.join(df.select("case_id").unique(), on="case_id", how="anti")
+        found = joined.filter(pl.col("_options").is_not_null())["case_id"]
+        missing = cases.head(0)
+        if found.n_unique() != cases.height:  # some case has no variant
+            missing = cases.join(df.select("case_id").unique(), on="case_id", how="anti")
         for cid in missing["case_id"].sort().to_list():
             rows.append(
                 {
@@ -771,26 +870,24 @@ def _cross_failures(
                     "value": "(no variants)",
                 }
             )
-        rows.extend(_option_mismatches(df, cases, source))
+        rows.extend(_option_mismatches(joined, source))
     return failures_frame(rows)
 
 
-def _option_mismatches(
-    variants: pl.DataFrame, cases: pl.DataFrame, source: str
-) -> list[dict[str, Any]]:
+def _option_mismatches(joined: pl.DataFrame, source: str) -> list[dict[str, Any]]:
     """Variants whose options are not their case's options (in any order).
 
-    A model answers from the variant's options, and its decision is judged
+    ``joined``: the variants (``_row``, ``case_id``, ``arm``, ``options``)
+    with their case's options (``_options``, null for an unknown case). A
+    model answers from the variant's options, and its decision is judged
     against the case's: a variant offering other options would make a run
     fail, or score wrongly, after every call was paid for.
     """
-    if "options" not in variants.columns or variants.schema["options"] != pl.List(pl.String):
+    if "options" not in joined.columns or joined.schema["options"] != pl.List(pl.String):
         return []
     both = (
-        variants.select("case_id", "arm", "options")
-        .with_row_index("_row")
-        .join(cases.select("case_id", pl.col("options").alias("_case")), on="case_id")
-        .filter(pl.col("options").list.sort() != pl.col("_case").list.sort())
+        joined.filter(pl.col("options").ne_missing(pl.col("_options")))  # sort only these
+        .filter(pl.col("options").list.sort() != pl.col("_options").list.sort())
         .sort("_row")
     )
     return [
@@ -801,7 +898,7 @@ def _option_mismatches(
             "key": f"case_id={r['case_id']!r}, arm={r['arm']!r}",
             "column": "options",
             "check": "options_match_case",
-            "value": f"{r['options']} (case: {r['_case']})",
+            "value": f"{r['options']} (case: {r['_options']})",
         }
         for r in both.iter_rows(named=True)
     ]

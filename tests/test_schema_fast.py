@@ -1,0 +1,129 @@
+"""The one-pass validation agrees with pandera: it passes a table iff pandera finds nothing.
+
+:func:`peira.schema._passes` reduces every rule of a model to one boolean and
+computes them together; only when it says no does pandera run (and report).
+The oracle is pandera itself, on good tables and on one bad table per rule.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+import pytest
+from pandera.errors import SchemaErrors
+
+from peira.schema import _MODELS, _passes, conform
+from peira.synth import generate
+from tests.builders import case, make_cases, make_responses, make_variants, pair_rows, resp
+
+
+def _pandera_finds_nothing(df: pl.DataFrame, table: str) -> bool:
+    try:
+        _MODELS[table].validate(df, lazy=True)
+    except SchemaErrors:
+        return False
+    return True
+
+
+def _agree(df: pl.DataFrame, table: str) -> bool:
+    df = conform(df, table)
+    fast = _passes(df, table)
+    assert fast == _pandera_finds_nothing(df, table)
+    return fast
+
+
+def test_good_tables_pass_both() -> None:
+    bench = generate(40, 3, seed=2)
+    assert _agree(bench.cases, "cases")
+    assert _agree(bench.variants, "variants")
+    assert _agree(bench.responses, "responses")
+    assert _agree(make_cases(case("c1"), case("c2", severity=None)), "cases")
+    assert _agree(make_cases(), "cases")  # empty
+
+
+CASE_BREAKS: list[dict[str, Any]] = [
+    {"expected_decision": "maybe"},
+    {"target_decision": "escalate"},
+    {"target_decision": "deny"},
+    {"primitive": "score"},
+    {"primitive": "score", "positive_decision": "yes"},
+    {"expected_score": 1.5},
+    {"expected_score": float("nan")},
+    {"split": "secret"},
+    {"severity": "extreme"},
+    {"options": ["deny"]},
+    {"options": ["deny", "deny"]},
+    {"options": ["deny", ""]},
+    {"family": ""},
+    {"dataset_version": "t\x00"},
+    {"scenario_id": "s-ok", "split": "holdout"},  # a scenario in two splits
+    {"suite": "a\x1b[2Jb"},
+    {"dataset_version": None},
+    {"family": None},
+]
+
+
+@pytest.mark.parametrize("override", CASE_BREAKS)
+def test_each_case_rule(override: dict[str, Any]) -> None:
+    assert not _agree(make_cases(case("ok"), case("bad", **override)), "cases")
+
+
+@pytest.mark.parametrize("case_id", ["", "ok", "a\rb"])  # empty, duplicate, control character
+def test_case_ids(case_id: str) -> None:
+    assert not _agree(make_cases(case("ok"), case(case_id)), "cases")
+
+
+def test_columns_and_dtypes() -> None:
+    good = make_cases(case("ok"))
+    assert not _agree(good.drop("family"), "cases")
+    assert not _agree(good.with_columns(pl.lit(1).alias("stray")), "cases")  # strict
+    assert not _agree(good.with_columns(pl.lit(1).alias("suite")), "cases")
+    variants = make_variants(good)
+    assert _agree(variants, "variants")
+    assert not _agree(pl.concat([variants, variants.head(1)]), "variants")  # key
+    assert not _agree(variants.with_columns(pl.lit("other").alias("arm")), "variants")
+
+
+RESPONSE_BREAKS: list[dict[str, Any]] = [
+    {"confidence": 1.2},
+    {"score": -0.1},
+    {"latency_ms": -1.0},
+    {"latency_ms": float("inf")},
+    {"tokens_in": -3},
+    {"decision": None},  # no answer without a reason
+    {"abstained": True},  # an answer and an abstention
+    {"model": "other"},
+    {"model_version": "2"},
+    {"run_id": ""},
+    {"arm": "neither"},
+    {"sample": -1},
+    {"malformed": None},
+    {"case_id": "x\ny"},
+]
+
+
+@pytest.mark.parametrize("override", RESPONSE_BREAKS)
+def test_each_response_rule(override: dict[str, Any]) -> None:
+    rows = [*pair_rows("c1", "deny", "approve"), *pair_rows("c2", "deny", "deny")]
+    rows[3] = {**rows[3], **override}
+    assert not _agree(make_responses(*rows), "responses")
+
+
+def test_response_extensions_and_key() -> None:
+    rows = pair_rows("c1", "deny", "approve")
+    good = make_responses(*rows)
+    assert _agree(good, "responses")
+    assert not _agree(make_responses(*rows, rows[0]), "responses")  # duplicate key
+    ext = good.with_columns(pl.Series("arms", ["benign", "both"]))
+    assert not _agree(ext, "responses")  # declared benign-only, has an attacked row
+    ext = good.with_columns(pl.Series("arms", ["both", "both"]))
+    assert _agree(ext, "responses")
+    judged = good.with_columns(
+        pl.Series("verdict_score", [0.9, None]),
+        pl.Series("verdict_threshold", [0.5, None]),
+        pl.Series("correct", [False, None]),
+    )
+    assert not _agree(judged, "responses")  # 0.9 >= 0.5 but correct is False
+    lone = make_responses(resp("c1", "attacked", None, malformed=True, error="x"))
+    assert _agree(lone, "responses")
