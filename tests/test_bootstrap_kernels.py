@@ -14,6 +14,7 @@ from peira.bootstrap._kernels import (
     auroc_block,
     count_block,
     count_types_block,
+    dyadic_precision,
     ece_mass_block,
     pcg_state,
     raw_draws,
@@ -134,3 +135,32 @@ def test_ece_mass_gaps_bit_identical(n: int, c: int, k: int) -> None:
     ok = total > 0
     assert np.array_equal(total, w[:, ci].astype(np.int64).sum(axis=1))
     assert np.array_equal(g[ok], want[ok])  # bit for bit
+
+
+@pytest.mark.parametrize(
+    ("values", "want"),
+    [
+        ([0.0, 1.0, 7.0, -3.0], 0),
+        ([0.5, 2.0], 1),
+        ([0.25, 0.5, 1.0, 0.75], 2),
+        ([1 / 256, 3.0], 8),
+        ([1 / 512], None),
+        ([0.1], None),
+        ([2.0**60, 0.125], 3),
+        ([], 0),
+    ],
+)
+def test_dyadic_precision_is_the_smallest_power(values: list[float], want: int | None) -> None:
+    v = np.array(values, dtype=np.float64)
+
+    def reference(x: np.ndarray) -> int | None:  # the numpy formula it replaces
+        for p in range(9):
+            scaled = x * float(1 << p)
+            if np.array_equal(scaled, np.round(scaled)):
+                return p
+        return None
+
+    assert dyadic_precision(v, 8) == reference(v) == want
+    rng = np.random.default_rng(len(values))
+    mixed = rng.integers(-50, 50, (40, 7)) / np.array([1, 2, 4, 8, 16, 1, 1], dtype=np.float64)
+    assert dyadic_precision(mixed, 8) == reference(mixed) == 4

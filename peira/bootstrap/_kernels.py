@@ -28,6 +28,7 @@ __all__ = [
     "auroc_block",
     "count_block",
     "count_types_block",
+    "dyadic_precision",
     "ece_mass_block",
     "pcg_state",
     "raw_draws",
@@ -114,6 +115,22 @@ def _sum_types_k(w: Any, types: Any, out: Any) -> None:  # pragma: no cover - co
 
 
 @_jit
+def _dyadic_k(v: Any, p_max: int) -> int:  # pragma: no cover - compiled
+    p = 0
+    scale = 1.0
+    for x in v:
+        while p <= p_max:
+            s = x * scale
+            if s == np.floor(s):
+                break
+            p += 1
+            scale *= 2.0
+        if p > p_max:
+            return -1
+    return p
+
+
+@_jit
 def _raw_k(state: Any, out: Any) -> None:  # pragma: no cover - compiled
     hi, lo, inc_hi, inc_lo = state[0], state[1], state[2], state[3]
     for j in range(out.size):
@@ -185,6 +202,7 @@ _KERNELS = {
     "count": _count_k,
     "count_types": _count_types_k,
     "sum_types": _sum_types_k,
+    "dyadic": _dyadic_k,
     "raw": _raw_k,
     "auroc": _auroc_k,
     "ece_mass": _ece_mass_k,
@@ -243,6 +261,17 @@ def count_types_block(
     if rows and n_clusters:
         _compiled()["count_types"](state, n_clusters, types, out)
     return out
+
+
+def dyadic_precision(v: npt.NDArray[np.float64], p_max: int) -> int | None:
+    """Smallest p ≤ ``p_max`` with every (finite) value of ``v`` a multiple of 2^-p, or None.
+
+    One pass, stopping at the first value no p ≤ ``p_max`` fits: what checking
+    ``v·2^p`` for whole numbers for p = 0, 1, … finds.
+    """
+    flat = np.ravel(np.asarray(v, dtype=np.float64), order="K")  # a view of either layout
+    p = int(_compiled()["dyadic"](flat, p_max)) if flat.size else 0
+    return None if p < 0 else p
 
 
 def sum_types_block(w: npt.NDArray[Any], types: npt.NDArray[Any], n_types: int) -> I64:

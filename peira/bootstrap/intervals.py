@@ -52,7 +52,6 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 import numpy.typing as npt
 import polars as pl
-from scipy.special import ndtr, ndtri
 
 from ..errors import PeiraValueError
 from .plan import MIN_CLUSTERS, FewClustersWarning, ResamplePlan, Unit, make_plan
@@ -364,6 +363,8 @@ def intervals(
     if method == "bca":
         if below is None or jack is None:
             raise PeiraValueError("BCa needs jackknife values")
+        from scipy.special import ndtr, ndtri  # scipy loads only for BCa
+
         with np.errstate(invalid="ignore", divide="ignore"):
             z0 = ndtri(below / np.maximum(n_def, 1))
             a = acceleration(jack)

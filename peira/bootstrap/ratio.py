@@ -134,18 +134,22 @@ def _dedupe(cols: F64) -> tuple[F64, I64]:
     h = cols @ probe
     _, first, inv = np.unique(h, return_index=True, return_inverse=True)
     uniq = cols[first]
-    if not np.array_equal(uniq[inv], cols):  # a hash collision: exact fallback
+    inv = np.asarray(inv, dtype=np.int64).ravel()
+    step = max(1, (1 << 20) // max(1, cols.shape[1]))  # compared a slice at a time
+    same = all(
+        np.array_equal(uniq[inv[a : a + step]], cols[a : a + step])
+        for a in range(0, cols.shape[0], step)
+    )
+    if not same:  # a hash collision: exact fallback
         uniq, inv = np.unique(cols, axis=0, return_inverse=True)
     return uniq, np.asarray(inv, dtype=np.int64).ravel()
 
 
 def _dyadic_precision(v: F64) -> int | None:
     """Smallest p ≤ 8 with every value a multiple of 2^-p, or None."""
-    for p in range(_MAX_DYADIC + 1):
-        scaled = v * float(1 << p)
-        if np.array_equal(scaled, np.round(scaled)):
-            return p
-    return None
+    from ._kernels import dyadic_precision  # numba, on first use
+
+    return dyadic_precision(v, _MAX_DYADIC)
 
 
 class _Engine:
