@@ -92,10 +92,11 @@ def test_auroc_against_all_pairs(dtype: type) -> None:
     pos = rng.random(n) < 0.4
     w = rng.integers(0, 4, (9, c)).astype(dtype)
     w[0] = 0  # no weight at all: undefined
-    order = np.lexsort((pos, conf))  # by confidence, negatives first at a tie
-    starts = np.ones(n, dtype=np.uint8)
-    starts[1:] = conf[order][1:] != conf[order][:-1]
-    u2, den = auroc_block(w, ci[order], pos[order].astype(np.uint8), starts)
+    neg = np.flatnonzero(~pos)
+    order = neg[np.argsort(conf[neg], kind="stable")]
+    lo = np.searchsorted(conf[order], conf[pos], "left")
+    hi = np.searchsorted(conf[order], conf[pos], "right")
+    u2, den = auroc_block(w, ci[order], ci[pos], lo, hi)
     got = np.full(u2.size, np.nan)
     np.divide(u2 * 0.5, den.astype(float), out=got, where=den > 0)
     want = brute_auroc(w.astype(np.int64), ci, conf, pos)

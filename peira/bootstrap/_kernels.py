@@ -138,26 +138,27 @@ def _raw_k(state: Any, out: Any) -> None:  # pragma: no cover - compiled
 
 
 @_jit
-def _auroc_k(w: Any, ci: Any, pos: Any, starts: Any, u2: Any, den: Any) -> None:  # pragma: no cover
+def _auroc_k(
+    w: Any, neg_ci: Any, pos_ci: Any, pos_lo: Any, pos_hi: Any, u2: Any, den: Any
+) -> None:  # pragma: no cover - compiled
     m = w.shape[0]
-    n = ci.size
+    nn = neg_ci.size
+    cum = np.empty(nn + 1, np.int64)
     for b in range(m):
-        below: Any = 0  # negative weight at lower confidences
-        tie: Any = 0  # negative weight at the current confidence
-        s: Any = 0  # Σ w_i (2·below_i + tie_i) over positives
+        acc = 0
+        cum[0] = 0
+        for j in range(nn):
+            acc += w[b, neg_ci[j]]
+            cum[j + 1] = acc
+        u: Any = 0
         p: Any = 0
-        for k in range(n):
-            new = np.int64(starts[k])
-            below += new * tie
-            tie -= new * tie
-            wk = np.int64(w[b, ci[k]])
-            q = np.int64(pos[k])
-            p += q * wk
-            s += q * wk * (2 * below + tie)
-            tie += (1 - q) * wk
-        neg = below + tie
-        u2[b] = 2 * neg * p - s
-        den[b] = p * neg
+        for i in range(pos_ci.size):
+            wi = np.int64(w[b, pos_ci[i]])
+            if wi != 0:
+                p += wi
+                u += wi * (2 * acc - cum[pos_hi[i]] - cum[pos_lo[i]])
+        u2[b] = u
+        den[b] = p * acc
 
 
 @_jit
@@ -283,22 +284,20 @@ def sum_types_block(w: npt.NDArray[Any], types: npt.NDArray[Any], n_types: int) 
 
 
 def auroc_block(
-    w: npt.NDArray[Any], ci: I64, pos: npt.NDArray[np.uint8], starts: npt.NDArray[np.uint8]
+    w: npt.NDArray[Any], neg_ci: I64, pos_ci: I64, pos_lo: I64, pos_hi: I64
 ) -> tuple[I64, I64]:
     """Twice the weighted Mann–Whitney U and ΣP·ΣN of each row of ``w``.
 
-    The observations in ascending confidence, negatives before positives
-    at equal confidence: ``ci`` their clusters, ``pos`` 1 for a positive,
-    ``starts`` 1 where a new confidence value begins. One pass per row keeps
-    the negative weight below the current value and at it; a positive counts
-    1 per negative weight above it and 1/2 per tie: 2U = Σ_i w_i (2N − 2·below_i − tie_i),
-    integer arithmetic throughout.
+    ``neg_ci``: clusters of the negatives in ascending confidence; per
+    positive, its cluster and how many negatives lie below (``pos_lo``) and
+    at or below (``pos_hi``) its confidence. A positive counts 1 per
+    negative weight above it and 1/2 per tie.
     """
     m = w.shape[0]
     u2 = np.zeros(m, dtype=np.int64)
     den = np.zeros(m, dtype=np.int64)
     if m:
-        _compiled()["auroc"](w, ci, pos, starts, u2, den)
+        _compiled()["auroc"](w, neg_ci, pos_ci, pos_lo, pos_hi, u2, den)
     return u2, den
 
 

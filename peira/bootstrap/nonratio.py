@@ -141,24 +141,25 @@ def _ece_width_stat(ci: I64, p: F64, y: F64, n_bins: int, c: int) -> _Stat:
 def _auroc_stat(ci: I64, conf: F64, flipped: npt.NDArray[np.bool_], c: int) -> _Stat:
     """Weighted Mann–Whitney U, exact: per positive (flip), the weight of negatives above it.
 
-    The pairs are sorted once by confidence, unflipped before flipped at
-    equal confidence; per resample, one pass keeps the negative weight below
-    the current confidence and at it, which gives each positive the weight of
+    The negatives are sorted by confidence once; per resample, their
+    cumulative cluster weights give, for each positive, the weight of
     negatives with higher confidence (and, counted one half, equal
     confidence) — integer sums, so θ = U / (ΣP·ΣN) is the same number
     whatever the block (:func:`peira.bootstrap._kernels.auroc_block`).
     """
-    order = np.lexsort((flipped, conf))
-    sc = conf[order]
-    pos = np.ascontiguousarray(flipped[order], dtype=np.uint8)
-    starts = np.ones(order.size, dtype=np.uint8)
-    starts[1:] = sc[1:] != sc[:-1]
-    cl = np.ascontiguousarray(ci[order])
+    neg = np.flatnonzero(~flipped)
+    order = neg[np.argsort(conf[neg], kind="stable")]
+    neg_conf = conf[order]
+    pos = np.flatnonzero(flipped)
+    neg_ci = np.ascontiguousarray(ci[order])
+    pos_ci = np.ascontiguousarray(ci[pos])
+    lo = np.searchsorted(neg_conf, conf[pos], "left").astype(np.int64)
+    hi = np.searchsorted(neg_conf, conf[pos], "right").astype(np.int64)
 
     from ._kernels import auroc_block  # numba, on first use
 
     def finish(lin: F64 | None, w: _Weights) -> tuple[F64, F64]:
-        u2, den = auroc_block(w.w, cl, pos, starts)
+        u2, den = auroc_block(w.w, neg_ci, pos_ci, lo, hi)
         out = np.full(u2.size, np.nan)
         np.divide(u2 * 0.5, den.astype(np.float64), out=out, where=den > 0)
         return _exact(out)
