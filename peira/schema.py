@@ -3,32 +3,37 @@
 Three tables are stored: ``cases`` (gold labels, never shown to a model),
 ``variants`` (what a model may see) and ``responses`` (the raw response log).
 Each has an ordered dtype mapping (``CASES_SCHEMA`` …), a pandera polars model
-(:class:`Cases` …) and a ``validate_*`` function that conforms dtypes, runs
-every check on materialised data and raises :class:`~peira.errors.ValidationError`
-whose message names the file, row, key, column and value of each violation.
+(:class:`Cases` …, defined in :mod:`peira._models` and imported on first use)
+and a ``validate_*`` function that conforms dtypes, runs every check on
+materialised data and raises :class:`~peira.errors.ValidationError` whose
+message names the file, row, key, column and value of each violation.
 
-pandera validates only names and types on a ``LazyFrame``; the ``validate_*``
-functions therefore always validate a materialised ``DataFrame``.
+Every rule of a model is also written here as a function of the frame (the
+models call the same functions): a table is first checked against all of them
+in one polars pass, and pandera, imported then, runs only on a table that
+fails, to report each violation with its row. pandera validates only names
+and types on a ``LazyFrame``; the ``validate_*`` functions therefore always
+validate a materialised ``DataFrame``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import polars as pl
 from polars._typing import PolarsDataType
 
-from ._pandera import load as _load_pandera
 from .errors import PeiraValueError, ValidationError
 
-_load_pandera()  # first, so that pandera skips its pyspark probe (peira/_pandera.py)
-import pandera.polars as pa  # noqa: E402
-from pandera.api.polars.types import PolarsData  # noqa: E402
-from pandera.backends.polars.checks import PolarsCheckBackend  # noqa: E402
-from pandera.constants import CHECK_OUTPUT_KEY  # noqa: E402
-from pandera.errors import SchemaErrors  # noqa: E402
+if TYPE_CHECKING:
+    import pandera.polars as pa
+    from pandera.api.polars.types import PolarsData
+    from pandera.errors import SchemaErrors
+
+    from ._models import Cases, Responses, Variants
 
 __all__ = [
     "ARMS",
@@ -212,104 +217,6 @@ def _in_options(col: str) -> pl.Expr:
     return pl.col(col).is_null() | pl.col("options").list.contains(pl.col(col)).fill_null(False)
 
 
-class Cases(pa.DataFrameModel):
-    """Gold labels and metadata of each case (docs/spec/data-model.md#cases)."""
-
-    case_id: str = pa.Field(unique=True, str_length={"min_value": 1})
-    scenario_id: str = pa.Field(str_length={"min_value": 1})
-    split: str = pa.Field(isin=SPLITS)
-    suite: str
-    family: str = pa.Field(str_length={"min_value": 1})
-    primitive: str = pa.Field(isin=PRIMITIVES)
-    severity: str = pa.Field(isin=SEVERITIES, nullable=True)
-    options: list[str]
-    expected_decision: str
-    positive_decision: str = pa.Field(nullable=True)
-    target_decision: str = pa.Field(nullable=True)
-    expected_score: float = pa.Field(nullable=True)
-    dataset_version: str
-    extras: str = pa.Field(nullable=True)
-
-    class Config:
-        strict = True
-        ordered = False
-
-    @pa.check("expected_score", name="in_unit_interval")
-    def expected_score_unit(cls, data: PolarsData) -> pl.LazyFrame:
-        return _unit(data)
-
-    @pa.check(
-        "case_id", "scenario_id", "suite", "family", "dataset_version", name="no_control_characters"
-    )
-    def case_ids_printable(cls, data: PolarsData) -> pl.LazyFrame:
-        return _printable(data)
-
-    @pa.dataframe_check(name="options_valid")
-    def options_valid(cls, data: PolarsData) -> pl.LazyFrame:
-        o = pl.col("options")
-        return data.lazyframe.select(
-            (o.list.len() >= 2)
-            & (o.list.n_unique() == o.list.len())
-            & (
-                o.list.eval(pl.element().is_null() | (pl.element().str.len_chars() == 0))
-                .list.any()
-                .not_()
-            )
-        )
-
-    @pa.dataframe_check(name="expected_in_options")
-    def expected_in_options(cls, data: PolarsData) -> pl.LazyFrame:
-        return data.lazyframe.select(_in_options("expected_decision"))
-
-    @pa.dataframe_check(name="positive_in_options")
-    def positive_in_options(cls, data: PolarsData) -> pl.LazyFrame:
-        return data.lazyframe.select(_in_options("positive_decision"))
-
-    @pa.dataframe_check(name="target_in_options")
-    def target_in_options(cls, data: PolarsData) -> pl.LazyFrame:
-        return data.lazyframe.select(_in_options("target_decision"))
-
-    @pa.dataframe_check(name="target_not_expected")
-    def target_not_expected(cls, data: PolarsData) -> pl.LazyFrame:
-        t = pl.col("target_decision")
-        return data.lazyframe.select(t.is_null() | (t != pl.col("expected_decision")))
-
-    @pa.dataframe_check(name="score_has_positive")
-    def score_has_positive(cls, data: PolarsData) -> pl.LazyFrame:
-        return data.lazyframe.select(
-            (pl.col("primitive") != "score") | pl.col("positive_decision").is_not_null()
-        )
-
-    @pa.dataframe_check(name="scenario_in_one_split")
-    def scenario_in_one_split(cls, data: PolarsData) -> pl.LazyFrame:
-        # a scenario is one bootstrap cluster: split across public and holdout it would
-        # tie the two splits' bootstraps together (docs/spec/data-model.md#cases)
-        return data.lazyframe.select(pl.col("split").n_unique().over("scenario_id") == 1)
-
-
-class Variants(pa.DataFrameModel):
-    """What a model may see: at most one row per (case_id, arm) (docs/spec/data-model.md).
-
-    A case needs at least one variant; it may lack the attacked one when its
-    attacked input is per run (each response carries its ``prompt``).
-    """
-
-    case_id: str = pa.Field(str_length={"min_value": 1})
-    arm: str = pa.Field(isin=ARMS)
-    prompt: str
-    options: list[str]
-    input: str
-
-    class Config:
-        strict = True
-        ordered = False
-        unique = ["case_id", "arm"]  # noqa: RUF012
-
-    @pa.check("case_id", name="no_control_characters")
-    def variant_ids_printable(cls, data: PolarsData) -> pl.LazyFrame:
-        return _printable(data)
-
-
 def _agrees_with_run(col: str, c: pl.Expr | None = None) -> pl.Expr:
     """True where ``col`` equals its run's most common value (ties: the smallest).
 
@@ -339,146 +246,271 @@ def _ok(data: PolarsData) -> pl.LazyFrame:
     return data.lazyframe.select(pl.lit(True).alias("ok"))
 
 
-class Responses(pa.DataFrameModel):
-    """The raw response log: one row per model call (docs/spec/data-model.md).
-
-    Besides the columns below, the optional extension columns of
-    :data:`RESPONSE_EXTENSIONS` are validated when present, and any other
-    column is kept as it is.
-    """
-
-    run_id: str = pa.Field(str_length={"min_value": 1})
-    model: str
-    model_version: str
-    case_id: str = pa.Field(str_length={"min_value": 1})
-    arm: str = pa.Field(isin=ARMS)
-    sample: pl.Int32 = pa.Field(ge=0)
-    decision: str = pa.Field(nullable=True)
-    abstained: bool
-    refusal_reason: str = pa.Field(nullable=True)
-    score: float = pa.Field(nullable=True)
-    confidence: float = pa.Field(nullable=True)
-    malformed: bool
-    error: str = pa.Field(nullable=True)
-    raw_text: str = pa.Field(nullable=True)
-    latency_ms: float = pa.Field(nullable=True)
-    tokens_in: pl.Int64 = pa.Field(nullable=True)
-    tokens_out: pl.Int64 = pa.Field(nullable=True)
-    cost_usd: float = pa.Field(nullable=True)
-    prompt: str | None = pa.Field(nullable=True)
-    no_attack: bool | None = pa.Field(nullable=True)
-    arms: str | None = pa.Field(isin=ARMS_DECLARED, nullable=True)  # null: "both"
-    correct: bool | None = pa.Field(nullable=True)
-    verdict_score: float | None = pa.Field(nullable=True)
-    verdict_threshold: float | None = pa.Field(nullable=True)
-    verdict_source: str | None = pa.Field(nullable=True)
-    extras: str | None = pa.Field(nullable=True)
-
-    class Config:
-        strict = False  # columns beyond the data model are kept, not rejected
-        ordered = False
-        unique = ["run_id", "case_id", "arm", "sample"]  # noqa: RUF012
-
-    @pa.check("score", "confidence", name="in_unit_interval")
-    def unit_interval(cls, data: PolarsData) -> pl.LazyFrame:
-        return _unit(data)
-
-    @pa.check("run_id", "model", "model_version", "case_id", name="no_control_characters")
-    def response_ids_printable(cls, data: PolarsData) -> pl.LazyFrame:
-        return _printable(data)
-
-    @pa.check("latency_ms", "tokens_in", "tokens_out", "cost_usd", name="finite_non_negative")
-    def finite_non_negative(cls, data: PolarsData) -> pl.LazyFrame:
-        # a negative or infinite latency, token count or cost is not a measurement
-        c = pl.col(data.key)
-        ok = c.cast(pl.Float64).is_finite() & (c >= 0)
-        return data.lazyframe.select(ok.fill_null(True))
-
-    @pa.check("verdict_score", "verdict_threshold", name="in_unit_interval")
-    def verdict_unit_interval(cls, data: PolarsData) -> pl.LazyFrame:
-        return _unit(data)
-
-    @pa.dataframe_check(name="decision_null_iff_no_answer")
-    def decision_null_iff_no_answer(cls, data: PolarsData) -> pl.LazyFrame:
-        no_answer = pl.col("abstained") | pl.col("malformed")
-        no_attack = _col(data, "no_attack").fill_null(False)
-        null = pl.col("decision").is_null()
-        # a row without an attack may carry the answer to the unsuccessful attempt or none
-        return data.lazyframe.select(
-            pl.when(no_attack & no_answer.not_()).then(True).otherwise(null == no_answer)
+def _options_valid(data: Any) -> pl.LazyFrame:
+    o = pl.col("options")
+    return data.lazyframe.select(
+        (o.list.len() >= 2)
+        & (o.list.n_unique() == o.list.len())
+        & (
+            o.list.eval(pl.element().is_null() | (pl.element().str.len_chars() == 0))
+            .list.any()
+            .not_()
         )
-
-    @pa.dataframe_check(name="model_constant")
-    def model_constant(cls, data: PolarsData) -> pl.LazyFrame:
-        return data.lazyframe.select(_agrees_with_run("model"))
-
-    @pa.dataframe_check(name="model_version_constant")
-    def model_version_constant(cls, data: PolarsData) -> pl.LazyFrame:
-        return data.lazyframe.select(_agrees_with_run("model_version"))
-
-    @pa.dataframe_check(name="arms_constant")
-    def arms_constant(cls, data: PolarsData) -> pl.LazyFrame:
-        if not _has(data, "arms"):
-            return _ok(data)
-        return data.lazyframe.select(_agrees_with_run("arms", pl.col("arms").fill_null("both")))
-
-    @pa.dataframe_check(name="arm_observed")
-    def arm_observed(cls, data: PolarsData) -> pl.LazyFrame:
-        if not _has(data, "arms"):
-            return _ok(data)
-        arms = pl.col("arms")
-        return data.lazyframe.select(
-            (arms.is_in(["benign", "attacked"]).not_() | (pl.col("arm") == arms)).fill_null(True)
-        )
-
-    @pa.dataframe_check(name="no_attack_is_attacked_answer")
-    def no_attack_is_attacked_answer(cls, data: PolarsData) -> pl.LazyFrame:
-        if not _has(data, "no_attack"):
-            return _ok(data)
-        bad = pl.col("arm").ne("attacked") | pl.col("malformed") | pl.col("abstained")
-        return data.lazyframe.select((pl.col("no_attack").fill_null(False) & bad).not_())
-
-    @pa.dataframe_check(name="verdict_has_threshold")
-    def verdict_has_threshold(cls, data: PolarsData) -> pl.LazyFrame:
-        if not _has(data, "verdict_score"):
-            return _ok(data)
-        score = pl.col("verdict_score")
-        return data.lazyframe.select(
-            score.is_null()
-            | _col(data, "correct").is_not_null()
-            | _col(data, "verdict_threshold").is_not_null()
-        )
-
-    @pa.dataframe_check(name="verdict_consistent")
-    def verdict_consistent(cls, data: PolarsData) -> pl.LazyFrame:
-        if not _has(data, "correct", "verdict_score", "verdict_threshold"):
-            return _ok(data)
-        by_score = pl.col("verdict_score") >= pl.col("verdict_threshold")
-        return data.lazyframe.select((pl.col("correct") == by_score).fill_null(True))
+    )
 
 
-class Published(pa.DataFrameModel):
-    """Figures a source publishes about its runs (docs/spec/data-model.md)."""
-
-    run_id: str = pa.Field(str_length={"min_value": 1})
-    family: str = pa.Field(nullable=True)
-    metric: str = pa.Field(str_length={"min_value": 1})
-    estimate: float = pa.Field(nullable=True)
-    stderr: float = pa.Field(nullable=True, ge=0)
-    n: pl.Int64 = pa.Field(nullable=True, ge=0)
-    source: str
-
-    class Config:
-        strict = True
-        ordered = False
-        unique = ["run_id", "family", "metric"]  # noqa: RUF012
+def _expected_in_options(data: Any) -> pl.LazyFrame:
+    return data.lazyframe.select(_in_options("expected_decision"))
 
 
-_MODELS: dict[str, type[pa.DataFrameModel]] = {
-    "cases": Cases,
-    "variants": Variants,
-    "responses": Responses,
-    "published": Published,
+def _positive_in_options(data: Any) -> pl.LazyFrame:
+    return data.lazyframe.select(_in_options("positive_decision"))
+
+
+def _target_in_options(data: Any) -> pl.LazyFrame:
+    return data.lazyframe.select(_in_options("target_decision"))
+
+
+def _target_not_expected(data: Any) -> pl.LazyFrame:
+    t = pl.col("target_decision")
+    return data.lazyframe.select(t.is_null() | (t != pl.col("expected_decision")))
+
+
+def _score_has_positive(data: Any) -> pl.LazyFrame:
+    return data.lazyframe.select(
+        (pl.col("primitive") != "score") | pl.col("positive_decision").is_not_null()
+    )
+
+
+def _scenario_in_one_split(data: Any) -> pl.LazyFrame:
+    # a scenario is one bootstrap cluster: split across public and holdout it would
+    # tie the two splits' bootstraps together (docs/spec/data-model.md#cases)
+    return data.lazyframe.select(pl.col("split").n_unique().over("scenario_id") == 1)
+
+
+def _finite_non_negative(data: Any) -> pl.LazyFrame:
+    # a negative or infinite latency, token count or cost is not a measurement
+    c = pl.col(data.key)
+    ok = c.cast(pl.Float64).is_finite() & (c >= 0)
+    return data.lazyframe.select(ok.fill_null(True))
+
+
+def _decision_null_iff_no_answer(data: Any) -> pl.LazyFrame:
+    no_answer = pl.col("abstained") | pl.col("malformed")
+    no_attack = _col(data, "no_attack").fill_null(False)
+    null = pl.col("decision").is_null()
+    # a row without an attack may carry the answer to the unsuccessful attempt or none
+    return data.lazyframe.select(
+        pl.when(no_attack & no_answer.not_()).then(True).otherwise(null == no_answer)
+    )
+
+
+def _model_constant(data: Any) -> pl.LazyFrame:
+    return data.lazyframe.select(_agrees_with_run("model"))
+
+
+def _model_version_constant(data: Any) -> pl.LazyFrame:
+    return data.lazyframe.select(_agrees_with_run("model_version"))
+
+
+def _arms_constant(data: Any) -> pl.LazyFrame:
+    if not _has(data, "arms"):
+        return _ok(data)
+    return data.lazyframe.select(_agrees_with_run("arms", pl.col("arms").fill_null("both")))
+
+
+def _arm_observed(data: Any) -> pl.LazyFrame:
+    if not _has(data, "arms"):
+        return _ok(data)
+    arms = pl.col("arms")
+    return data.lazyframe.select(
+        (arms.is_in(["benign", "attacked"]).not_() | (pl.col("arm") == arms)).fill_null(True)
+    )
+
+
+def _no_attack_is_attacked_answer(data: Any) -> pl.LazyFrame:
+    if not _has(data, "no_attack"):
+        return _ok(data)
+    bad = pl.col("arm").ne("attacked") | pl.col("malformed") | pl.col("abstained")
+    return data.lazyframe.select((pl.col("no_attack").fill_null(False) & bad).not_())
+
+
+def _verdict_has_threshold(data: Any) -> pl.LazyFrame:
+    if not _has(data, "verdict_score"):
+        return _ok(data)
+    score = pl.col("verdict_score")
+    return data.lazyframe.select(
+        score.is_null()
+        | _col(data, "correct").is_not_null()
+        | _col(data, "verdict_threshold").is_not_null()
+    )
+
+
+def _verdict_consistent(data: Any) -> pl.LazyFrame:
+    if not _has(data, "correct", "verdict_score", "verdict_threshold"):
+        return _ok(data)
+    by_score = pl.col("verdict_score") >= pl.col("verdict_threshold")
+    return data.lazyframe.select((pl.col("correct") == by_score).fill_null(True))
+
+
+# ---------------------------------------------------------------- the rules, without pandera
+#
+# Every rule of the pandera models (peira/_models.py) as a function of the frame and
+# the column (``data.lazyframe``, ``data.key``, pandera's PolarsData shape) returning
+# one boolean column, true where the row passes. The models call the same functions;
+# _passes runs them all in one pass and pandera runs (and reports) only when one fails.
+# tests/test_schema_fast.py checks that the two agree, rule by rule.
+
+
+class _Data(NamedTuple):
+    """What a check reads: the frame and the column checked ("*" for the whole frame)."""
+
+    lazyframe: pl.LazyFrame
+    key: str
+
+
+Rule = Callable[[Any], pl.LazyFrame]
+
+
+def _non_empty(data: Any) -> pl.LazyFrame:  # pandera's str_length(min_value=1)
+    return data.lazyframe.select(pl.col(data.key).str.len_chars().ge(1))
+
+
+def _one_of(values: Sequence[str]) -> Rule:  # pandera's isin
+    def isin(data: Any) -> pl.LazyFrame:
+        return data.lazyframe.select(pl.col(data.key).is_in(list(values)))
+
+    return isin
+
+
+def _non_negative(data: Any) -> pl.LazyFrame:  # pandera's ge(0)
+    return data.lazyframe.select(pl.col(data.key).ge(0))
+
+
+@dataclass(frozen=True)
+class _Column:
+    nullable: bool = False
+    unique: bool = False
+    required: bool = True
+    checks: tuple[tuple[str, Rule], ...] = ()
+
+
+@dataclass(frozen=True)
+class _Table:
+    columns: dict[str, _Column]
+    checks: tuple[tuple[str, Rule], ...]
+    strict: bool
+    unique: tuple[str, ...] | None = None
+
+
+_NON_EMPTY = ("str_length", _non_empty)
+_PRINTABLE = ("no_control_characters", _printable)
+_UNIT = ("in_unit_interval", _unit)
+_FINITE = ("finite_non_negative", _finite_non_negative)
+_GE0 = ("greater_than_or_equal_to", _non_negative)
+_ID = _Column(checks=(_NON_EMPTY, _PRINTABLE))
+_OPT = _Column(nullable=True)
+_EXT = _Column(nullable=True, required=False)
+
+_RULES: dict[str, _Table] = {
+    "cases": _Table(
+        {
+            "case_id": _Column(unique=True, checks=(_NON_EMPTY, _PRINTABLE)),
+            "scenario_id": _ID,
+            "split": _Column(checks=(("isin", _one_of(SPLITS)),)),
+            "suite": _Column(checks=(_PRINTABLE,)),
+            "family": _ID,
+            "primitive": _Column(checks=(("isin", _one_of(PRIMITIVES)),)),
+            "severity": _Column(nullable=True, checks=(("isin", _one_of(SEVERITIES)),)),
+            "options": _Column(),
+            "expected_decision": _Column(),
+            "positive_decision": _OPT,
+            "target_decision": _OPT,
+            "expected_score": _Column(nullable=True, checks=(_UNIT,)),
+            "dataset_version": _Column(checks=(_PRINTABLE,)),
+            "extras": _OPT,
+        },
+        (
+            ("options_valid", _options_valid),
+            ("expected_in_options", _expected_in_options),
+            ("positive_in_options", _positive_in_options),
+            ("target_in_options", _target_in_options),
+            ("target_not_expected", _target_not_expected),
+            ("score_has_positive", _score_has_positive),
+            ("scenario_in_one_split", _scenario_in_one_split),
+        ),
+        strict=True,
+    ),
+    "variants": _Table(
+        {
+            "case_id": _ID,
+            "arm": _Column(checks=(("isin", _one_of(ARMS)),)),
+            "prompt": _Column(),
+            "options": _Column(),
+            "input": _Column(),
+        },
+        (),
+        strict=True,
+        unique=("case_id", "arm"),
+    ),
+    "responses": _Table(
+        {
+            "run_id": _ID,
+            "model": _Column(checks=(_PRINTABLE,)),
+            "model_version": _Column(checks=(_PRINTABLE,)),
+            "case_id": _ID,
+            "arm": _Column(checks=(("isin", _one_of(ARMS)),)),
+            "sample": _Column(checks=(_GE0,)),
+            "decision": _OPT,
+            "abstained": _Column(),
+            "refusal_reason": _OPT,
+            "score": _Column(nullable=True, checks=(_UNIT,)),
+            "confidence": _Column(nullable=True, checks=(_UNIT,)),
+            "malformed": _Column(),
+            "error": _OPT,
+            "raw_text": _OPT,
+            "latency_ms": _Column(nullable=True, checks=(_FINITE,)),
+            "tokens_in": _Column(nullable=True, checks=(_FINITE,)),
+            "tokens_out": _Column(nullable=True, checks=(_FINITE,)),
+            "cost_usd": _Column(nullable=True, checks=(_FINITE,)),
+            "prompt": _EXT,
+            "no_attack": _EXT,
+            "arms": _Column(
+                nullable=True, required=False, checks=(("isin", _one_of(ARMS_DECLARED)),)
+            ),
+            "correct": _EXT,
+            "verdict_score": _Column(nullable=True, required=False, checks=(_UNIT,)),
+            "verdict_threshold": _Column(nullable=True, required=False, checks=(_UNIT,)),
+            "verdict_source": _EXT,
+            "extras": _EXT,
+        },
+        (
+            ("decision_null_iff_no_answer", _decision_null_iff_no_answer),
+            ("model_constant", _model_constant),
+            ("model_version_constant", _model_version_constant),
+            ("arms_constant", _arms_constant),
+            ("arm_observed", _arm_observed),
+            ("no_attack_is_attacked_answer", _no_attack_is_attacked_answer),
+            ("verdict_has_threshold", _verdict_has_threshold),
+            ("verdict_consistent", _verdict_consistent),
+        ),
+        strict=False,
+        unique=RESPONSE_KEY,
+    ),
+    "published": _Table(
+        {
+            "run_id": _Column(checks=(_NON_EMPTY,)),
+            "family": _OPT,
+            "metric": _Column(checks=(_NON_EMPTY,)),
+            "estimate": _OPT,
+            "stderr": _Column(nullable=True, checks=(_GE0,)),
+            "n": _Column(nullable=True, checks=(_GE0,)),
+            "source": _Column(),
+        },
+        (),
+        strict=True,
+        unique=("run_id", "family", "metric"),
+    ),
 }
 
 # The column each table-level check is about (for messages).
@@ -693,91 +725,62 @@ def raise_if(failures: pl.DataFrame, what: str) -> None:
         raise ValidationError(msg, failures)
 
 
-def _rule(check: pa.Check, lf: pl.LazyFrame, key: str) -> pl.LazyFrame | bool | None:
-    """One pandera check as a one-row, one-column LazyFrame: whether every row passes.
+def _models() -> dict[str, type[pa.DataFrameModel]]:
+    """The pandera models (importing pandera on first use)."""
+    from ._models import MODELS
 
-    The check's own function, and pandera's reading of its output (nulls pass
-    when ``ignore_na``); None for a kind of check this does not reproduce.
-    """
-    if check.element_wise or getattr(check, "groupby", None) is not None:
-        return None
-    name = getattr(check._check_fn, "__name__", None)
-    if name is not None and check.is_builtin_check(name):  # as Check.__call__ does
-        check._check_fn = check.get_builtin_check_fn(name)
-    backend = check.get_backend(lf)(check)
-    if not isinstance(backend, PolarsCheckBackend):
-        return None
-    out = backend.apply(PolarsData(lf, key))
-    if isinstance(out, bool):
-        return out
-    c = pl.col(CHECK_OUTPUT_KEY)
-    c = (c | c.is_null()) if check.ignore_na else c.fill_null(False)
-    return out.select(c.all())
+    return MODELS
+
+
+def __getattr__(name: str) -> Any:
+    """``Cases``, ``Variants``, ``Responses``, ``Published``: the pandera models, on demand."""
+    if name in ("Cases", "Variants", "Responses", "Published"):
+        return _models()[name.lower()]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _passes(df: pl.DataFrame, table: str) -> bool:
     """Whether pandera's validation of ``df`` (conformed) would find nothing, in one pass.
 
-    Every rule of the table's model — columns present (and no others when
-    strict), dtypes, nulls (NaN counting as null in float columns, as
-    pandera counts them), unique columns and keys, and each column and table
-    check through its own function — is reduced to one boolean, and all of
-    them are computed together (:func:`polars.collect_all`) instead of a
-    query and failure report per check. False as soon as one fails, or when
-    the model uses something this does not reproduce; the caller then runs
+    Every rule of the table (:data:`_RULES`, the rules of its pandera model) —
+    columns present (and no others when strict), dtypes, nulls (NaN counting
+    as null in float columns, as pandera counts them), unique columns and
+    keys, and each column and table check, a null result passing as in
+    pandera — is reduced to one boolean, and all of them are computed
+    together (:func:`polars.collect_all`) instead of a query and a failure
+    report per check. False as soon as one fails; the caller then runs
     pandera itself, which reports every violation.
     """
-    schema = _SCHEMA_OF.get(table)
-    if schema is None:
-        schema = _SCHEMA_OF[table] = _MODELS[table].to_schema()
-    schema.register_default_backends(pl.DataFrame)  # what validate() does first
-    if schema.coerce or schema.add_missing_columns or getattr(schema, "drop_invalid_rows", False):
-        return False
+    rules = _RULES[table]
+    dtypes = {**_SCHEMAS[table], **_EXTENSIONS.get(table, {})}
     names = set(df.columns)
-    if schema.strict is True and names - set(schema.columns):
+    if rules.strict and names - set(rules.columns):
         return False
     lf = df.lazy()
-    rules: list[pl.LazyFrame] = []
-    for name, col in schema.columns.items():
-        if col.regex or col.coerce or getattr(col, "parsers", None) or col.default is not None:
-            return False
+    parts: list[pl.LazyFrame] = []
+    for name, col in rules.columns.items():
         if name not in names:
             if col.required:
                 return False
             continue
-        if col.dtype is not None and not col.dtype.check(
-            df.schema[name], PolarsData(lf.select(name), name)
-        ):
+        if df.schema[name] != dtypes[name]:
             return False
         if not col.nullable:
             ok = pl.col(name).is_not_null()
             if df.schema[name].is_float():
                 ok = ok & pl.col(name).is_not_nan()
-            rules.append(lf.select(ok.all()))
+            parts.append(lf.select(ok.all()))
         if col.unique:
-            rules.append(lf.select(pl.col(name).is_duplicated().any().not_()))
-        for check in col.checks:
-            rule = _rule(check, lf, name)
-            if rule is None or rule is False:
-                return False
-            if rule is not True:
-                rules.append(rule)
-    if schema.unique:
-        subsets = [schema.unique] if all(isinstance(x, str) for x in schema.unique) else schema.unique
-        for subset in subsets:
-            if not set(subset) <= names:
-                return False
-            rules.append(lf.select(pl.struct(list(subset)).is_duplicated().any().not_()))
-    for check in schema.checks:
-        rule = _rule(check, lf, "*")
-        if rule is None or rule is False:
+            parts.append(lf.select(pl.col(name).is_duplicated().any().not_()))
+        parts += [
+            fn(_Data(lf, name)).select(pl.all().fill_null(True).all()) for _, fn in col.checks
+        ]
+    if rules.unique is not None:
+        if not set(rules.unique) <= names:
             return False
-        if rule is not True:
-            rules.append(rule)
-    return all(bool(r.item()) for r in pl.collect_all(rules))
-
-
-_SCHEMA_OF: dict[str, Any] = {}
+        parts.append(lf.select(pl.struct(list(rules.unique)).is_duplicated().any().not_()))
+    parts += [fn(_Data(lf, "*")).select(pl.all().fill_null(True).all()) for _, fn in rules.checks]
+    return all(bool(r.item()) for r in pl.collect_all(parts))
 
 
 def _validate(
@@ -786,8 +789,11 @@ def _validate(
     df = conform(df, table)
     if _passes(df, table):
         return df, failures_frame([])
+    model = _models()[table]  # pandera, imported through peira._pandera
+    from pandera.errors import SchemaErrors
+
     try:
-        _MODELS[table].validate(df, lazy=True)
+        model.validate(df, lazy=True)
     except SchemaErrors as err:
         return df, _failures_from_pandera(err, df, table, source, locations)
     return df, failures_frame([])
@@ -917,8 +923,8 @@ def collect_failures(
     ``locations`` (columns ``file``, ``row``), aligned with ``df``, maps each row
     to the file and row it was read from, for multi-file response logs.
     """
-    if table not in _MODELS:
-        raise PeiraValueError(f"unknown table {table!r}; expected one of {sorted(_MODELS)}")
+    if table not in _RULES:
+        raise PeiraValueError(f"unknown table {table!r}; expected one of {sorted(_RULES)}")
     out, failures = _validate(df, table, source, locations)
     if cases is not None and not failures.filter(pl.col("check") == "missing_column").height:
         failures = pl.concat([failures, _cross_failures(out, cases, table, source, locations)])

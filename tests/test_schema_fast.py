@@ -11,16 +11,18 @@ from typing import Any
 
 import polars as pl
 import pytest
-from pandera.errors import SchemaErrors
 
-from peira.schema import _MODELS, _passes, conform
+from peira.schema import _RULES, _models, _passes, conform
 from peira.synth import generate
 from tests.builders import case, make_cases, make_responses, make_variants, pair_rows, resp
 
 
 def _pandera_finds_nothing(df: pl.DataFrame, table: str) -> bool:
+    model = _models()[table]  # imports pandera through peira._pandera
+    from pandera.errors import SchemaErrors
+
     try:
-        _MODELS[table].validate(df, lazy=True)
+        model.validate(df, lazy=True)
     except SchemaErrors:
         return False
     return True
@@ -31,6 +33,37 @@ def _agree(df: pl.DataFrame, table: str) -> bool:
     fast = _passes(df, table)
     assert fast == _pandera_finds_nothing(df, table)
     return fast
+
+
+@pytest.mark.parametrize("table", ["cases", "variants", "responses", "published"])
+def test_the_rules_are_the_models_rules(table: str) -> None:
+    schema = _models()[table].to_schema()
+    rules = _RULES[table]
+    assert list(schema.columns) == list(rules.columns)
+    for name, col in schema.columns.items():
+        mine = rules.columns[name]
+        assert (col.nullable, col.unique, col.required) == (
+            mine.nullable,
+            mine.unique,
+            mine.required,
+        ), name
+        assert sorted(c.name for c in col.checks) == sorted(n for n, _ in mine.checks), name
+    assert sorted(c.name for c in schema.checks) == sorted(n for n, _ in rules.checks)
+    assert bool(schema.strict) == rules.strict
+    assert (tuple(schema.unique) if schema.unique else None) == rules.unique
+    assert not schema.coerce
+
+
+def test_import_leaves_pandera_out() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, peira.schema as s, peira.api, peira.pairs; "
+        "print('pandera' in sys.modules, s.Cases.__name__, 'pandera' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "Cases", "True"]
 
 
 def test_good_tables_pass_both() -> None:

@@ -73,7 +73,8 @@ def _lcg(typingctx: Any, hi: Any, lo: Any, inc_hi: Any, inc_lo: Any) -> Any:
 @_jit
 def _step(hi: Any, lo: Any, inc_hi: Any, inc_lo: Any) -> tuple[Any, Any, Any]:  # pragma: no cover
     """PCG64 (XSL-RR 128/64): advance the 128-bit LCG, return (hi, lo, output)."""
-    hi2, lo2 = _lcg(hi, lo, inc_hi, inc_lo)
+    state: Any = _lcg(hi, lo, inc_hi, inc_lo)  # type: ignore[call-arg]  # numba supplies typingctx
+    hi2, lo2 = state[0], state[1]
     x = hi2 ^ lo2
     rot = hi2 >> _S58
     return hi2, lo2, (x >> rot) | (x << ((_S64 - rot) & _S63))

@@ -547,7 +547,9 @@ class RatioJob:
                 if self._filled and self._items is not None:
                     items = self._items
                 else:
-                    items = [(block, eng.prepare(block, None, self.boot == "bca")) for block in batch]
+                    items = [
+                        (block, eng.prepare(block, None, self.boot == "bca")) for block in batch
+                    ]
                     eng.fill(items)
                 for block, p in items:
                     n = p.estimate.size
