@@ -334,7 +334,8 @@ class _Take:
             self.types, self.mats = typed
             self.n_types = int(self.types.max()) + 1 if self.types.size else 0
             if from_counts:  # summed per type from rows of W: the smallest type that holds them
-                small = np.uint8 if self.n_types <= 1 << 8 else np.uint16
+                n = self.n_types
+                small = np.uint8 if n <= 1 << 8 else np.uint16 if n <= 1 << 16 else np.int64
                 self.types = np.ascontiguousarray(self.types, dtype=small)
         self._cast: dict[Any, list[F64]] = {}
         self._lock = threading.Lock()
