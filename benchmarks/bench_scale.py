@@ -30,6 +30,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,31 +64,35 @@ def run_child(
             cap = int(cap_gb * (1 << 30))
             resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
-    load0 = os.getloadavg()[0]
-    t = time.perf_counter()
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        preexec_fn=limit if cap_gb is not None else None,
-        cwd=ROOT,
-    )
-    deadline = t + timeout
-    status = None
-    while True:
-        pid, code, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            break
-        if time.perf_counter() > deadline:
-            proc.kill()
-            pid, code, usage = os.wait4(proc.pid, 0)
-            status = "timeout"
-            break
-        time.sleep(0.05)
-    dt = time.perf_counter() - t
-    out = proc.stdout.read().decode() if proc.stdout else ""
-    err = proc.stderr.read().decode() if proc.stderr else ""
+    # the child writes to files, not pipes: a pipe nobody reads while we wait would
+    # block a child that prints more than its buffer
+    with tempfile.TemporaryFile() as out_f, tempfile.TemporaryFile() as err_f:
+        load0 = os.getloadavg()[0]
+        t = time.perf_counter()
+        proc = subprocess.Popen(
+            cmd,
+            stdout=out_f,
+            stderr=err_f,
+            env=env,
+            preexec_fn=limit if cap_gb is not None else None,
+            cwd=ROOT,
+        )
+        deadline = t + timeout
+        status = None
+        while True:
+            pid, code, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() > deadline:
+                proc.kill()
+                pid, code, usage = os.wait4(proc.pid, 0)
+                status = "timeout"
+                break
+            time.sleep(0.05)
+        dt = time.perf_counter() - t
+        out_f.seek(0)
+        err_f.seek(0)
+        out, err = out_f.read().decode(), err_f.read().decode()
     if status is None:
         rc = os.waitstatus_to_exitcode(code)
         if rc == 0:
