@@ -275,7 +275,8 @@ def main() -> None:
     # compile (or load) the numba kernels of both trees on a small run first, so that
     # no measured run pays for the compiler
     for t in [None] if tree is None else [None, tree]:
-        run_child(command(_WARM, [], t))
+        warm = run_child(command(_WARM, [], t))
+        print("warm-up", "peira" if t is None else a.baseline_rev, warm.status, flush=True)
     results = {}
     for name, w in workloads(data, Path(a.textattack) if a.textattack else None).items():
         if a.only and name not in a.only:
