@@ -12,12 +12,14 @@ import pytest
 from peira.bootstrap._kernels import (
     _compiled,
     auroc_block,
+    auroc_sorted_block,
     count_block,
     count_types_block,
     dyadic_precision,
     ece_mass_block,
     pcg_state,
     raw_draws,
+    transpose_block,
 )
 
 
@@ -164,3 +166,30 @@ def test_dyadic_precision_is_the_smallest_power(values: list[float], want: int |
     rng = np.random.default_rng(len(values))
     mixed = rng.integers(-50, 50, (40, 7)) / np.array([1, 2, 4, 8, 16, 1, 1], dtype=np.float64)
     assert dyadic_precision(mixed, 8) == reference(mixed) == 4
+
+
+@pytest.mark.parametrize(("n", "c", "rows"), [(60, 12, 9), (240, 30, 20), (5, 3, 1)])
+def test_auroc_one_pass_over_transposed_weights(n: int, c: int, rows: int) -> None:
+    """The same integers as the two-loop kernel and as all pairs, ties across clusters."""
+    rng = np.random.default_rng(n)
+    ci = rng.integers(0, c, n)
+    conf = np.round(rng.random(n), 1)
+    pos = rng.random(n) < 0.4
+    w = rng.integers(0, 4, (rows, c)).astype(np.uint8)
+    w[0] = 0
+    wt = transpose_block(w)
+    assert np.array_equal(wt, w.T) and wt.flags.c_contiguous
+    order = np.lexsort((pos, conf))
+    starts = np.ones(n, dtype=np.uint8)
+    starts[1:] = conf[order][1:] != conf[order][:-1]
+    got = auroc_sorted_block(wt, ci[order], pos[order].astype(np.uint8), starts)
+    neg = np.flatnonzero(~pos)
+    by = neg[np.argsort(conf[neg], kind="stable")]
+    lo = np.searchsorted(conf[by], conf[pos], "left")
+    hi = np.searchsorted(conf[by], conf[pos], "right")
+    want = auroc_block(w, ci[by], ci[pos], lo, hi)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    theta = np.full(rows, np.nan)
+    np.divide(got[0] * 0.5, got[1].astype(float), out=theta, where=got[1] > 0)
+    brute = brute_auroc(w.astype(np.int64), ci, conf, pos)
+    assert np.allclose(theta, brute, equal_nan=True, rtol=0, atol=1e-12)

@@ -26,6 +26,7 @@ from numba.extending import intrinsic
 
 __all__ = [
     "auroc_block",
+    "auroc_sorted_block",
     "count_block",
     "count_types_block",
     "dyadic_precision",
@@ -33,6 +34,7 @@ __all__ = [
     "pcg_state",
     "raw_draws",
     "sum_types_block",
+    "transpose_block",
 ]
 
 I64 = npt.NDArray[np.int64]
@@ -163,6 +165,46 @@ def _auroc_k(
 
 
 @_jit
+def _transpose_k(w: Any, out: Any) -> None:  # pragma: no cover - compiled
+    m, c = w.shape
+    for c0 in range(0, c, 64):  # a tile of columns at a time: rows read in runs
+        c1 = min(c, c0 + 64)
+        for b in range(m):
+            for j in range(c0, c1):
+                out[j, b] = w[b, j]
+
+
+@_jit
+def _auroc_t_k(
+    wt: Any, ci: Any, pos: Any, starts: Any, u2: Any, den: Any
+) -> None:  # pragma: no cover - compiled
+    n = ci.size
+    m = wt.shape[1]
+    below = np.zeros(m, np.int64)  # negative weight at lower confidences
+    tie = np.zeros(m, np.int64)  # negative weight at the current confidence
+    s = np.zeros(m, np.int64)  # Σ w_i (2·below_i + tie_i) over positives
+    p = np.zeros(m, np.int64)
+    for k in range(n):
+        row = wt[ci[k]]
+        if starts[k]:
+            for b in range(m):
+                below[b] += tie[b]
+                tie[b] = 0
+        if pos[k]:
+            for b in range(m):
+                x = np.int64(row[b])
+                p[b] += x
+                s[b] += x * (2 * below[b] + tie[b])
+        else:
+            for b in range(m):
+                tie[b] += row[b]
+    for b in range(m):
+        neg = below[b] + tie[b]
+        u2[b] = 2 * neg * p[b] - s[b]
+        den[b] = p[b] * neg
+
+
+@_jit
 def _ece_mass_k(
     w: Any, ci: Any, d: Any, n_bins: int, g: Any, total: Any, supp: Any, cnt: Any
 ) -> None:  # pragma: no cover
@@ -206,6 +248,8 @@ _KERNELS = {
     "dyadic": _dyadic_k,
     "raw": _raw_k,
     "auroc": _auroc_k,
+    "auroc_t": _auroc_t_k,
+    "transpose": _transpose_k,
     "ece_mass": _ece_mass_k,
 }
 
@@ -299,6 +343,36 @@ def auroc_block(
     den = np.zeros(m, dtype=np.int64)
     if m:
         _compiled()["auroc"](w, neg_ci, pos_ci, pos_lo, pos_hi, u2, den)
+    return u2, den
+
+
+def transpose_block(w: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """``w.T`` as a C-contiguous array (C × rows): a cluster's weights in every resample
+    of the block side by side."""
+    out = np.empty((w.shape[1], w.shape[0]), dtype=w.dtype)
+    if w.size:
+        _compiled()["transpose"](np.ascontiguousarray(w), out)
+    return out
+
+
+def auroc_sorted_block(
+    wt: npt.NDArray[Any], ci: I64, pos: npt.NDArray[np.uint8], starts: npt.NDArray[np.uint8]
+) -> tuple[I64, I64]:
+    """:func:`auroc_block` from the transposed weights ``wt`` (C × rows), in one pass.
+
+    The observations in ascending confidence, negatives before positives at
+    equal confidence: ``ci`` their clusters, ``pos`` 1 for a positive,
+    ``starts`` 1 where a new confidence value begins. Per observation, the
+    weights of its cluster in every resample of the block are adjacent, so
+    the work per resample is a few vector operations: the negative weight
+    below the current confidence and at it gives each positive its share,
+    2U = Σ_i w_i (2N − 2·below_i − tie_i), in integers.
+    """
+    m = wt.shape[1]
+    u2 = np.zeros(m, dtype=np.int64)
+    den = np.zeros(m, dtype=np.int64)
+    if m and ci.size:
+        _compiled()["auroc_t"](wt, ci, pos, starts, u2, den)
     return u2, den
 
 

@@ -92,10 +92,20 @@ _ROW_BYTES = 1 << 25  # memory of one block of resample weights (rows × C float
 
 
 class _Weights:
-    """A block of resample weights (rows × C unsigned counts)."""
+    """A block of resample weights (rows × C unsigned counts), and its transpose on demand."""
 
     def __init__(self, w: npt.NDArray[Any]) -> None:
         self.w = w
+        self._t: npt.NDArray[Any] | None = None
+
+    @property
+    def t(self) -> npt.NDArray[Any]:
+        """C × rows (:func:`peira.bootstrap._kernels.transpose_block`), made once per block."""
+        if self._t is None:
+            from ._kernels import transpose_block
+
+            self._t = transpose_block(self.w)
+        return self._t
 
 
 @dataclass
@@ -156,10 +166,24 @@ def _auroc_stat(ci: I64, conf: F64, flipped: npt.NDArray[np.bool_], c: int) -> _
     lo = np.searchsorted(neg_conf, conf[pos], "left").astype(np.int64)
     hi = np.searchsorted(neg_conf, conf[pos], "right").astype(np.int64)
 
-    from ._kernels import auroc_block  # numba, on first use
+    # many observations per cluster: one pass over them all in confidence order, each
+    # reading its cluster's weights in every resample of the block at once
+    merged = ci.size >= 4 * np.unique(ci).size
+    if merged:
+        both = np.lexsort((flipped, conf))  # by confidence, unflipped first at a tie
+        sc = conf[both]
+        m_ci = np.ascontiguousarray(ci[both])
+        m_pos = np.ascontiguousarray(flipped[both], dtype=np.uint8)
+        starts = np.ones(both.size, dtype=np.uint8)
+        starts[1:] = sc[1:] != sc[:-1]
+
+    from ._kernels import auroc_block, auroc_sorted_block  # numba, on first use
 
     def finish(lin: F64 | None, w: _Weights) -> tuple[F64, F64]:
-        u2, den = auroc_block(w.w, neg_ci, pos_ci, lo, hi)
+        if merged and w.w.shape[0] >= 16:
+            u2, den = auroc_sorted_block(w.t, m_ci, m_pos, starts)
+        else:
+            u2, den = auroc_block(w.w, neg_ci, pos_ci, lo, hi)
         out = np.full(u2.size, np.nan)
         np.divide(u2 * 0.5, den.astype(np.float64), out=out, where=den > 0)
         return _exact(out)
