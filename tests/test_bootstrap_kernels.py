@@ -193,3 +193,14 @@ def test_auroc_one_pass_over_transposed_weights(n: int, c: int, rows: int) -> No
     np.divide(got[0] * 0.5, got[1].astype(float), out=theta, where=got[1] > 0)
     brute = brute_auroc(w.astype(np.int64), ci, conf, pos)
     assert np.allclose(theta, brute, equal_nan=True, rtol=0, atol=1e-12)
+
+
+def test_ratio_precision_numpy_and_compiled_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    from peira.bootstrap import ratio
+
+    rng = np.random.default_rng(9)
+    for v in (rng.integers(0, 9, (50, 6)) / 4.0, rng.random((20, 3)), np.zeros((3, 2))):
+        small = ratio._dyadic_precision(v)
+        monkeypatch.setattr(ratio, "_NUMPY_VALUES", 0)
+        assert ratio._dyadic_precision(v) == small == dyadic_precision(v, 8)
+        monkeypatch.undo()

@@ -54,6 +54,7 @@ __all__ = ["Replicates", "paired_differences", "ratio_intervals", "replicates"]
 
 _F32_EXACT = float(1 << 24)
 _MAX_DYADIC = 8  # values k·2^-p with p <= 8 may use float32
+_NUMPY_VALUES = 1 << 21  # sums checked for their precision with numpy up to this many
 _POST_ROWS = 128  # replicate rows per worker task (bounds memory: rows × B float64)
 _PROD_BYTES = 1 << 28  # products (K × B float64) formed per pass over the plan
 _TYPE_GAIN = 4  # count draws per type of cluster when there are C / 4 types or fewer
@@ -146,10 +147,20 @@ def _dedupe(cols: F64) -> tuple[F64, I64]:
 
 
 def _dyadic_precision(v: F64) -> int | None:
-    """Smallest p ≤ 8 with every value a multiple of 2^-p, or None."""
-    from ._kernels import dyadic_precision  # numba, on first use
+    """Smallest p ≤ 8 with every value a multiple of 2^-p, or None.
 
-    return dyadic_precision(v, _MAX_DYADIC)
+    Large sums in one compiled pass; small ones with numpy, which spares a
+    small job numba's start-up (the same p either way).
+    """
+    if v.size > _NUMPY_VALUES:
+        from ._kernels import dyadic_precision  # numba, on first use
+
+        return dyadic_precision(v, _MAX_DYADIC)
+    for p in range(_MAX_DYADIC + 1):
+        scaled = v * float(1 << p)
+        if np.array_equal(scaled, np.round(scaled)):
+            return p
+    return None
 
 
 class _Engine:
