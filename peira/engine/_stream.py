@@ -1,0 +1,527 @@
+"""A response log on disk → per-cluster sums in one streaming pass (the local engine).
+
+The log is read in batches of rows (polars' streaming engine: only the
+columns the rules and the scoring rule read); each batch is checked against
+every value rule of docs/spec/data-model.md#responses as it goes by, its arms
+are paired and the scoring rule (:func:`peira.pairs.pair_flags`, the one
+definition every engine evaluates) and the ratio metrics are summed per
+run × group × cluster. Memory is bounded by the batch and by the rows whose
+partner has not been seen yet, not by the log.
+
+Strings never travel past the first step: run, case and decision become
+integer codes (the decisions of every case's options, so equality of codes
+is equality of decisions), a pair is keyed by one integer
+``(run × cases + case) × samples + sample``, and a bitmap over those keys
+(two bits a key, one per arm) proves the response key unique. Arms are
+paired where they lie next to each other (a log sorted by run_id, case_id,
+sample, arm); the others wait in a pool that is sorted by key and paired at
+the end of each file, and what is still alone then waits for the other
+files.
+
+:func:`stream_cluster_sums` returns None where it does not apply (extension
+columns of the data model, hive partitions, columns of another dtype, groups
+that are not case attributes) and wherever the log breaks a rule: the caller
+then takes the general path (:func:`peira.io.read_responses`), which names the
+file, row, column and value of every violation.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numba
+import numpy as np
+import polars as pl
+
+from ..metrics.ratios import RatioMetric
+from ..pairs import CASE_COLUMNS, RULE_INPUTS, _default, pair_flags
+from ..schema import RESPONSE_EXTENSIONS, RESPONSES_SCHEMA
+
+__all__ = ["stream_cluster_sums"]
+
+#: Rows per batch of the streaming pass.
+BATCH_ROWS = 1 << 21
+_REQUIRED = (
+    "run_id",
+    "model",
+    "model_version",
+    "case_id",
+    "arm",
+    "sample",
+    "decision",
+    "abstained",
+    "malformed",
+)
+_NON_NEGATIVE = ("latency_ms", "tokens_in", "tokens_out", "cost_usd")
+_MAX_OPTIONS = 120  # decision codes are Int16; the allowed table is cases × options
+_MAX_KEY_BITS = 1 << 36  # the uniqueness bitmap: 8 GB of keys at most is refused
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+_jit = numba.njit(cache=True, nogil=True)
+
+
+@_jit
+def _pair_rows(idx, att, dec, mal, ci, allowed, n_opt, bits, mark):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+    """Mark every row's key in ``bits`` (duplicates counted), count decisions outside
+    their case's options, and pair each attacked row with the benign row right after
+    it when both have the same pair key. Returns (attacked positions, single mask,
+    duplicates, bad decisions)."""
+    n = idx.shape[0]
+    dups = 0
+    bad = 0
+    if mark:
+        for i in range(n):
+            k = idx[i] * 2 + (0 if att[i] else 1)
+            byte = k >> 3
+            bit = np.uint8(1 << (k & 7))
+            if bits[byte] & bit:
+                dups += 1
+            else:
+                bits[byte] |= bit
+            d = dec[i]
+            if d != -2 and not mal[i] and (d < 0 or not allowed[ci[i] * n_opt + d]):
+                bad += 1
+    pos = np.empty(n // 2 + 1, np.int64)
+    single = np.ones(n, np.bool_)
+    m = 0
+    i = 0
+    while i < n - 1:
+        if att[i] and not att[i + 1] and idx[i] == idx[i + 1]:
+            pos[m] = i
+            m += 1
+            single[i] = False
+            single[i + 1] = False
+            i += 2
+        else:
+            i += 1
+    return pos[:m], single, dups, bad
+
+
+class _Violation(Exception):
+    """The log breaks a rule: the general path reports it."""
+
+
+def _eligible(files: Sequence[Path]) -> dict[Path, list[str]] | None:
+    """Per file, the columns to read; None if some file needs the general path."""
+    known = {**RESPONSES_SCHEMA, **RESPONSE_EXTENSIONS}
+    out: dict[Path, list[str]] = {}
+    for f in files:
+        schema = pl.scan_parquet(f).collect_schema()
+        names = schema.names()
+        if any(c in names for c in RULE_INPUTS) or not all(c in names for c in _REQUIRED):
+            return None
+        for name, dtype in schema.items():
+            if name in known and dtype != known[name]:
+                return None  # the general path conforms (or reports) other dtypes
+        out[f] = names
+    return out
+
+
+def _unit(c: pl.Expr) -> pl.Expr:
+    return c.is_null() | (c.is_between(0.0, 1.0) & c.is_not_nan())
+
+
+def _decision_code(options: list[str]) -> pl.Expr:
+    """An option's index; -1 for any other decision; null for none."""
+    d = pl.col("decision")
+    if len(options) <= 8:
+        code: Any = pl.lit(-1, dtype=pl.Int16)
+        for i, o in reversed(list(enumerate(options))):
+            code = pl.when(d == o).then(pl.lit(i, dtype=pl.Int16)).otherwise(code)
+        return pl.when(d.is_null()).then(None).otherwise(code).alias("_dec")
+    enum = pl.Enum(options)
+    coded = d.cast(enum, strict=False).to_physical().cast(pl.Int16)
+    return pl.when(d.is_null()).then(None).otherwise(coded.fill_null(-1)).alias("_dec")
+
+
+def _rows(f: Path, names: list[str], options: list[str]) -> pl.LazyFrame:
+    """One file's rows as the reduction reads them: the identifiers, the arm, the
+    answer, and whether every rule of a single row holds (``_ok``; the case is
+    checked when it is coded)."""
+    score = pl.col("score") if "score" in names else pl.lit(None, dtype=pl.Float64)
+    checks = [
+        pl.col("run_id").is_not_null(),
+        pl.col("model").is_not_null(),
+        pl.col("model_version").is_not_null(),
+        pl.col("sample") >= 0,
+        (pl.col("arm") == "attacked") | (pl.col("arm") == "benign"),
+        pl.col("abstained").is_not_null(),
+        pl.col("malformed").is_not_null(),
+        pl.col("decision").is_null() == (pl.col("abstained") | pl.col("malformed")),
+    ]
+    for c in ("score", "confidence"):
+        if c in names:
+            checks.append(_unit(pl.col(c)))
+    for c in _NON_NEGATIVE:
+        if c in names:
+            x = pl.col(c)
+            checks.append((x.cast(pl.Float64).is_finite() & (x >= 0)).fill_null(True))
+    ok = pl.all_horizontal(checks).fill_null(False)
+    return pl.scan_parquet(f).select(
+        "run_id",
+        "case_id",
+        "model",
+        "model_version",
+        pl.col("sample"),
+        (pl.col("arm") == "attacked").fill_null(False).alias("_att"),
+        _decision_code(options),
+        pl.col("abstained"),
+        pl.col("malformed"),
+        score.alias("score"),
+        ok.alias("_ok"),
+    )
+
+
+_ARM_FIELDS = ("_dec", "abstained", "malformed", "score")
+
+
+def _enum(s: pl.Series) -> pl.Series:
+    """A string column of few values as an Enum (gathered per pair at the cost of an integer)."""
+    return s.cast(pl.Enum(s.drop_nulls().unique().sort().to_list()))
+
+
+class _Reducer:
+    """The state of one streaming reduction."""
+
+    def __init__(
+        self,
+        cases: pl.DataFrame,
+        by: list[str],
+        cluster: str,
+        ms: Sequence[RatioMetric],
+        delta: float,
+        samples: int,
+    ) -> None:
+        self.n_cases = cases.height
+        self.samples = samples
+        options = sorted({o for opts in cases["options"].to_list() for o in (opts or [])})
+        self.options = options
+        code = {o: i for i, o in enumerate(options)}
+        self.n_opt = max(len(options), 1)
+        allowed = np.zeros(self.n_cases * self.n_opt, np.bool_)
+        for i, opts in enumerate(cases["options"].to_list()):
+            for o in opts or []:
+                allowed[i * self.n_opt + code[o]] = True
+        self.allowed = allowed
+        cols = [*by, cluster]
+        groups = cases.select(cols).unique(maintain_order=True).with_row_index("_g")
+        self.groups = groups
+        g = cases.select(cols).join(groups, on=cols, how="left", nulls_equal=True, maintain_order="left")
+        coded = {
+            c: cases[c].replace_strict(code, default=None, return_dtype=pl.Int16)
+            for c in ("expected_decision", "target_decision", "positive_decision")
+        }
+        self.case_table = pl.DataFrame(
+            {
+                **coded,
+                "primitive": _enum(cases["primitive"]),
+                "severity": _enum(cases["severity"]),
+                "_g": g["_g"],
+            }
+        )
+        self.keys = cols
+        self.ms = list(ms)
+        self.delta = delta
+        self.case_enum = pl.Enum(cases["case_id"])
+        self.runs: list[str] = []
+        self.run_code: dict[str, int] = {}
+        self.bits = np.zeros(0, np.uint8)
+        self.run_bits = self.n_cases * samples * 2
+        self.models: dict[int, tuple[str, str]] = {}
+        self.sums: list[pl.DataFrame] = []
+        self.pending: list[pl.DataFrame] = []  # rows still without their partner
+        self.batch_rows = BATCH_ROWS
+        self._terms_cache: tuple[list[pl.Expr], list[tuple[str, str]]] | None = None
+
+    # ------------------------------------------------------------ per batch
+
+    def _run(self, name: str) -> int:
+        code = self.run_code.get(name)
+        if code is None:
+            if not name or _CONTROL.search(name):
+                raise _Violation  # run_id empty or with control characters
+            code = self.run_code[name] = len(self.runs)
+            self.runs.append(name)
+            need = (len(self.runs) * self.run_bits + 7) // 8 + 1
+            if need > self.bits.shape[0]:
+                bits = np.zeros(max(need, 2 * self.bits.shape[0]), np.uint8)
+                bits[: self.bits.shape[0]] = self.bits
+                self.bits = bits
+        return code
+
+    def _coded(self, b: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        """Each row's run (local code) and case (row of the cases table).
+
+        A sorted log holds long stretches of one run and one case: only the
+        first row of each stretch is looked up. Otherwise every row is."""
+        edge = b.select(
+            pl.col("run_id").ne_missing(pl.col("run_id").shift()).alias("r"),
+            pl.col("case_id").ne_missing(pl.col("case_id").shift()).alias("c"),
+        )
+        n = b.height
+        run_edge = edge["r"]
+        starts = run_edge.arg_true()
+        if starts.len() * 8 <= n:
+            codes = np.array([self._run(x) for x in b["run_id"].gather(starts).to_list()])
+            run = codes[(run_edge.cum_sum() - 1).to_numpy()]
+        else:
+            cat = b["run_id"].cast(pl.Categorical)
+            seen = cat.unique()
+            phys = seen.to_physical().to_numpy()
+            lut = np.zeros(int(phys.max()) + 1, np.int64)
+            for p, x in zip(phys, seen.cast(pl.String).to_list(), strict=True):
+                lut[p] = self._run(x)
+            run = lut[cat.to_physical().to_numpy()]
+        case_edge = edge["c"] | run_edge
+        starts = case_edge.arg_true()
+        if starts.len() * 8 <= n:
+            first = b["case_id"].gather(starts).cast(self.case_enum, strict=False)
+            if first.null_count():
+                raise _Violation  # a case not in the dataset
+            ci = first.to_physical().cast(pl.Int64).to_numpy()[(case_edge.cum_sum() - 1).to_numpy()]
+        else:
+            coded = b["case_id"].cast(self.case_enum, strict=False)
+            if coded.null_count():
+                raise _Violation
+            ci = coded.to_physical().cast(pl.Int64).to_numpy()
+        return run, ci
+
+    def _check_models(self, b: pl.DataFrame, run: np.ndarray) -> None:
+        """model and model_version constant within each run (and printable)."""
+        edge = b.select(
+            (
+                pl.col("model").ne_missing(pl.col("model").shift())
+                | pl.col("model_version").ne_missing(pl.col("model_version").shift())
+                | pl.col("run_id").ne_missing(pl.col("run_id").shift())
+            ).alias("e")
+        )["e"]
+        seen = b.select("model", "model_version").with_columns(pl.Series("_r", run)).filter(edge)
+        if seen.height * 8 > b.height:
+            seen = seen.unique()
+        for model, version, r in seen.iter_rows():
+            known = self.models.get(r)
+            if known is None:
+                if _CONTROL.search(model) or _CONTROL.search(version):
+                    raise _Violation
+                self.models[r] = (model, version)
+            elif known != (model, version):
+                raise _Violation
+
+    def batch(self, batch: pl.DataFrame) -> None:
+        if batch.height == 0:
+            return
+        if not batch["_ok"].all():
+            raise _Violation
+        run, ci = self._coded(batch)
+        self._check_models(batch, run)
+        key = (run * self.n_cases + ci) * self.samples + batch["sample"].to_numpy()
+        rows = batch.select(pl.Series("_k", key), "_att", *_ARM_FIELDS)
+        self._pair(rows, mark=True)
+
+    def _pair(self, rows: pl.DataFrame, *, mark: bool) -> pl.DataFrame:
+        """Pair adjacent arms of ``rows``; sum the pairs; keep the singles pending."""
+        key = rows["_k"].to_numpy()
+        att = rows["_att"].to_numpy()
+        dec = rows["_dec"].fill_null(-2).to_numpy()
+        mal = rows["malformed"].to_numpy()
+        ci = (key // self.samples) % self.n_cases
+        pos, single, dups, bad = _pair_rows(
+            key, att, dec, mal, ci, self.allowed, self.n_opt, self.bits, mark
+        )
+        if dups or bad:
+            raise _Violation
+        if 2 * pos.shape[0] == rows.height:  # every row paired with its neighbour
+            self.sums.append(self._sums(self._pairs(rows.gather_every(2), rows.gather_every(2, 1))))
+        else:
+            step = 1 << 21
+            for lo in range(0, pos.shape[0], step):
+                at = pos[lo : lo + step]
+                self.sums.append(self._sums(self._pairs(rows[at], rows[at + 1])))
+        alone = rows.filter(pl.Series(single))
+        if alone.height:
+            self.pending.append(alone)
+        return alone
+
+    # ------------------------------------------------------------ pairs and sums
+
+    def _pairs(self, a: pl.DataFrame | None, b: pl.DataFrame | None) -> pl.DataFrame:
+        """The pair frame the scoring rule reads, from attacked rows ``a`` and the
+        benign rows ``b`` of the same keys (either may be absent: an incomplete pair)."""
+        ref = a if a is not None else b
+        assert ref is not None
+        key = ref["_k"]
+        n = ref.height
+        cols: dict[str, Any] = {
+            "_run": key // (self.samples * self.n_cases),
+            "_ci": (key // self.samples) % self.n_cases,
+        }
+        for prefix, side in (("b_", b), ("a_", a)):
+            cols[f"{prefix}present"] = pl.repeat(side is not None, n, eager=True)
+            for f in _ARM_FIELDS:
+                name = prefix + ("decision" if f == "_dec" else f)
+                if side is not None:
+                    cols[name] = side[f]
+                else:
+                    cols[name] = pl.repeat(None, n, dtype=ref.schema[f], eager=True)
+        return pl.DataFrame(cols)
+
+    def _sums(self, pairs: pl.DataFrame) -> pl.DataFrame:
+        """Per (run, group): the pair count and every metric's numerator and
+        denominator sums. A boolean term is summed as a count (then made a
+        float: the same number), and a term shared by several metrics (most
+        denominators are ``eligible``) is summed once."""
+        labels = self.case_table[pairs["_ci"].to_numpy()]
+        lf = pl.concat([pairs, labels], how="horizontal").lazy()
+        missing = (
+            pl.when(pl.col("b_present").not_())
+            .then(pl.lit("benign"))
+            .when(pl.col("a_present").not_())
+            .then(pl.lit("attacked"))
+            .otherwise(None)
+            .alias("missing_arm")
+        )
+        lf = lf.with_columns(
+            pl.col("_ci").alias("case_id"),
+            pl.lit(None, dtype=pl.Float64).alias("b_confidence"),
+            pl.lit(None, dtype=pl.Float64).alias("a_confidence"),
+            *[_default(n) for n in ("arms", "a_no_attack")],
+            missing,
+        )
+        for e in pair_flags(delta=self.delta, extended=False):
+            lf = lf.with_columns(e)
+        terms, names = self._terms(lf)
+        out = (
+            lf.select((pl.col("_run") * len(self.groups) + pl.col("_g")).alias("_rg"), *terms)
+            .group_by("_rg")
+            .agg(pl.len().alias("n_pairs"), *[pl.col(t.meta.output_name()).sum() for t in terms])
+            .collect(engine="streaming")
+        )
+        return out.select(
+            (pl.col("_rg") // len(self.groups)).alias("_run"),
+            (pl.col("_rg") % len(self.groups)).alias("_g"),
+            pl.col("n_pairs").cast(pl.Int64),
+            *[pl.col(src).cast(pl.Float64).alias(name) for name, src in names],
+        )
+
+    def _terms(self, lf: pl.LazyFrame) -> tuple[list[pl.Expr], list[tuple[str, str]]]:
+        """The distinct summed terms (booleans kept boolean) and, per output column,
+        the term it sums."""
+        if self._terms_cache is not None:
+            return self._terms_cache
+        values = [
+            (f"{m.name}__{part}", e)
+            for m in self.ms
+            for part, e in (("num", m.numerator), ("den", m.denominator))
+        ]
+        schema = lf.select([e.alias(n) for n, e in values]).collect_schema()
+        terms: list[pl.Expr] = []
+        seen: dict[str, str] = {}
+        names: list[tuple[str, str]] = []
+        for n, e in values:
+            e = e if schema[n] == pl.Boolean else e.cast(pl.Float64)
+            sig = str(e)
+            if sig not in seen:
+                seen[sig] = f"_t{len(terms)}"
+                terms.append(e.alias(seen[sig]))
+            names.append((n, seen[sig]))
+        self._terms_cache = (terms, names)
+        return self._terms_cache
+
+    # ------------------------------------------------------------ ends
+
+    def end_file(self) -> None:
+        """Pair what waits, in key order; what is still alone waits for the next file."""
+        if not self.pending:
+            return
+        rows = pl.concat(self.pending, rechunk=False)
+        self.pending = []
+        rows = rows.sort(pl.col("_k") * 2 + pl.col("_att").not_().cast(pl.Int64))
+        key = rows["_k"].to_numpy()
+        lo, n = 0, rows.height
+        while lo < n:
+            hi = min(lo + self.batch_rows, n)
+            if hi < n and key[hi - 1] == key[hi]:
+                hi += 1  # never cut between the two arms of a pair
+            self._pair(rows.slice(lo, hi - lo), mark=False)
+            lo = hi
+
+    def finish(self, missing: str) -> pl.DataFrame:
+        self.end_file()
+        if self.pending:
+            if missing == "error":
+                raise _Violation
+            alone = pl.concat(self.pending)
+            a = alone.filter(pl.col("_att"))
+            b = alone.filter(~pl.col("_att"))
+            if a.height:
+                self.sums.append(self._sums(self._pairs(a, None)))
+            if b.height:
+                self.sums.append(self._sums(self._pairs(None, b)))
+        sums = pl.concat(self.sums)
+        value = [c for c in sums.columns if c not in ("_run", "_g")]
+        out = sums.group_by("_run", "_g").agg(pl.col(value).sum())
+        runs = pl.DataFrame(
+            {"_run": pl.Series(range(len(self.runs)), dtype=out.schema["_run"]), "run_id": self.runs}
+        )
+        groups = self.groups.with_columns(pl.col("_g").cast(out.schema["_g"]))
+        out = out.join(runs, on="_run").join(groups, on="_g")
+        keys = ["run_id", *self.keys]
+        return out.select(*keys, *value).sort(keys)
+
+
+def stream_cluster_sums(
+    files: Sequence[Path],
+    cases: pl.DataFrame,
+    by: Sequence[str],
+    *,
+    cluster: str,
+    metrics: Sequence[RatioMetric],
+    delta: float,
+    missing: str,
+    batch_rows: int = BATCH_ROWS,
+) -> pl.DataFrame | None:
+    """Per run × ``by`` × ``cluster``: ``n_pairs`` and every metric's sums, streaming.
+
+    ``cases`` is the validated cases table. None when the log needs the
+    general path: a column or layout this path does not read (see the module
+    notes), or any violation of the data model, or a pair lacking an arm
+    with ``missing="error"`` (the general path raises, naming them).
+    """
+    cols = [*by, cluster]
+    if any(c not in CASE_COLUMNS for c in cols) or len(set(cols)) != len(cols):
+        return None
+    names = _eligible(files)
+    if names is None or not files:
+        return None
+    options = sorted({o for opts in cases["options"].to_list() for o in (opts or [])})
+    if len(options) > _MAX_OPTIONS:
+        return None
+    top = (
+        pl.concat(
+            [pl.scan_parquet(f).select(pl.col("sample").max()) for f in files]
+        )
+        .select(pl.col("sample").max())
+        .collect()
+        .item()
+    )
+    samples = max(int(top) if top is not None else 0, 0) + 1
+    red = _Reducer(cases, list(by), cluster, metrics, delta, samples)
+    red.batch_rows = batch_rows
+    if red.run_bits > _MAX_KEY_BITS:
+        return None
+    n_rows = 0
+    try:
+        for f in files:
+            q = _rows(f, names[f], options)
+            for batch in q.collect_batches(chunk_size=batch_rows):
+                n_rows += batch.height
+                red.batch(batch)
+            red.end_file()
+        if n_rows == 0:
+            return None
+        return red.finish(missing)
+    except _Violation:
+        return None
