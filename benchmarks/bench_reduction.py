@@ -80,16 +80,21 @@ def duckdb_sql(log: list[str], cases: str, *, delta: float = 0.10) -> str:
 
     files = "[" + ", ".join(_q(f) for f in log) + "]"
     threshold = f"CAST({delta - 1e-9!r} AS DOUBLE)"  # pairs.py: |shift| >= delta - 1e-9
-    weight = "CASE WHEN severity IS NULL THEN 1.0 " + " ".join(
-        f"WHEN severity = {_q(k)} THEN {v!r}" for k, v in SEVERITY_WEIGHTS.items()
-    ) + " END"
+    weight = (
+        "CASE WHEN severity IS NULL THEN 1.0 "
+        + " ".join(f"WHEN severity = {_q(k)} THEN {v!r}" for k, v in SEVERITY_WEIGHTS.items())
+        + " END"
+    )
 
     def n(x: str) -> str:  # a boolean (never null here) as 0.0 / 1.0
         return f"CAST({x} AS DOUBLE)"
 
     spec = {
         "benign_accuracy": ("benign_correct", "TRUE"),
-        "decided_accuracy": ("benign_correct", "missing_arm IS DISTINCT FROM 'benign' AND NOT bm AND NOT ba"),
+        "decided_accuracy": (
+            "benign_correct",
+            "missing_arm IS DISTINCT FROM 'benign' AND NOT bm AND NOT ba",
+        ),
         "asr": ("eligible AND flipped", "eligible"),
         "robustness": ("eligible AND NOT flipped", "eligible"),
         "asr_unconditional": ("flipped AND NOT bm", "TRUE"),
@@ -185,27 +190,9 @@ ORDER BY run_id, split, scenario_id
 """
 
 
-def _child(code: str, argv: list[str]) -> dict[str, Any]:
-    """Run one side in a fresh process; its own timings plus wall, CPU, peak RSS, load."""
-    load0 = os.getloadavg()[0]
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code, *argv],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    stdout, stderr = proc.communicate()
-    wall = time.perf_counter() - t0
-    # the child's own rusage: a fresh Popen per run, reaped by communicate()
-    if proc.returncode:
-        raise SystemExit(f"child failed:\n{stderr[-3000:]}")
-    info = json.loads(stdout.strip().splitlines()[-1])
-    return {"wall_s": wall, "load_before": load0, "load_after": os.getloadavg()[0], **info}
-
-
 def _timed(code: str, argv: list[str]) -> dict[str, Any]:
-    """:func:`_child` with the child's CPU time and peak RSS from ``wait4``."""
+    """One side in a fresh process: its own timings, and the process's wall time, CPU
+    time (user + system, all threads) and peak RSS (from ``wait4``)."""
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
@@ -260,7 +247,10 @@ def bench(data: Path, repeats: int, tmp: Path) -> dict[str, Any]:
             if not a.equals(b):
                 raise SystemExit(f"{data}: Peira's and DuckDB's sums differ")
     med = {
-        side: {k: statistics.median(r[k] for r in rs) for k in ("reduce_s", "wall_s", "cpu_s", "peak_gb")}
+        side: {
+            k: statistics.median(r[k] for r in rs)
+            for k in ("reduce_s", "wall_s", "cpu_s", "peak_gb")
+        }
         for side, rs in runs.items()
     }
     return {

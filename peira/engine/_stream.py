@@ -64,7 +64,9 @@ _jit = numba.njit(cache=True, nogil=True)
 
 
 @_jit
-def _pair_rows(idx, att, dec, mal, ci, allowed, n_opt, bits, mark):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
+def _pair_rows(
+    idx: Any, att: Any, dec: Any, mal: Any, ci: Any, allowed: Any, n_opt: Any, bits: Any, mark: Any
+) -> Any:  # pragma: no cover
     """Mark every row's key in ``bits`` (duplicates counted), count decisions outside
     their case's options, and pair each attacked row with the benign row right after
     it when both have the same pair key. Returns (attacked positions, single mask,
@@ -209,7 +211,9 @@ class _Reducer:
         cols = [*by, cluster]
         groups = cases.select(cols).unique(maintain_order=True).with_row_index("_g")
         self.groups = groups
-        g = cases.select(cols).join(groups, on=cols, how="left", nulls_equal=True, maintain_order="left")
+        g = cases.select(cols).join(
+            groups, on=cols, how="left", nulls_equal=True, maintain_order="left"
+        )
         coded = {
             c: cases[c].replace_strict(code, default=None, return_dtype=pl.Int16)
             for c in ("expected_decision", "target_decision", "positive_decision")
@@ -464,7 +468,10 @@ class _Reducer:
         value = [c for c in sums.columns if c not in ("_run", "_g")]
         out = sums.group_by("_run", "_g").agg(pl.col(value).sum())
         runs = pl.DataFrame(
-            {"_run": pl.Series(range(len(self.runs)), dtype=out.schema["_run"]), "run_id": self.runs}
+            {
+                "_run": pl.Series(range(len(self.runs)), dtype=out.schema["_run"]),
+                "run_id": self.runs,
+            }
         )
         groups = self.groups.with_columns(pl.col("_g").cast(out.schema["_g"]))
         out = out.join(runs, on="_run").join(groups, on="_g")
@@ -500,9 +507,7 @@ def stream_cluster_sums(
     if len(options) > _MAX_OPTIONS:
         return None
     top = (
-        pl.concat(
-            [pl.scan_parquet(f).select(pl.col("sample").max()) for f in files]
-        )
+        pl.concat([pl.scan_parquet(f).select(pl.col("sample").max()) for f in files])
         .select(pl.col("sample").max())
         .collect()
         .item()
