@@ -59,7 +59,7 @@ import duckdb
 sql, out = sys.argv[1], sys.argv[2]
 con = duckdb.connect()
 t1 = time.perf_counter()
-table = con.sql(sql).arrow()
+table = con.sql(sql).fetch_arrow_table()
 t2 = time.perf_counter()
 import pyarrow.parquet as pq
 pq.write_table(table, out)

@@ -28,7 +28,10 @@ file, row, column and value of every violation.
 from __future__ import annotations
 
 import re
+import threading
+from collections import deque
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +47,8 @@ __all__ = ["stream_cluster_sums"]
 
 #: Rows per batch of the streaming pass.
 BATCH_ROWS = 1 << 21
+#: Batches summed at once (polars and the compiled kernel release the GIL).
+_WORKERS = 2
 _REQUIRED = (
     "run_id",
     "model",
@@ -238,6 +243,7 @@ class _Reducer:
         self.sums: list[pl.DataFrame] = []
         self.pending: list[pl.DataFrame] = []  # rows still without their partner
         self.batch_rows = BATCH_ROWS
+        self.lock = threading.Lock()
         self._terms_cache: tuple[list[pl.Expr], list[tuple[str, str]]] | None = None
 
     # ------------------------------------------------------------ per batch
@@ -315,18 +321,23 @@ class _Reducer:
                 raise _Violation
 
     def batch(self, batch: pl.DataFrame) -> None:
+        """Check, code and pair one batch (the shared state under the lock), then sum
+        its pairs (in parallel with other batches)."""
         if batch.height == 0:
             return
         if not batch["_ok"].all():
             raise _Violation
-        run, ci = self._coded(batch)
-        self._check_models(batch, run)
-        key = (run * self.n_cases + ci) * self.samples + batch["sample"].to_numpy()
-        rows = batch.select(pl.Series("_k", key), "_att", *_ARM_FIELDS)
-        self._pair(rows, mark=True)
+        with self.lock:
+            run, ci = self._coded(batch)
+            self._check_models(batch, run)
+            key = (run * self.n_cases + ci) * self.samples + batch["sample"].to_numpy()
+            rows = batch.select(pl.Series("_k", key), "_att", *_ARM_FIELDS)
+            pairs = self._pair(rows, mark=True)
+        for a, b in pairs:
+            self.sums.append(self._sums(self._pairs(a, b)))
 
-    def _pair(self, rows: pl.DataFrame, *, mark: bool) -> pl.DataFrame:
-        """Pair adjacent arms of ``rows``; sum the pairs; keep the singles pending."""
+    def _pair(self, rows: pl.DataFrame, *, mark: bool) -> list[tuple[pl.DataFrame, pl.DataFrame]]:
+        """Pair adjacent arms of ``rows`` (attacked, benign) and keep the singles pending."""
         key = rows["_k"].to_numpy()
         att = rows["_att"].to_numpy()
         dec = rows["_dec"].fill_null(-2).to_numpy()
@@ -337,17 +348,16 @@ class _Reducer:
         )
         if dups or bad:
             raise _Violation
-        if 2 * pos.shape[0] == rows.height:  # every row paired with its neighbour
-            self.sums.append(self._sums(self._pairs(rows.gather_every(2), rows.gather_every(2, 1))))
-        else:
-            step = 1 << 21
-            for lo in range(0, pos.shape[0], step):
-                at = pos[lo : lo + step]
-                self.sums.append(self._sums(self._pairs(rows[at], rows[at + 1])))
         alone = rows.filter(pl.Series(single))
         if alone.height:
             self.pending.append(alone)
-        return alone
+        if 2 * pos.shape[0] == rows.height:  # every row paired with its neighbour
+            return [(rows.gather_every(2), rows.gather_every(2, 1))]
+        step = 1 << 21
+        return [
+            (rows[pos[lo : lo + step]], rows[pos[lo : lo + step] + 1])
+            for lo in range(0, pos.shape[0], step)
+        ]
 
     # ------------------------------------------------------------ pairs and sums
 
@@ -378,7 +388,23 @@ class _Reducer:
         float: the same number), and a term shared by several metrics (most
         denominators are ``eligible``) is summed once."""
         labels = self.case_table[pairs["_ci"].to_numpy()]
-        lf = pl.concat([pairs, labels], how="horizontal").lazy()
+        lf = self._rule(pl.concat([pairs, labels], how="horizontal").lazy())
+        terms, names = self._terms(lf)
+        out = (
+            lf.select((pl.col("_run") * len(self.groups) + pl.col("_g")).alias("_rg"), *terms)
+            .group_by("_rg")
+            .agg(pl.len().alias("n_pairs"), *[pl.col(t.meta.output_name()).sum() for t in terms])
+            .collect(engine="streaming")
+        )
+        return out.select(
+            (pl.col("_rg") // len(self.groups)).alias("_run"),
+            (pl.col("_rg") % len(self.groups)).alias("_g"),
+            pl.col("n_pairs").cast(pl.Int64),
+            *[pl.col(src).cast(pl.Float64).alias(name) for name, src in names],
+        )
+
+    def _rule(self, lf: pl.LazyFrame) -> pl.LazyFrame:
+        """The scoring rule's flags over pair columns and case labels."""
         missing = (
             pl.when(pl.col("b_present").not_())
             .then(pl.lit("benign"))
@@ -396,19 +422,7 @@ class _Reducer:
         )
         for e in pair_flags(delta=self.delta, extended=False):
             lf = lf.with_columns(e)
-        terms, names = self._terms(lf)
-        out = (
-            lf.select((pl.col("_run") * len(self.groups) + pl.col("_g")).alias("_rg"), *terms)
-            .group_by("_rg")
-            .agg(pl.len().alias("n_pairs"), *[pl.col(t.meta.output_name()).sum() for t in terms])
-            .collect(engine="streaming")
-        )
-        return out.select(
-            (pl.col("_rg") // len(self.groups)).alias("_run"),
-            (pl.col("_rg") % len(self.groups)).alias("_g"),
-            pl.col("n_pairs").cast(pl.Int64),
-            *[pl.col(src).cast(pl.Float64).alias(name) for name, src in names],
-        )
+        return lf
 
     def _terms(self, lf: pl.LazyFrame) -> tuple[list[pl.Expr], list[tuple[str, str]]]:
         """The distinct summed terms (booleans kept boolean) and, per output column,
@@ -449,7 +463,8 @@ class _Reducer:
             hi = min(lo + self.batch_rows, n)
             if hi < n and key[hi - 1] == key[hi]:
                 hi += 1  # never cut between the two arms of a pair
-            self._pair(rows.slice(lo, hi - lo), mark=False)
+            for a, b in self._pair(rows.slice(lo, hi - lo), mark=False):
+                self.sums.append(self._sums(self._pairs(a, b)))
             lo = hi
 
     def finish(self, missing: str) -> pl.DataFrame:
@@ -519,12 +534,18 @@ def stream_cluster_sums(
         return None
     n_rows = 0
     try:
-        for f in files:
-            q = _rows(f, names[f], options)
-            for batch in q.collect_batches(chunk_size=batch_rows):
-                n_rows += batch.height
-                red.batch(batch)
-            red.end_file()
+        with ThreadPoolExecutor(_WORKERS) as pool:
+            for f in files:
+                q = _rows(f, names[f], options)
+                inflight: deque[Future[None]] = deque()
+                for batch in q.collect_batches(chunk_size=batch_rows):
+                    n_rows += batch.height
+                    inflight.append(pool.submit(red.batch, batch))
+                    while len(inflight) >= _WORKERS:
+                        inflight.popleft().result()
+                while inflight:
+                    inflight.popleft().result()
+                red.end_file()
         if n_rows == 0:
             return None
         return red.finish(missing)
