@@ -49,6 +49,9 @@ __all__ = ["stream_cluster_sums"]
 BATCH_ROWS = 1 << 21
 #: Batches summed at once (polars and the compiled kernel release the GIL).
 _WORKERS = 2
+#: Rows waiting for their partner are kept in this many buckets (by pair key),
+#: sorted and paired one bucket at a time.
+_BUCKETS = 16
 _REQUIRED = (
     "run_id",
     "model",
@@ -239,9 +242,11 @@ class _Reducer:
         self.run_code: dict[str, int] = {}
         self.bits = np.zeros(0, np.uint8)
         self.run_bits = self.n_cases * samples * 2
-        self.models: dict[int, tuple[str, str]] = {}
+        self.model_of: list[str] = []  # by local run code
+        self.version_of: list[str] = []
         self.sums: list[pl.DataFrame] = []
-        self.pending: list[pl.DataFrame] = []  # rows still without their partner
+        # rows still without their partner, by pair key modulo _BUCKETS
+        self.pending: dict[int, list[pl.DataFrame]] = {}
         self.batch_rows = BATCH_ROWS
         self.lock = threading.Lock()
         self._terms_cache: tuple[list[pl.Expr], list[tuple[str, str]]] | None = None
@@ -300,25 +305,24 @@ class _Reducer:
         return run, ci
 
     def _check_models(self, b: pl.DataFrame, run: np.ndarray) -> None:
-        """model and model_version constant within each run (and printable)."""
-        edge = b.select(
-            (
-                pl.col("model").ne_missing(pl.col("model").shift())
-                | pl.col("model_version").ne_missing(pl.col("model_version").shift())
-                | pl.col("run_id").ne_missing(pl.col("run_id").shift())
-            ).alias("e")
-        )["e"]
-        seen = b.select("model", "model_version").with_columns(pl.Series("_r", run)).filter(edge)
-        if seen.height * 8 > b.height:
-            seen = seen.unique()
-        for model, version, r in seen.iter_rows():
-            known = self.models.get(r)
-            if known is None:
+        """model and model_version constant within each run (and printable): each
+        row against the first row seen of its run."""
+        runs = pl.Series(run)
+        for i in runs.arg_unique().to_list():
+            r = int(run[i])
+            if r >= len(self.model_of):
+                model, version = b["model"][i], b["model_version"][i]
                 if _CONTROL.search(model) or _CONTROL.search(version):
                     raise _Violation
-                self.models[r] = (model, version)
-            elif known != (model, version):
-                raise _Violation
+                self.model_of.extend([""] * (r + 1 - len(self.model_of)))
+                self.version_of.extend([""] * (r + 1 - len(self.version_of)))
+                self.model_of[r], self.version_of[r] = model, version
+        same = b.select(
+            (pl.col("model") == pl.Series(self.model_of).gather(runs)).all()
+            & (pl.col("model_version") == pl.Series(self.version_of).gather(runs)).all()
+        ).item()
+        if not same:
+            raise _Violation
 
     def batch(self, batch: pl.DataFrame) -> None:
         """Check, code and pair one batch (the shared state under the lock), then sum
@@ -331,15 +335,17 @@ class _Reducer:
             run, ci = self._coded(batch)
             self._check_models(batch, run)
             key = (run * self.n_cases + ci) * self.samples + batch["sample"].to_numpy()
-            rows = batch.select(pl.Series("_k", key), "_att", *_ARM_FIELDS)
+            key2 = key * 2 + (~batch["_att"].to_numpy())  # attacked first, as a sorted log
+            rows = batch.select(pl.Series("_k2", key2), *_ARM_FIELDS)
             pairs = self._pair(rows, mark=True)
         for a, b in pairs:
             self.sums.append(self._sums(self._pairs(a, b)))
 
     def _pair(self, rows: pl.DataFrame, *, mark: bool) -> list[tuple[pl.DataFrame, pl.DataFrame]]:
         """Pair adjacent arms of ``rows`` (attacked, benign) and keep the singles pending."""
-        key = rows["_k"].to_numpy()
-        att = rows["_att"].to_numpy()
+        key2 = rows["_k2"].to_numpy()
+        key = key2 >> 1
+        att = (key2 & 1) == 0
         dec = rows["_dec"].fill_null(-2).to_numpy()
         mal = rows["malformed"].to_numpy()
         ci = (key // self.samples) % self.n_cases
@@ -348,9 +354,12 @@ class _Reducer:
         )
         if dups or bad:
             raise _Violation
-        alone = rows.filter(pl.Series(single))
-        if alone.height:
-            self.pending.append(alone)
+        if single.any():
+            alone = rows.filter(pl.Series(single))
+            alone = alone.with_columns((pl.col("_k2") // 2 % _BUCKETS).alias("_b"))
+            parts = alone.partition_by("_b", as_dict=True, include_key=False)
+            for (b,), frame in parts.items():
+                self.pending.setdefault(int(b), []).append(frame)
         if 2 * pos.shape[0] == rows.height:  # every row paired with its neighbour
             return [(rows.gather_every(2), rows.gather_every(2, 1))]
         step = 1 << 21
@@ -366,7 +375,7 @@ class _Reducer:
         benign rows ``b`` of the same keys (either may be absent: an incomplete pair)."""
         ref = a if a is not None else b
         assert ref is not None
-        key = ref["_k"]
+        key = ref["_k2"] // 2
         n = ref.height
         cols: dict[str, Any] = {
             "_run": key // (self.samples * self.n_cases),
@@ -450,31 +459,41 @@ class _Reducer:
 
     # ------------------------------------------------------------ ends
 
-    def end_file(self) -> None:
-        """Pair what waits, in key order; what is still alone waits for the next file."""
-        if not self.pending:
-            return
-        rows = pl.concat(self.pending, rechunk=False)
-        self.pending = []
-        rows = rows.sort(pl.col("_k") * 2 + pl.col("_att").not_().cast(pl.Int64))
-        key = rows["_k"].to_numpy()
-        lo, n = 0, rows.height
-        while lo < n:
-            hi = min(lo + self.batch_rows, n)
-            if hi < n and key[hi - 1] == key[hi]:
-                hi += 1  # never cut between the two arms of a pair
-            for a, b in self._pair(rows.slice(lo, hi - lo), mark=False):
-                self.sums.append(self._sums(self._pairs(a, b)))
-            lo = hi
+    def end_file(self, pool: ThreadPoolExecutor | None = None) -> None:
+        """Pair what waits, a bucket at a time in key order (buckets in parallel);
+        what is still alone waits for the next file."""
+        waiting, self.pending = self.pending, {}
+
+        def bucket(frames: list[pl.DataFrame]) -> None:
+            rows = pl.concat(frames, rechunk=False).sort("_k2")
+            key = rows["_k2"].to_numpy() >> 1
+            lo, n = 0, rows.height
+            while lo < n:
+                hi = min(lo + self.batch_rows, n)
+                if hi < n and key[hi - 1] == key[hi]:
+                    hi += 1  # never cut between the two arms of a pair
+                with self.lock:
+                    pairs = self._pair(rows.slice(lo, hi - lo), mark=False)
+                for x, y in pairs:
+                    self.sums.append(self._sums(self._pairs(x, y)))
+                lo = hi
+
+        jobs = [waiting.pop(b) for b in sorted(waiting)]
+        if pool is None:
+            for frames in jobs:
+                bucket(frames)
+        else:
+            for done in [pool.submit(bucket, frames) for frames in jobs]:
+                done.result()
 
     def finish(self, missing: str) -> pl.DataFrame:
         self.end_file()
         if self.pending:
             if missing == "error":
                 raise _Violation
-            alone = pl.concat(self.pending)
-            a = alone.filter(pl.col("_att"))
-            b = alone.filter(~pl.col("_att"))
+            alone = pl.concat([f for frames in self.pending.values() for f in frames])
+            a = alone.filter(pl.col("_k2") % 2 == 0)
+            b = alone.filter(pl.col("_k2") % 2 == 1)
             if a.height:
                 self.sums.append(self._sums(self._pairs(a, None)))
             if b.height:
@@ -545,7 +564,7 @@ def stream_cluster_sums(
                         inflight.popleft().result()
                 while inflight:
                     inflight.popleft().result()
-                red.end_file()
+                red.end_file(pool)
         if n_rows == 0:
             return None
         return red.finish(missing)
