@@ -52,6 +52,33 @@ sums.write_parquet(out)
 print(json.dumps({"startup_s": t1 - t0, "reduce_s": t2 - t1, "rows": sums.height}))
 """
 
+BIG = r"""
+import json, resource, sys, time
+t0 = time.perf_counter()
+from peira import api
+from peira.engine.local import LocalEngine
+data, log, resamples = sys.argv[1], sys.argv[2], int(sys.argv[3])
+marks = {}
+class Timed(LocalEngine):
+    def cluster_sums(self, *a, **kw):
+        t = time.perf_counter()
+        out = super().cluster_sums(*a, **kw)
+        marks["sums_s"] = time.perf_counter() - t
+        marks["sums_peak_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
+        marks["sum_rows"] = out.height
+        return out
+t1 = time.perf_counter()
+# what `peira score --engine ENGINE` runs for a log reduced by an engine: the ratio
+# metrics with their cluster-bootstrap intervals from the engine's per-cluster sums
+table = api._score_on(
+    Timed(), log, data, by=[], split="public", intervals=True, interval_metrics=None,
+    n_resamples=resamples, seed=0, unit="cluster", level=0.95, method="auto",
+    missing="error", delta=0.10,
+)
+t2 = time.perf_counter()
+print(json.dumps({"startup_s": t1 - t0, "reduce_s": t2 - t1, "rows": table.height, **marks}))
+"""
+
 DUCKDB = r"""
 import json, sys, time
 t0 = time.perf_counter()
@@ -266,12 +293,37 @@ def bench(data: Path, repeats: int, tmp: Path) -> dict[str, Any]:
     }
 
 
+def big(data: Path, resamples: int, out: Path | None) -> None:
+    """The ratio metrics with intervals of a log far larger than the benchmark's, on
+    the local engine, in a fresh process (``--big``)."""
+    import polars as pl
+
+    files, log = _log_files(data)
+    n_rows = pl.scan_parquet(files).select(pl.len()).collect().item()
+    r = _timed(BIG, [str(data), log, str(resamples)])
+    r.update({"data": str(data), "rows": n_rows, "files": len(files), "resamples": resamples})
+    print(json.dumps(r))
+    if out:
+        out.with_suffix(".big.json").write_text(json.dumps(r, indent=1) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("data", type=Path, nargs="+", help="biglog.py output directories")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", type=Path, help="write OUT.json (and print the table)")
+    ap.add_argument(
+        "--big",
+        action="store_true",
+        help="instead: score each log's ratio metrics with intervals on the local engine "
+        "(what `peira score --engine` runs on an engine's sums), once",
+    )
+    ap.add_argument("--resamples", type=int, default=10_000)
     args = ap.parse_args()
+    if args.big:
+        for d in args.data:
+            big(d, args.resamples, args.out)
+        return
     import duckdb
     import polars as pl
 

@@ -46,7 +46,7 @@ from ..schema import RESPONSE_EXTENSIONS, RESPONSES_SCHEMA
 __all__ = ["stream_cluster_sums"]
 
 #: Rows per batch of the streaming pass.
-BATCH_ROWS = 1 << 21
+BATCH_ROWS = 1 << 20
 #: Batches summed at once (polars and the compiled kernel release the GIL).
 _WORKERS = 2
 #: Rows waiting for their partner are kept in this many buckets (by pair key),
