@@ -249,7 +249,7 @@ class _Reducer:
         self.pending: dict[int, list[pl.DataFrame]] = {}
         self.batch_rows = BATCH_ROWS
         self.lock = threading.Lock()
-        self._terms_cache: tuple[list[pl.Expr], list[tuple[str, str]]] | None = None
+        self._terms_cache: tuple[list[pl.Expr], list[pl.Expr], list[tuple[str, str]]] | None = None
 
     # ------------------------------------------------------------ per batch
 
@@ -393,17 +393,37 @@ class _Reducer:
 
     def _sums(self, pairs: pl.DataFrame) -> pl.DataFrame:
         """Per (run, group): the pair count and every metric's numerator and
-        denominator sums. A boolean term is summed as a count (then made a
-        float: the same number), and a term shared by several metrics (most
-        denominators are ``eligible``) is summed once."""
+        denominator sums.
+
+        A term shared by several metrics (most denominators are ``eligible``) is
+        summed once. The boolean terms of a pair are packed into the bits of one
+        integer and the pairs counted per (run, group, bits); each boolean sum is
+        then the count of its bit, a whole number (made a float: the same
+        number). Other terms are summed as floats."""
         labels = self.case_table[pairs["_ci"].to_numpy()]
         lf = self._rule(pl.concat([pairs, labels], how="horizontal").lazy())
-        terms, names = self._terms(lf)
-        out = (
-            lf.select((pl.col("_run") * len(self.groups) + pl.col("_g")).alias("_rg"), *terms)
-            .group_by("_rg")
-            .agg(pl.len().alias("n_pairs"), *[pl.col(t.meta.output_name()).sum() for t in terms])
+        flags, floats, names = self._terms(lf)
+        bits = pl.sum_horizontal([t.cast(pl.UInt64) * (1 << i) for i, t in enumerate(flags)]).alias(
+            "_bits"
+        )
+        counted = (
+            lf.select(
+                (pl.col("_run") * len(self.groups) + pl.col("_g")).alias("_rg"), bits, *floats
+            )
+            .group_by("_rg", "_bits")
+            .agg(pl.len().alias("_n"), *[pl.col(t.meta.output_name()).sum() for t in floats])
             .collect(engine="streaming")
+        )
+        n = pl.col("_n").cast(pl.Int64)
+        out = counted.group_by("_rg").agg(
+            n.sum().alias("n_pairs"),
+            *[
+                ((pl.col("_bits") // (1 << i) % 2).cast(pl.Int64) * n)
+                .sum()
+                .alias(t.meta.output_name())
+                for i, t in enumerate(flags)
+            ],
+            *[pl.col(t.meta.output_name()).sum() for t in floats],
         )
         return out.select(
             (pl.col("_rg") // len(self.groups)).alias("_run"),
@@ -433,8 +453,10 @@ class _Reducer:
             lf = lf.with_columns(e)
         return lf
 
-    def _terms(self, lf: pl.LazyFrame) -> tuple[list[pl.Expr], list[tuple[str, str]]]:
-        """The distinct summed terms (booleans kept boolean) and, per output column,
+    def _terms(
+        self, lf: pl.LazyFrame
+    ) -> tuple[list[pl.Expr], list[pl.Expr], list[tuple[str, str]]]:
+        """The distinct summed terms, boolean and float, and, per output column,
         the term it sums."""
         if self._terms_cache is not None:
             return self._terms_cache
@@ -444,17 +466,19 @@ class _Reducer:
             for part, e in (("num", m.numerator), ("den", m.denominator))
         ]
         schema = lf.select([e.alias(n) for n, e in values]).collect_schema()
-        terms: list[pl.Expr] = []
+        flags: list[pl.Expr] = []
+        floats: list[pl.Expr] = []
         seen: dict[str, str] = {}
         names: list[tuple[str, str]] = []
         for n, e in values:
-            e = e if schema[n] == pl.Boolean else e.cast(pl.Float64)
+            flag = schema[n] == pl.Boolean and len(flags) < 63
+            e = e if flag else e.cast(pl.Float64)
             sig = str(e)
             if sig not in seen:
-                seen[sig] = f"_t{len(terms)}"
-                terms.append(e.alias(seen[sig]))
+                seen[sig] = f"_t{len(seen)}"
+                (flags if flag else floats).append(e.alias(seen[sig]))
             names.append((n, seen[sig]))
-        self._terms_cache = (terms, names)
+        self._terms_cache = (flags, floats, names)
         return self._terms_cache
 
     # ------------------------------------------------------------ ends
