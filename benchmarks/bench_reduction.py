@@ -307,9 +307,78 @@ def big(data: Path, resamples: int, out: Path | None) -> None:
         out.with_suffix(".big.json").write_text(json.dumps(r, indent=1) + "\n")
 
 
+def render(meta: dict[str, Any], big: dict[str, Any] | None) -> str:
+    """The results as markdown (``benchmarks/results/reduction.md``)."""
+    lines = [
+        "# Log → per-cluster sums: Peira's local engine beside DuckDB",
+        "",
+        "Measured with `benchmarks/bench_reduction.py` (raw figures in `reduction.json`). "
+        "Each side runs in a fresh process, alternating, "
+        f"{len(meta['results'][0]['runs']['peira'])} times per log; medians are shown. "
+        "**reduction** is the call alone (Peira: `LocalEngine().cluster_sums(path, cases, "
+        "by=['split'])`; DuckDB: one SQL query from `read_parquet` to the sorted sums), "
+        "**process** the whole fresh process (imports, Peira's `read_dataset` of the "
+        "cases and variants, writing the sums), **CPU** its user + system time over "
+        "all threads, **peak** its resident set (`ru_maxrss`), **load** the 1-minute "
+        "load average before the first and after the last run. "
+        f"Machine: {meta['cpus']} CPUs shared with other jobs; Python {meta['python']}, "
+        f"polars {meta['polars']}, DuckDB {meta['duckdb']}.",
+        "",
+        "What each side does. Peira reads the Parquet log in batches, checks every value "
+        "rule of docs/spec/data-model.md#responses on every row (types, non-null "
+        "columns, arm and sample, decision null iff abstained or malformed, decision "
+        "within its case's options, score and confidence in [0, 1], known case, the "
+        "(run_id, case_id, arm, sample) key unique, model and model_version constant "
+        "within a run, printable ids), pairs the arms, evaluates the scoring rule and "
+        "sums every ratio metric per run × split × scenario. DuckDB pairs the arms "
+        "with a full outer join, joins the cases, evaluates the same rule (written "
+        "in SQL for a log without extension columns) and sums; it checks nothing. "
+        "Before timing, both outputs are compared and are equal (every sum is a whole "
+        "or half number, so equality is exact).",
+        "",
+        "| log | rows | Peira reduction | DuckDB reduction | DuckDB / Peira | "
+        "Peira process | DuckDB process | Peira CPU | DuckDB CPU | Peira peak | "
+        "DuckDB peak | load |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in meta["results"]:
+        m = r["median"]
+        p, d = m["peira"], m["duckdb"]
+        loads = [x["load_before"] for x in r["runs"]["peira"] + r["runs"]["duckdb"]]
+        loads += [x["load_after"] for x in r["runs"]["peira"] + r["runs"]["duckdb"]]
+        lines.append(
+            f"| {Path(r['data']).name} | {r['rows']:,} | {p['reduce_s']:.2f} s | "
+            f"{d['reduce_s']:.2f} s | **{r['ratio_reduce']:.2f}×** "
+            f"(process {r['ratio_wall']:.2f}×, CPU {r['ratio_cpu']:.2f}×) | "
+            f"{p['wall_s']:.2f} s | {d['wall_s']:.2f} s | {p['cpu_s']:.1f} s | "
+            f"{d['cpu_s']:.1f} s | {p['peak_gb']:.2f} GB | {d['peak_gb']:.2f} GB | "
+            f"{min(loads):.1f}–{max(loads):.1f} |"
+        )
+    if big:
+        lines += [
+            "",
+            f"## {big['rows']:,} rows on the local engine",
+            "",
+            f"`python benchmarks/bench_reduction.py {big['data']} --big`: the log of "
+            f"{big['files']} Parquet files (`biglog.py --runs 500 --parts 50 "
+            "--fresh-parts 6`, sorted) scored the way `peira score --engine` scores an "
+            "engine's sums (`peira.api._score_on` with the local engine): every ratio "
+            f"metric with its cluster-bootstrap interval (B = {big['resamples']:,}) per "
+            "run on the public split, in a fresh process.",
+            "",
+            "| whole process | log → sums | CPU | peak RSS | load |",
+            "|---|---|---|---|---|",
+            f"| {big['wall_s']:.0f} s | {big['sums_s']:.0f} s | {big['cpu_s']:.0f} s | "
+            f"**{big['peak_gb']:.2f} GB** (at the end of the reduction "
+            f"{big['sums_peak_gb']:.2f} GB) | {big['load_before']:.1f} → "
+            f"{big['load_after']:.1f} |",
+        ]
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("data", type=Path, nargs="+", help="biglog.py output directories")
+    ap.add_argument("data", type=Path, nargs="*", help="biglog.py output directories")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", type=Path, help="write OUT.json (and print the table)")
     ap.add_argument(
@@ -319,7 +388,16 @@ def main() -> None:
         "(what `peira score --engine` runs on an engine's sums), once",
     )
     ap.add_argument("--resamples", type=int, default=10_000)
+    ap.add_argument(
+        "--render", action="store_true", help="only write OUT.md from OUT.json and OUT.big.json"
+    )
     args = ap.parse_args()
+    if args.render:
+        meta = json.loads(args.out.with_suffix(".json").read_text())
+        b = args.out.with_suffix(".big.json")
+        big_meta = json.loads(b.read_text()) if b.exists() else None
+        args.out.with_suffix(".md").write_text(render(meta, big_meta))
+        return
     if args.big:
         for d in args.data:
             big(d, args.resamples, args.out)
