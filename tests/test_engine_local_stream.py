@@ -293,5 +293,7 @@ def test_logs_it_does_not_read_take_the_general_path(
     files = [write(log.with_columns(pl.col("sample").cast(pl.Int64)), tmp_path, "i64.parquet")]
     assert stream_cluster_sums(files, cases, [], **kw) is None  # conformed by the general path
     assert stream_cluster_sums([write(log, tmp_path, "ok.parquet")], cases, ["model"], **kw) is None
+    far = log.with_columns(pl.col("sample") + 10**9)  # keys too sparse for the key bitmap
+    assert stream_cluster_sums([write(far, tmp_path, "far.parquet")], cases, [], **kw) is None
     got = LocalEngine().cluster_sums(files[0], cases)
     assert got.equals(scan_cluster_sums(read_responses(files[0], cases=cases), cases))

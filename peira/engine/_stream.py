@@ -65,7 +65,9 @@ _REQUIRED = (
 )
 _NON_NEGATIVE = ("latency_ms", "tokens_in", "tokens_out", "cost_usd")
 _MAX_OPTIONS = 120  # decision codes are Int16; the allowed table is cases × options
-_MAX_KEY_BITS = 1 << 36  # the uniqueness bitmap: 8 GB of keys at most is refused
+#: The uniqueness bitmap's size at most (bits): 1 GB; a log whose keys would need
+#: more (sample numbers in the millions) takes the general path.
+_MAX_KEY_BITS = 1 << 33
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 _jit = numba.njit(cache=True, nogil=True)
@@ -112,6 +114,10 @@ def _pair_rows(
 
 class _Violation(Exception):
     """The log breaks a rule: the general path reports it."""
+
+
+class _TooLarge(_Violation):
+    """The log's keys would need too large a bitmap: the general path takes it."""
 
 
 def _eligible(files: Sequence[Path]) -> dict[Path, list[str]] | None:
@@ -258,6 +264,8 @@ class _Reducer:
         if code is None:
             if not name or _CONTROL.search(name):
                 raise _Violation  # run_id empty or with control characters
+            if (len(self.runs) + 1) * self.run_bits > _MAX_KEY_BITS:
+                raise _TooLarge
             code = self.run_code[name] = len(self.runs)
             self.runs.append(name)
             need = (len(self.runs) * self.run_bits + 7) // 8 + 1
