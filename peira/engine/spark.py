@@ -26,7 +26,7 @@ import os
 import shutil
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame as SparkDataFrame
     from pyspark.sql import SparkSession
 
+    from ..metrics.summary import RunSums
     from ..pairs import Missing
 
 __all__ = ["SparkEngine", "java_problem"]
@@ -103,18 +104,32 @@ def _out_schema(keys: Sequence[str], sums: pl.DataFrame) -> dict[str, pl.DataTyp
     return schema
 
 
+def _cluster_sums(pairs: pl.DataFrame, *, by: list[str], cluster: str) -> pl.DataFrame:
+    """A partition's per-cluster sums (:func:`peira.metrics.frame.cluster_sums`)."""
+    from ..metrics.frame import cluster_sums
+
+    return cluster_sums(pairs, by, cluster=cluster)
+
+
+def _run_sums(pairs: pl.DataFrame, *, cluster: str, runs: list[str]) -> pl.DataFrame:
+    """A partition's run sums (:func:`peira.metrics.summary.summarise`); the partition
+    holds every pair of its cases, ``runs`` every run of the log."""
+    from ..metrics.summary import summarise
+
+    return summarise(pairs, cluster=cluster, runs=runs)
+
+
 def _kernel(
     batches: Iterator[pa.RecordBatch],
     *,
     cases: pl.DataFrame,
-    by: list[str],
-    cluster: str,
+    reduce: Callable[[pl.DataFrame], pl.DataFrame],
     delta: float,
     missing: str,
     source: str,
     schema: dict[str, pl.DataType],
 ) -> Iterator[pa.RecordBatch]:
-    """One partition (every row of some (run_id, case_id)) → its partial sums.
+    """One partition (every row of some (run_id, case_id)) → its partial sums (``reduce``).
 
     Runs on the executors: validation, pairing and sums are Peira's own
     functions. Violations and incomplete pairs come back as rows, so that the
@@ -122,7 +137,6 @@ def _kernel(
     """
     import pyarrow as pa
 
-    from ..metrics.frame import cluster_sums
     from ..pairs import PAIR_KEYS, scan_pairs
     from ..schema import RESPONSE_EXTENSIONS, RESPONSES_SCHEMA, collect_failures
 
@@ -152,7 +166,7 @@ def _kernel(
         parts.append(pl.DataFrame({"_kind": ["invalid"], "_detail": [failures.write_json()]}))
     else:
         pairs = scan_pairs(log, cases, delta=delta, layout="any").collect()
-        sums = cluster_sums(pairs, by, cluster=cluster)
+        sums = reduce(pairs)
         parts.append(sums.with_columns(pl.lit("sums").alias("_kind")))
         if missing == "error":
             inc = pairs.filter(pl.col("missing_arm").is_not_null())
@@ -293,22 +307,82 @@ class SparkEngine:
         missing: Missing = "error",
     ) -> pl.DataFrame:
         """See :meth:`peira.engine.base.Engine.cluster_sums`."""
-        from pyspark.sql import functions as F
-
         from ..metrics.frame import cluster_sums
         from ..metrics.keys import group_keys
-        from ..pairs import scan_pairs
-        from ..schema import empty
 
-        if missing not in ("error", "malformed"):
-            raise PeiraValueError(f"missing must be 'error' or 'malformed', not {missing!r}")
-        if delta < 0:
-            raise PeiraValueError(f"delta must be >= 0, not {delta!r}")
+        _check(delta, missing)
         by = group_keys(by)[1:]
-        keys = ["run_id", *by, cluster]
-        blank = cluster_sums(
-            scan_pairs(empty("responses"), cases, delta=delta), by, cluster=cluster
+        blank = cluster_sums(_no_pairs(cases, delta), by, cluster=cluster)
+        reduce = partial(_cluster_sums, by=by, cluster=cluster)
+        return self._reduce(
+            responses,
+            cases,
+            reduce=reduce,
+            blank=blank,
+            keys=["run_id", *by, cluster],
+            shuffle=("run_id", "case_id"),
+            delta=delta,
+            missing=missing,
         )
+
+    def run_sums(
+        self,
+        responses: Any,
+        cases: pl.DataFrame,
+        *,
+        cluster: str = "scenario_id",
+        delta: float = 0.10,
+        missing: Missing = "error",
+    ) -> RunSums:
+        """See :meth:`peira.engine.base.Engine.run_sums`.
+
+        The log is shuffled by ``case_id`` (every run's pairs of a case meet in
+        one partition, which tells which runs lack a case) after one pass
+        that lists the log's runs.
+        """
+        from pyspark.sql import functions as F
+
+        from ..metrics.summary import KEYS, RunSums, summarise
+
+        _check(delta, missing)
+        blank = summarise(_no_pairs(cases, delta), cluster=cluster)
+        spark = self.session()
+        sdf, _ = self._read(spark, responses)
+        with _arrow_only():
+            try:
+                found = sdf.select(F.col("run_id").cast("string")).distinct().toArrow()
+            except Exception as exc:
+                _explain_worker_failure(exc)
+                raise
+        runs = sorted(r for r in found.column(0).to_pylist() if r is not None)
+        frame = self._reduce(
+            responses,
+            cases,
+            reduce=partial(_run_sums, cluster=cluster, runs=runs),
+            blank=blank,
+            keys=[*KEYS, cluster, "_absent"],
+            shuffle=("case_id",),
+            delta=delta,
+            missing=missing,
+        )
+        return RunSums(frame, cluster, observed=True)
+
+    def _reduce(
+        self,
+        responses: Any,
+        cases: pl.DataFrame,
+        *,
+        reduce: Callable[[pl.DataFrame], pl.DataFrame],
+        blank: pl.DataFrame,
+        keys: list[str],
+        shuffle: tuple[str, ...],
+        delta: float,
+        missing: Missing,
+    ) -> pl.DataFrame:
+        """Shuffle the log by ``shuffle``, run ``reduce`` on each partition's pairs and
+        add the parts up by ``keys`` (``blank``: the result's columns and types)."""
+        from pyspark.sql import functions as F
+
         schema = _out_schema(keys, blank)
         sums = [c for c in blank.columns if c not in keys]
         spark = self.session()
@@ -316,8 +390,7 @@ class SparkEngine:
         kernel = partial(
             _kernel,
             cases=cases,
-            by=by,
-            cluster=cluster,
+            reduce=reduce,
             delta=delta,
             missing=missing,
             source=source,
@@ -329,9 +402,9 @@ class SparkEngine:
             # Without a count, adaptive execution sizes the partitions to the data
             # (a demo log: one or two; 30 M rows: about 64 MB each).
             shuffled = (
-                sdf.repartition("run_id", "case_id")
+                sdf.repartition(*shuffle)
                 if self.partitions is None
-                else sdf.repartition(self.partitions, "run_id", "case_id")
+                else sdf.repartition(self.partitions, *shuffle)
             )
             parts = shuffled.mapInArrow(kernel, ddl)
             agg = parts.groupBy(*side, *keys).agg(
@@ -347,7 +420,22 @@ class SparkEngine:
         out = got.filter(pl.col("_kind") == "sums").select(
             pl.col(c).cast(blank.schema[c]) for c in blank.columns
         )
-        return out.sort(keys)
+        return out.sort(keys, nulls_last=False)
+
+
+def _check(delta: float, missing: str) -> None:
+    if missing not in ("error", "malformed"):
+        raise PeiraValueError(f"missing must be 'error' or 'malformed', not {missing!r}")
+    if delta < 0:
+        raise PeiraValueError(f"delta must be >= 0, not {delta!r}")
+
+
+def _no_pairs(cases: pl.DataFrame, delta: float) -> pl.DataFrame:
+    """An empty pair table (the columns a reduction of no pairs has)."""
+    from ..pairs import scan_pairs
+    from ..schema import empty
+
+    return scan_pairs(empty("responses"), cases, delta=delta).collect()
 
 
 @contextmanager

@@ -103,7 +103,7 @@ def summarise(
         pl.when(pl.col("_present").list.len() >= len(everyone))
         .then(pl.lit(""))
         .otherwise(
-            pl.lit(pl.Series([everyone]), dtype=pl.List(pl.String))
+            pl.lit(pl.Series([everyone], dtype=pl.List(pl.String)))
             .list.set_difference(pl.col("_present"))
             .list.sort()
             .list.join(SEP)
