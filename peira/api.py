@@ -121,6 +121,10 @@ def _engine(engine: str | Engine, what: str = "") -> bool:
     return local
 
 
+def _engine_name(engine: str | Engine) -> str:
+    return engine if isinstance(engine, str) else str(getattr(engine, "name", engine))
+
+
 def _split(split: str) -> None:
     if split not in ("public", "holdout", "all"):
         raise PeiraValueError(f"split must be 'public', 'holdout' or 'all', not {split!r}")
@@ -924,12 +928,26 @@ def tables(
     split, rule, n_resamples, seed, unit, level
         As in :func:`leaderboard` (the holdout plan of the divergence table
         uses ``seed + 1``).
-    missing, delta, engine
+    missing, delta
         As in :func:`pairs`.
+    engine
+        Where the log is reduced: ``"local"`` (default) or ``"spark"`` (or an
+        engine object). On Spark the log is reduced to its run sums
+        (:func:`run_sums`) and every table built from ratio metrics, the
+        gates, the leaderboard, the comparisons and the divergence comes from
+        them, the same as on the local engine; the tables that need every
+        pair (``targeted``: the mean score shift; ``calibration``;
+        ``confidence_gate``: AUROC and selective risk) are left out of the
+        default set, and asking for one by name is an error saying so.
 
     Returns
     -------
     dict of str to polars.DataFrame
+
+    Raises
+    ------
+    PeiraValueError
+        A table that needs every pair, asked for by name on a non-local engine.
 
     Examples
     --------
@@ -942,9 +960,8 @@ def tables(
     from .errors import UnknownTableError
     from .report import TABLES, ReportConfig, ReportContext, build_table
 
-    _engine(engine, "peira.tables")
     ds = _dataset(cases)
-    log = _responses(responses, ds.cases)
+    local = _engine(engine)
     config = ReportConfig(
         split=split,
         n_resamples=n_resamples,
@@ -959,8 +976,18 @@ def tables(
     for name in wanted:
         if name not in TABLES:
             raise UnknownTableError(name, TABLES)
-    ctx = ReportContext(ds, log, config)
-    return {name: build_table(name, ctx) for name in wanted}
+    if local:
+        ctx = ReportContext(ds, _responses(responses, ds.cases), config)
+        return {name: build_table(name, ctx) for name in wanted}
+    need = [n for n in wanted if TABLES[n].pairs]
+    if names is not None and need:
+        raise PeiraValueError(
+            f"table(s) {', '.join(need)} need every pair (non-ratio metrics) and are built on "
+            f"the local engine only; engine={_engine_name(engine)!r} gives the log's run sums"
+        )
+    sums = run_sums(responses, ds, unit=unit, missing=missing, delta=delta, engine=engine)
+    ctx = ReportContext(ds, None, config, sums=sums, engine=_engine_name(engine))
+    return {name: build_table(name, ctx) for name in wanted if not TABLES[name].pairs}
 
 
 def validate(

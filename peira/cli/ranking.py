@@ -196,7 +196,9 @@ def register(sub: Any) -> None:
         help="ratio metric to rank by (e.g. benign_accuracy, which ranks clean-only runs too)",
     )
     c.add_columns_options(lb)
-    c.add_engine_options(lb)
+    c.add_engine_options(
+        lb, "the board, its gates and the holdout check are the same as on the local engine"
+    )
 
     cp = c.add_command(sub, "compare", cmd_compare, "head-to-head: two runs, or every pair")
     cp.add_argument("run_a", nargs="?")
