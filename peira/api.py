@@ -38,10 +38,10 @@ if TYPE_CHECKING:
     from .bootstrap import Method, ResamplePlan, Unit
     from .engine import Engine
     from .io import Dataset
+    from .metrics.summary import RunSums
     from .pairs import Missing
     from .parse import ParserConfig
     from .ranking import Rule
-    from .metrics.summary import RunSums
     from .rescoring import RescoreResult
 
 __all__ = [
@@ -55,8 +55,8 @@ __all__ = [
     "read_log",
     "resample_plan",
     "rescore",
-    "score",
     "run_sums",
+    "score",
     "score_pairs",
     "tables",
     "validate",
@@ -863,9 +863,9 @@ def compare(
     ds = _dataset(cases)
     cs = _split_cases(ds, split)
     plan = resample_plan(cs, unit=unit, n_resamples=n_resamples, seed=seed)
-    table = run_sums(
-        responses, ds, unit=unit, missing=missing, delta=delta, engine=engine
-    ).split(split)
+    table = run_sums(responses, ds, unit=unit, missing=missing, delta=delta, engine=engine).split(
+        split
+    )
     if runs is not None and len(runs) == 2:
         row = head_to_head(
             table,

@@ -65,9 +65,7 @@ def test_incomplete_runs_on_spark_equal_the_local_engine(spark: SparkEngine) -> 
     assert {"m02-fragile", "m03-abstain-dos", "m05-conf-spoof"} <= set(unranked)
     two = ["m02-fragile", "m05-conf-spoof"]  # different supports: compared on the common one
     local = peira.compare(log, DEMO, runs=two, allow_missing=True, **kw)
-    assert peira.compare(log, DEMO, runs=two, allow_missing=True, engine=spark, **kw).equals(
-        local
-    )
+    assert peira.compare(log, DEMO, runs=two, allow_missing=True, engine=spark, **kw).equals(local)
     assert local["n_set_aside_a"][0] > 0 and local["n_set_aside_b"][0] > 0
 
 

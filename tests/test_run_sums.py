@@ -109,9 +109,7 @@ def test_gates_count_missing_pairs_from_the_sums(gappy: dict[str, Any]) -> None:
 
     pairs, cases = gappy["pairs"], gappy["cases"]
     gates = ranking_gates(pairs, cases)
-    complete = (
-        pairs.filter(pl.col("missing_arm").is_null()).group_by("run_id").len().sort("run_id")
-    )
+    complete = pairs.filter(pl.col("missing_arm").is_null()).group_by("run_id").len().sort("run_id")
     want = {run: cases.height - n for run, n in complete.iter_rows()}
     assert dict(gates.select("run_id", "n_missing").iter_rows()) == want
     assert want["m03-abstain-dos"] > 0 and want["m01-robust"] == 0

@@ -115,7 +115,6 @@ def _summary(out: Any, outputs: Any) -> str:
 def cmd_tables(args: argparse.Namespace) -> int:
     """``peira tables``: every table and figure plus the manifest, into ``--out``."""
     from ..report import write_tables
-
     from ..report.build import omitted
 
     _check(args, "dir")

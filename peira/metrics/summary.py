@@ -182,9 +182,7 @@ class RunSums:
     ) -> RunSums:
         """The summary of a pair table."""
         names = pairs.lazy().collect_schema().names()
-        return cls(
-            summarise(pairs, cluster=cluster, metrics=metrics), cluster, "arms" in names
-        )
+        return cls(summarise(pairs, cluster=cluster, metrics=metrics), cluster, "arms" in names)
 
     # ------------------------------------------------------------ selections
 
@@ -221,7 +219,7 @@ class RunSums:
     def support(self) -> dict[str, int]:
         """Pairs per run: the size of its (case, sample) support."""
         per = self.frame.group_by("run_id").agg(pl.col("n_pairs").sum())
-        return dict(per.iter_rows())  # type: ignore[arg-type]
+        return {str(run): int(n) for run, n in per.iter_rows()}
 
     # ------------------------------------------------------------ derived frames
 
@@ -232,7 +230,9 @@ class RunSums:
         if lacking:
             raise PeiraValueError(f"the run sums lack the metric(s) {', '.join(lacking)}")
 
-    def cluster_sums(self, by: Sequence[str] = (), metrics: Sequence[str] | None = None) -> pl.DataFrame:
+    def cluster_sums(
+        self, by: Sequence[str] = (), metrics: Sequence[str] | None = None
+    ) -> pl.DataFrame:
         """Per run (× ``by``) × cluster: ``n_pairs`` and the metrics' ``__num``/``__den``,
         sorted: the frame :func:`peira.metrics.frame.cluster_sums` gives for these pairs."""
         if self.cluster is None:

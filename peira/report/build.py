@@ -36,6 +36,7 @@ import polars as pl
 
 from ..errors import (
     OutputExistsError,
+    PeiraError,
     PeiraValueError,
     PeiraWarning,
     PublicationLeakError,
@@ -446,6 +447,8 @@ def report_html(
     }
     from .flips import flipped_pairs
 
+    if ctx.responses is None:  # a context of run sums: no pair, no flip to drill into
+        raise PeiraError("the HTML report needs the response log (the local engine)")
     flips = flipped_pairs(ctx.pairs, ctx.responses, ctx.dataset.variants)
     return render_html(
         title=f"Peira report: {inputs['dataset_version']}",
