@@ -91,9 +91,11 @@ def _arrow_type(dtype: pl.DataType) -> Any:
     return getattr(pa, _TYPES[dtype.base_type()][0])()
 
 
-def _out_schema(keys: Sequence[str], sums: pl.DataFrame) -> dict[str, pl.DataType]:
-    """The kernel's output columns: the sums' (keys, n_pairs, sums) and the side columns."""
-    schema: dict[str, pl.DataType] = dict(sums.schema)
+def _out_schema(blanks: dict[str, pl.DataFrame]) -> dict[str, pl.DataType]:
+    """The kernel's output columns: every kind of result's (keys, sums) and the side columns."""
+    schema: dict[str, pl.DataType] = {}
+    for blank in blanks.values():
+        schema.update(blank.schema)
     for name, side in _SIDE.items():
         schema[name] = side()
     for name, dtype in schema.items():
@@ -104,26 +106,29 @@ def _out_schema(keys: Sequence[str], sums: pl.DataFrame) -> dict[str, pl.DataTyp
     return schema
 
 
-def _cluster_sums(pairs: pl.DataFrame, *, by: list[str], cluster: str) -> pl.DataFrame:
+def _cluster_sums(pairs: pl.DataFrame, *, by: list[str], cluster: str) -> dict[str, pl.DataFrame]:
     """A partition's per-cluster sums (:func:`peira.metrics.frame.cluster_sums`)."""
     from ..metrics.frame import cluster_sums
 
-    return cluster_sums(pairs, by, cluster=cluster)
+    return {"sums": cluster_sums(pairs, by, cluster=cluster)}
 
 
-def _run_sums(pairs: pl.DataFrame, *, cluster: str, runs: list[str]) -> pl.DataFrame:
-    """A partition's run sums (:func:`peira.metrics.summary.summarise`); the partition
-    holds every pair of its cases, ``runs`` every run of the log."""
-    from ..metrics.summary import summarise
+def _run_sums(pairs: pl.DataFrame, *, cluster: str, runs: list[str]) -> dict[str, pl.DataFrame]:
+    """A partition's run sums and sample counts (:mod:`peira.metrics.summary`); the
+    partition holds every pair of its cases, ``runs`` every run of the log."""
+    from ..metrics.summary import sample_counts, summarise
 
-    return summarise(pairs, cluster=cluster, runs=runs)
+    return {
+        "sums": summarise(pairs, cluster=cluster, runs=runs),
+        "samples": sample_counts(pairs),
+    }
 
 
 def _kernel(
     batches: Iterator[pa.RecordBatch],
     *,
     cases: pl.DataFrame,
-    reduce: Callable[[pl.DataFrame], pl.DataFrame],
+    reduce: Callable[[pl.DataFrame], dict[str, pl.DataFrame]],
     delta: float,
     missing: str,
     source: str,
@@ -166,8 +171,8 @@ def _kernel(
         parts.append(pl.DataFrame({"_kind": ["invalid"], "_detail": [failures.write_json()]}))
     else:
         pairs = scan_pairs(log, cases, delta=delta, layout="any").collect()
-        sums = reduce(pairs)
-        parts.append(sums.with_columns(pl.lit("sums").alias("_kind")))
+        for kind, frame in reduce(pairs).items():
+            parts.append(frame.with_columns(pl.lit(kind).alias("_kind")))
         if missing == "error":
             inc = pairs.filter(pl.col("missing_arm").is_not_null())
             if inc.height:
@@ -314,16 +319,16 @@ class SparkEngine:
         by = group_keys(by)[1:]
         blank = cluster_sums(_no_pairs(cases, delta), by, cluster=cluster)
         reduce = partial(_cluster_sums, by=by, cluster=cluster)
-        return self._reduce(
+        got = self._reduce(
             responses,
             cases,
             reduce=reduce,
-            blank=blank,
-            keys=["run_id", *by, cluster],
+            blanks={"sums": (blank, ["run_id", *by, cluster])},
             shuffle=("run_id", "case_id"),
             delta=delta,
             missing=missing,
         )
+        return got["sums"]
 
     def run_sums(
         self,
@@ -342,10 +347,10 @@ class SparkEngine:
         """
         from pyspark.sql import functions as F
 
-        from ..metrics.summary import KEYS, RunSums, summarise
+        from ..metrics.summary import KEYS, SAMPLE_KEYS, RunSums, sample_counts, summarise
 
         _check(delta, missing)
-        blank = summarise(_no_pairs(cases, delta), cluster=cluster)
+        none = _no_pairs(cases, delta)
         spark = self.session()
         sdf, _ = self._read(spark, responses)
         with _arrow_only():
@@ -355,36 +360,39 @@ class SparkEngine:
                 _explain_worker_failure(exc)
                 raise
         runs = sorted(r for r in found.column(0).to_pylist() if r is not None)
-        frame = self._reduce(
+        got = self._reduce(
             responses,
             cases,
             reduce=partial(_run_sums, cluster=cluster, runs=runs),
-            blank=blank,
-            keys=[*KEYS, cluster, "_absent"],
+            blanks={
+                "sums": (summarise(none, cluster=cluster), [*KEYS, cluster, "_absent"]),
+                "samples": (sample_counts(none), list(SAMPLE_KEYS)),
+            },
             shuffle=("case_id",),
             delta=delta,
             missing=missing,
         )
-        return RunSums(frame, cluster, observed=True)
+        return RunSums(got["sums"], got["samples"], cluster, observed=True)
 
     def _reduce(
         self,
         responses: Any,
         cases: pl.DataFrame,
         *,
-        reduce: Callable[[pl.DataFrame], pl.DataFrame],
-        blank: pl.DataFrame,
-        keys: list[str],
+        reduce: Callable[[pl.DataFrame], dict[str, pl.DataFrame]],
+        blanks: dict[str, tuple[pl.DataFrame, list[str]]],
         shuffle: tuple[str, ...],
         delta: float,
         missing: Missing,
-    ) -> pl.DataFrame:
+    ) -> dict[str, pl.DataFrame]:
         """Shuffle the log by ``shuffle``, run ``reduce`` on each partition's pairs and
-        add the parts up by ``keys`` (``blank``: the result's columns and types)."""
+        add each kind of its results up by its keys (``blanks``: kind → (an empty
+        result with its columns and types, its keys))."""
         from pyspark.sql import functions as F
 
-        schema = _out_schema(keys, blank)
-        sums = [c for c in blank.columns if c not in keys]
+        schema = _out_schema({kind: blank for kind, (blank, _) in blanks.items()})
+        keys = list(dict.fromkeys(k for _, ks in blanks.values() for k in ks))
+        sums = [c for c in schema if c not in keys and c not in _SIDE]
         spark = self.session()
         sdf, source = self._read(spark, responses)
         kernel = partial(
@@ -417,10 +425,13 @@ class SparkEngine:
                 raise
         assert isinstance(got, pl.DataFrame)
         _raise_problems(got, source, missing)
-        out = got.filter(pl.col("_kind") == "sums").select(
-            pl.col(c).cast(blank.schema[c]) for c in blank.columns
-        )
-        return out.sort(keys, nulls_last=False)
+        out = {}
+        for kind, (blank, ks) in blanks.items():
+            rows = got.filter(pl.col("_kind") == kind).select(
+                pl.col(c).cast(blank.schema[c]) for c in blank.columns
+            )
+            out[kind] = rows.sort(ks, nulls_last=False)
+        return out
 
 
 def _check(delta: float, missing: str) -> None:

@@ -171,12 +171,11 @@ def _gates(
             pl.col("asr__den").sum().cast(pl.Int64).alias("n_eligible"),
             sums.count(metric).sum().cast(pl.Int64).alias("n_counted"),
             pl.col("arms").sort().first().alias("arms"),
-            # Every (case × sample) a run should have: the samples it used × the cases given.
-            (
-                pl.col("sample").n_unique().cast(pl.Int64) * n_cases
-                - pl.col("n_complete").sum().cast(pl.Int64)
-            ).alias("n_missing"),
         )
+        # Every (case × sample) a run should have: the samples it used × the cases given.
+        .join(sums.about().lazy().select("run_id", "n_samples", "n_complete"), on="run_id")
+        .with_columns((pl.col("n_samples") * n_cases - pl.col("n_complete")).alias("n_missing"))
+        .drop("n_samples", "n_complete")
     )
     families = cases.select(pl.col("family").unique()).lazy()
     fam = (

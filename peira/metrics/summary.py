@@ -7,7 +7,7 @@ pairs, and a comparison of two runs restricts both to their common support.
 :func:`summarise` turns a pair table into one row per
 
     run_id × model × model_version × arms × verdict_source × split × family
-    × sample × cluster × ``_absent``
+    × cluster × ``_absent``
 
 with ``n_pairs``, ``n_complete`` (pairs with both arms), ``n_no_severity``
 (pairs whose case has no severity) and every requested ratio metric's
@@ -17,7 +17,9 @@ positive denominator, where the denominator is a weight rather than a flag).
 log that have no pair for it, joined by :data:`SEP` (empty when every run
 answered it). Two runs' common support is then the rows of each whose
 ``_absent`` does not name the other, so every comparison of every pair of runs
-comes from one small frame.
+comes from one small frame. Beside it, :func:`sample_counts` gives the pairs
+per run × split × sample (which samples each run used: the completeness gate
+expects every case under each of them).
 
 Every column is a sum, so partial summaries of disjoint parts of a log (the
 partitions of a Spark job, each holding every pair of its cases) add up to the
@@ -36,11 +38,12 @@ import polars as pl
 from ..errors import PeiraValueError
 from .ratios import RATIO_METRICS, RatioMetric
 
-__all__ = ["KEYS", "SEP", "RunSums", "summarise"]
+__all__ = ["KEYS", "SAMPLE_KEYS", "SEP", "RunSums", "sample_counts", "summarise"]
 
 #: The grouping columns of a summary besides the cluster and ``_absent``.
-KEYS = ("run_id", "model", "model_version", "arms", "verdict_source", "split", "family", "sample")
-_KEY_TYPES = {"sample": pl.Int32}
+KEYS = ("run_id", "model", "model_version", "arms", "verdict_source", "split", "family")
+#: The keys of :func:`sample_counts`.
+SAMPLE_KEYS = ("run_id", "split", "sample")
 #: Separator of the run ids in ``_absent`` (run ids hold no control characters).
 SEP = "\x1f"
 
@@ -94,9 +97,9 @@ def summarise(
         runs = lf.select(pl.col("run_id").unique()).collect()["run_id"].to_list()
     everyone = sorted({str(r) for r in runs})
     keys = [*KEYS, *([cluster] if cluster is not None else [])]
-    lf = lf.with_columns(
-        pl.lit(None, dtype=_KEY_TYPES.get(k, pl.String)).alias(k) for k in keys if k not in names
-    )
+    lf = lf.with_columns(pl.lit(None, dtype=pl.String).alias(k) for k in keys if k not in names)
+    if "sample" not in names:
+        lf = lf.with_columns(pl.lit(None, dtype=pl.Int32).alias("sample"))
     lf = lf.with_columns(pl.col("arms").fill_null("both"))
     present = lf.group_by("case_id", "sample").agg(pl.col("run_id").unique().alias("_present"))
     absent = (
@@ -148,6 +151,24 @@ def summarise(
     )
 
 
+def sample_counts(pairs: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
+    """Pairs per run × split × sample (:data:`SAMPLE_KEYS`), sorted: which samples each
+    run used, in which split."""
+    lf = pairs.lazy()
+    names = lf.collect_schema().names()
+    if "split" not in names:
+        lf = lf.with_columns(pl.lit(None, dtype=pl.String).alias("split"))
+    if "sample" not in names:
+        lf = lf.with_columns(pl.lit(None, dtype=pl.Int32).alias("sample"))
+    keys = list(SAMPLE_KEYS)
+    return (
+        lf.group_by(keys)
+        .agg(pl.len().cast(pl.Int64).alias("n_pairs"))
+        .sort(keys, nulls_last=False)
+        .collect()
+    )
+
+
 def _ratio(num: pl.Expr, den: pl.Expr) -> pl.Expr:
     return pl.when(den > 0).then(num / den)
 
@@ -159,7 +180,9 @@ class RunSums:
     Attributes
     ----------
     frame
-        The summary rows.
+        The summary rows (:func:`summarise`).
+    samples
+        The pairs per run × split × sample (:func:`sample_counts`).
     cluster
         Its cluster column (None: no cluster key).
     observed
@@ -169,6 +192,7 @@ class RunSums:
     """
 
     frame: pl.DataFrame
+    samples: pl.DataFrame
     cluster: str | None = "scenario_id"
     observed: bool = True
 
@@ -182,7 +206,12 @@ class RunSums:
     ) -> RunSums:
         """The summary of a pair table."""
         names = pairs.lazy().collect_schema().names()
-        return cls(summarise(pairs, cluster=cluster, metrics=metrics), cluster, "arms" in names)
+        return cls(
+            summarise(pairs, cluster=cluster, metrics=metrics),
+            sample_counts(pairs),
+            cluster,
+            "arms" in names,
+        )
 
     # ------------------------------------------------------------ selections
 
@@ -196,17 +225,19 @@ class RunSums:
         """The ratio metrics summed."""
         return [c[:-5] for c in self.frame.columns if c.endswith("__num")]
 
-    def where(self, predicate: pl.Expr) -> RunSums:
-        """The rows that satisfy ``predicate``."""
-        return replace(self, frame=self.frame.filter(predicate))
+    def where(self, predicate: pl.Expr, *, samples: bool = False) -> RunSums:
+        """The rows that satisfy ``predicate`` (and the sample counts too, if ``samples``:
+        then ``predicate`` reads ``run_id`` and ``split`` only)."""
+        kept = self.samples.filter(predicate) if samples else self.samples
+        return replace(self, frame=self.frame.filter(predicate), samples=kept)
 
     def split(self, split: str) -> RunSums:
         """The rows of one split (``"all"``: every row)."""
-        return self if split == "all" else self.where(pl.col("split") == split)
+        return self if split == "all" else self.where(pl.col("split") == split, samples=True)
 
     def of_runs(self, runs: Sequence[str]) -> RunSums:
         """The rows of ``runs``."""
-        return self.where(pl.col("run_id").is_in(list(runs)))
+        return self.where(pl.col("run_id").is_in(list(runs)), samples=True)
 
     def common(self, a: str, b: str) -> RunSums:
         """Runs ``a`` and ``b`` on their common support: the (case, sample) both answered."""
@@ -256,7 +287,9 @@ class RunSums:
     def totals(self, by: Sequence[str] = ()) -> pl.DataFrame:
         """Per run (× ``by``): every summed column, and every metric as Σ num / Σ den."""
         keys = ["run_id", *by]
-        values = [c for c in self.frame.columns if c not in (*KEYS, self.cluster, "_absent")]
+        values = [
+            c for c in self.frame.columns if c not in (*KEYS, "sample", self.cluster, "_absent")
+        ]
         out = self.frame.group_by(keys).agg(pl.col(values).sum())
         return out.with_columns(
             _ratio(pl.col(f"{m}__num"), pl.col(f"{m}__den")).alias(m) for m in self.metrics
@@ -266,6 +299,9 @@ class RunSums:
         """Per run: ``model``, ``model_version``, ``arms``, ``verdict_source`` (the sources,
         comma-joined; null when none), ``n_pairs``, ``n_complete``, ``n_samples`` and
         ``n_no_severity``."""
+        n_samples = self.samples.group_by("run_id").agg(
+            pl.col("sample").n_unique().cast(pl.Int64).alias("n_samples")
+        )
         return (
             self.frame.group_by("run_id")
             .agg(
@@ -274,9 +310,9 @@ class RunSums:
                 pl.col("arms").sort().first(),
                 pl.col("verdict_source").drop_nulls().unique().sort().str.join(", "),
                 pl.col("n_pairs", "n_complete", "n_no_severity").sum(),
-                pl.col("sample").n_unique().cast(pl.Int64).alias("n_samples"),
             )
             .with_columns(pl.when(pl.col("verdict_source") != "").then(pl.col("verdict_source")))
+            .join(n_samples, on="run_id", how="left")
             .sort("run_id")
         )
 
