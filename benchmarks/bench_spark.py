@@ -187,7 +187,7 @@ def main() -> None:
     }[args.reduction]
     grouping = {
         "cluster_sums": "run × split × scenario",
-        "run_sums": "run × family × sample × scenario × absent runs",
+        "run_sums": "run × split × family × scenario × absent runs",
     }[args.reduction]
     lines = [
         f"# Spark `local[2]` beside the local engine: log → {what}",

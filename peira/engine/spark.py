@@ -11,6 +11,13 @@ partition through Arrow (``mapInArrow``): the data-model validation
 returns one small frame; the bootstrap then runs locally on it. There is one
 implementation of the scoring rule, not a second one in Spark SQL.
 
+For ranking (:meth:`SparkEngine.run_sums`, what ``leaderboard``, ``compare``
+and ``tables`` read) the log is shuffled by ``case_id`` instead, so that every
+run's pairs of a case meet in one partition: the partition's run sums
+(:func:`peira.metrics.summary.summarise`) then say which runs lack each
+(case, sample), which the common support of two runs and the completeness
+gate need. One pass over ``run_id`` lists the log's runs first.
+
 Every numerator and denominator of the built-in ratio metrics is a count or a
 severity weight (3, 2, 1 or 0.5), so their sums are exact in float64 in any
 order: the Spark sums are bit-identical to the local engine's.
