@@ -98,7 +98,7 @@ def _as_sums(
 
 
 def _duels(
-    lf: pl.DataFrame,
+    sums: pl.DataFrame,
     plan: ResamplePlan,
     metric: str,
     level: float,
@@ -106,8 +106,8 @@ def _duels(
 ) -> pl.DataFrame:
     """Estimates, intervals and paired differences of ``pairs`` of runs on the cluster sums
     given."""
-    ci = ratio_intervals(lf, plan, metrics=[metric], level=level)
-    reps = replicates(lf, plan, metric)
+    ci = ratio_intervals(sums, plan, metrics=[metric], level=level)
+    reps = replicates(sums, plan, metric)
     diff = paired_differences(reps, level=level, pairs=pairs)
     one = ci.select("run_id", "estimate", "lo", "hi", "method", pl.col("few_clusters").alias("few"))
     return (

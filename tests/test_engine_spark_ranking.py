@@ -13,11 +13,13 @@ from typing import Any
 
 import polars as pl
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 import peira
 from peira.engine.local import LocalEngine
 from peira.engine.spark import SparkEngine
 from peira.io import demo_dir, read_dataset
+from tests.test_engine import build, hive, logs
 from tests.test_run_sums import gappy_log
 
 DEMO = demo_dir()
@@ -35,12 +37,14 @@ def test_run_sums_on_spark_equal_the_local_ones(spark: SparkEngine) -> None:
     local = LocalEngine().run_sums(DEMO / "responses.parquet", cases)
     remote = spark.run_sums(str(DEMO / "responses.parquet"), cases)
     assert remote.frame.equals(local.frame)
+    assert remote.samples.equals(local.samples)
     # a log with holes: runs lacking cases, pairs lacking an arm, by case clusters
     log = gappy_log()
     kw: dict[str, Any] = {"missing": "malformed", "cluster": "case_id"}
     local = LocalEngine().run_sums(log, cases, **kw)
     remote = spark.run_sums(log, cases, **kw)
     assert remote.frame.equals(local.frame)
+    assert remote.samples.equals(local.samples)
     assert set(remote.frame["_absent"].unique()) > {""}  # some (case, sample) lack a run
     assert remote.frame["n_pairs"].sum() == log.select("run_id", "case_id", "sample").n_unique()
 
@@ -109,3 +113,27 @@ def test_commands_with_the_spark_engine(spark: SparkEngine, capsys: Any, tmp_pat
     for rel in written:
         if rel.name not in ("manifest.json", "tables.tex"):
             assert (out_spark / rel).read_bytes() == (out_local / rel).read_bytes(), rel
+
+
+@pytest.mark.slow
+@settings(
+    max_examples=4,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(spec=logs())
+def test_run_sums_on_spark_equal_the_local_ones_on_random_logs(
+    spark: SparkEngine, tmp_path_factory: Any, spec: dict[str, Any]
+) -> None:
+    cases, log = build(spec)
+    kw: dict[str, Any] = {"cluster": spec["cluster"], "missing": "malformed"}
+    local = LocalEngine().run_sums(log, cases, **kw)
+    if spec["layout"] == "hive":
+        source: Any = str(hive(log, tmp_path_factory.mktemp("log") / "log"))
+    else:
+        source = log
+    got = spark.run_sums(source, cases, **kw)
+    assert got.frame.equals(local.frame), spec
+    assert got.samples.equals(local.samples), spec
+    assert got.frame["n_pairs"].sum() == log.select("run_id", "case_id", "sample").n_unique()
