@@ -230,3 +230,39 @@ def test_validation_rejects_a_scenario_spanning_both_splits(tmp_path: Path) -> N
     bad = make_cases(case("c1", scenario_id="s1"), case("c2", scenario_id="s1", split="holdout"))
     with pytest.raises(ValidationError, match="scenario_in_one_split"):
         validate_cases(bad, source="cases.parquet")
+
+
+def test_the_command_validates_without_pandas_as_with_it(tmp_path: Path) -> None:
+    """``peira`` imports pandera without its pandas API (start-up): the same violations come
+    out, word for word, as from a process that has pandas loaded."""
+    import shutil
+
+    import polars as pl
+
+    bad = tmp_path / "bad"
+    shutil.copytree(peira.demo_dir(), bad)
+    log = pl.read_parquet(bad / "responses.parquet")
+    log = log.with_columns(
+        pl.when(pl.int_range(pl.len()) == 7).then(1.5).otherwise(pl.col("confidence"))
+        .alias("confidence"),
+        pl.when(pl.int_range(pl.len()) == 11).then(pl.lit("nope")).otherwise(pl.col("arm"))
+        .alias("arm"),
+    )  # fmt: skip
+    log.write_parquet(bad / "responses.parquet")
+    argv = ["validate", str(bad), "--responses", str(bad / "responses.parquet")]
+    runs = {}
+    for first in ("", "import pandas; "):
+        code = (
+            f"import sys; {first}from peira.cli import main; code = main({argv!r}); "
+            "print('modules', sorted(m for m in ('pandas', 'scipy.stats', 'hypothesis', 'numba') if m in sys.modules)); "
+            "sys.exit(code)"
+        )
+        runs[first] = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    lean, full = runs[""], runs["import pandas; "]
+    assert lean.returncode == full.returncode == 1
+    *lean_out, lean_modules = lean.stdout.splitlines()
+    *full_out, full_modules = full.stdout.splitlines()
+    assert lean_modules == "modules []" and "'pandas'" in full_modules
+    assert lean_out == full_out
+    assert lean.stderr == full.stderr
+    assert "confidence" in lean.stdout + lean.stderr and "1.5" in lean.stdout + lean.stderr

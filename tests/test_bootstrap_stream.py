@@ -35,7 +35,15 @@ from tests.builders import random_log
 pytestmark = pytest.mark.filterwarnings("ignore::peira.bootstrap.FewClustersWarning")
 
 # Draws per block: 1 → one resample per block; 700 → a few resamples; None → W held whole.
-BLOCKS: tuple[int | None, ...] = (None, 1, 700)
+# Each with the counts from numpy (small plans, the default here) and, "compiled",
+# from the compiled kernels (large plans).
+BLOCKS: tuple[tuple[int | None, bool], ...] = (
+    (None, False),
+    (None, True),
+    (1, True),
+    (700, False),
+    (700, True),
+)
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +52,8 @@ def rlog() -> tuple[pl.DataFrame, pl.DataFrame]:
     return cases, build_pairs(log, cases)
 
 
-def _with_block(monkeypatch: pytest.MonkeyPatch, block: int | None) -> None:
+def _with_block(monkeypatch: pytest.MonkeyPatch, block: int | None, compiled: bool) -> None:
+    monkeypatch.setattr(plan_module, "NUMPY_DRAWS", -1 if compiled else 1 << 25)
     if block is None:
         monkeypatch.setattr(plan_module, "CACHE_DRAWS", 1 << 26)
         monkeypatch.setattr(plan_module, "BLOCK_DRAWS", 1 << 20)
@@ -59,9 +68,9 @@ def each_block(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 
     def run(fn: Any) -> list[Any]:
         out = []
-        for block in BLOCKS:
+        for block, compiled in BLOCKS:
             with monkeypatch.context() as m:
-                _with_block(m, block)
+                _with_block(m, block, compiled)
                 out.append(fn())
         return out
 
@@ -83,6 +92,29 @@ def test_blocks_of_counts_are_the_rows_of_w(monkeypatch: pytest.MonkeyPatch, row
     assert np.array_equal(np.concatenate([b for _, _, b in blocks]), whole.W)
     assert np.array_equal(plan.counts(17, 123), whole.W[17:123])
     assert "W" not in plan.__dict__  # nothing above built the whole matrix
+
+
+@pytest.mark.parametrize(
+    ("c", "b", "start", "stop"),
+    [(1, 5, 0, 5), (97, 300, 17, 123), (50, 120, 0, 120), (3000, 9, 2, 9)],
+)
+def test_numpy_counts_are_the_compiled_kernels_counts(
+    c: int, b: int, start: int, stop: int
+) -> None:
+    """Small plans count with numpy, large ones in the compiled kernels: same values, same dtype."""
+    types = np.random.default_rng(c).integers(0, 6, c).astype(np.uint8)
+    for t, n_types in ((None, 0), (types, 6)):
+        kernel = plan_module._count_block(9, c, start, stop, t, n_types, compiled=True)
+        numpy = plan_module._count_block(9, c, start, stop, t, n_types, compiled=False)
+        assert numpy.dtype == kernel.dtype and numpy.shape == kernel.shape
+        assert np.array_equal(numpy, kernel)
+        # and both are the rows of W counted from numpy's own PCG64 draws
+        draws = make_plan([f"s{i:04d}" for i in range(c)], n_resamples=b, seed=9).draws(start, stop)
+        cells = draws if t is None else t.astype(np.int64)[draws]
+        width = c if t is None else n_types
+        expect = np.stack([np.bincount(row, minlength=width) for row in cells])
+        assert np.array_equal(numpy, expect)
+    assert plan_module._compiled(c, b) is (c * b > plan_module.NUMPY_DRAWS)
 
 
 def test_counts_per_type_sum_the_columns_of_each_type(monkeypatch: pytest.MonkeyPatch) -> None:

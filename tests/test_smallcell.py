@@ -205,3 +205,14 @@ def test_carry_rule_counts_event_clusters() -> None:
     assert bootstrap_carries(s, min_clusters=29).tolist() == [True, True]
     s2 = cell_stats([[2.0] * 9 + [0.0] * 30], [[2.0] * 39])  # 18 flips, but in 9 clusters
     assert bootstrap_carries(s2).tolist() == [False]
+
+
+def test_t_quantile_equals_scipy_stats_to_the_bit() -> None:
+    """The t quantile behind the design-effect factor is scipy.stats.t.ppf's own value."""
+    from peira.bootstrap.smallcell import _t
+
+    df = np.concatenate([np.arange(1.0, 300.0), np.geomspace(300.0, 1e9, 50)])
+    for q in (0.5, 0.8, 0.95, 0.975, 0.995, 1 - 0.05 / 14):
+        assert np.array_equal(_t(q, df), stats.t.ppf(q, df))
+    # below one degree of freedom the factor is unbounded
+    assert np.all(np.isinf(_t(0.975, np.array([0.0, 0.5]))))

@@ -76,6 +76,11 @@ CACHE_DRAWS = 1 << 26
 """Plans with B·C at most this (64 MB of uint8 counts) keep ``W`` once it is built."""
 BLOCK_DRAWS = 1 << 20
 """Draws generated per block when a plan is streamed (rows = max(1, this // C))."""
+NUMPY_DRAWS = 1 << 25
+"""Plans with B·C at most this are counted with numpy; larger ones with the compiled
+kernels (:mod:`peira.bootstrap._kernels`), whose start-up (importing numba and loading
+the cached machine code, about a second) costs more than a small plan's whole count.
+Both give the same counts to the bit."""
 TYPE_MEMO_BYTES = 1 << 26
 """A whole pass counted per type (:meth:`ResamplePlan.iter_counts` with ``types``) is kept
 when its B × T int32 counts fit in this many bytes: later passes over the same partition
@@ -111,6 +116,11 @@ def _draw_block(seed: int, n_clusters: int, start: int, stop: int) -> npt.NDArra
     return _to_index(raw, n_clusters).reshape(stop - start, n_clusters)
 
 
+def _compiled(n_clusters: int, n_resamples: int) -> bool:
+    """Whether a plan's counts come from the compiled kernels (:data:`NUMPY_DRAWS`)."""
+    return n_clusters * n_resamples > NUMPY_DRAWS
+
+
 def _count_block(
     seed: int,
     n_clusters: int,
@@ -118,13 +128,19 @@ def _count_block(
     stop: int,
     types: npt.NDArray[Any] | None = None,
     n_types: int = 0,
+    *,
+    compiled: bool = True,
 ) -> npt.NDArray[Any]:
     """Counts of resamples ``start .. stop - 1``: rows × C, or rows × n_types by ``types``.
 
     With ``types`` (the type of each cluster), entry [b, t] counts the draws
     of resample b that fall on a cluster of type t: the row of ``W`` summed
-    over the clusters of each type, without forming it.
+    over the clusters of each type, without forming it. ``compiled``: count
+    in the compiled kernels (one pass, no draw stored) or, for small plans,
+    with numpy from the drawn indices; the counts and their dtypes are the same.
     """
+    if not compiled:
+        return _count_block_numpy(seed, n_clusters, start, stop, types, n_types)
     from ._kernels import count_block, count_types_block, pcg_state  # numba, on first use
 
     rows = stop - start
@@ -132,6 +148,29 @@ def _count_block(
     if types is None:
         return count_block(state, n_clusters, rows)
     return count_types_block(state, n_clusters, rows, types, n_types)
+
+
+def _count_block_numpy(
+    seed: int,
+    n_clusters: int,
+    start: int,
+    stop: int,
+    types: npt.NDArray[Any] | None,
+    n_types: int,
+) -> npt.NDArray[Any]:
+    """:func:`_count_block` with numpy: uint8 counts per cluster (int64 if one passes 255),
+    int64 counts per type, as the kernels return them."""
+    rows = stop - start
+    cells = _draw_block(seed, n_clusters, start, stop).astype(np.int64)
+    width = n_clusters
+    if types is not None:
+        cells = np.asarray(types, dtype=np.int64)[cells]
+        width = n_types
+    cells += (np.arange(rows, dtype=np.int64) * width)[:, None]
+    counts = np.bincount(cells.ravel(), minlength=rows * width).reshape(rows, width)
+    if types is None and (not counts.size or int(counts.max()) <= 0xFF):
+        return counts.astype(np.uint8)
+    return counts
 
 
 def _canonical_types(types: I64) -> tuple[I64, I64]:
@@ -154,8 +193,9 @@ def _narrow(counts: I64) -> npt.NDArray[np.unsignedinteger[Any]]:
 def _counts(seed: int, n_clusters: int, n_resamples: int) -> npt.NDArray[np.unsignedinteger[Any]]:
     """The whole B × C count matrix (read-only)."""
     rows = max(1, BLOCK_DRAWS // n_clusters)
+    compiled = _compiled(n_clusters, n_resamples)
     parts = [
-        _count_block(seed, n_clusters, s, min(n_resamples, s + rows))
+        _count_block(seed, n_clusters, s, min(n_resamples, s + rows), compiled=compiled)
         for s in range(0, n_resamples, rows)
     ]
     w = _narrow(np.concatenate(parts) if len(parts) > 1 else parts[0])
@@ -257,7 +297,8 @@ class ResamplePlan:
         stop = self._check_range(start, stop)
         if self.cached:
             return self.W[start:stop]
-        return _narrow(_count_block(self.seed, self.n_clusters, start, stop))
+        compiled = _compiled(self.n_clusters, self.n_resamples)
+        return _narrow(_count_block(self.seed, self.n_clusters, start, stop, compiled=compiled))
 
     def iter_counts(
         self,
@@ -346,9 +387,10 @@ class ResamplePlan:
     ) -> Iterator[tuple[int, int, npt.NDArray[Any]]]:
         """Blocks of counts (per cluster, or per type with ``t_arr``), generated ahead on threads."""
         c = self.n_clusters
-        if len(bounds) <= 1:
+        compiled = _compiled(c, self.n_resamples)
+        if len(bounds) <= 1 or not compiled:
             for s, e in bounds:
-                yield s, e, _count_block(self.seed, c, s, e, t_arr, n_types)
+                yield s, e, _count_block(self.seed, c, s, e, t_arr, n_types, compiled=compiled)
             return
         k = _workers()
         with ThreadPoolExecutor(k) as pool:
@@ -423,8 +465,9 @@ def _stream_fingerprint(seed: int, n_clusters: int, n_resamples: int) -> str:
     h = hashlib.sha256(_FP_TAG)
     h.update(struct.pack("<QQ", n_resamples, n_clusters))
     step = max(1, BLOCK_DRAWS // n_clusters)
+    compiled = _compiled(n_clusters, n_resamples)
     for a in range(0, rows, step):
-        block = _count_block(seed, n_clusters, a, min(rows, a + step))
+        block = _count_block(seed, n_clusters, a, min(rows, a + step), compiled=compiled)
         h.update(np.ascontiguousarray(block, dtype="<u4").tobytes())
     return h.hexdigest()
 

@@ -36,5 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``peira`` console script; returns the exit code."""
+    from .._pandera import without_pandas
+
+    without_pandas()  # start-up: pandera's pandas API is not used (peira/_pandera.py)
     args = build_parser().parse_args(argv)
     return guard(args.func, args)
