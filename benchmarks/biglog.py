@@ -1,13 +1,15 @@
 """Build a large synthetic response log for benchmarks.
 
 Usage: python benchmarks/biglog.py OUT_DIR [--runs 50 --cases 3000 --samples 100]
-       [--per-cluster 3] [--rounded] [--shuffle] [--parts 1]
+       [--per-cluster 3] [--rounded] [--shuffle] [--parts 1] [--fresh-parts K]
 
 Writes OUT_DIR/cases.parquet, OUT_DIR/variants.parquet and the log: sorted by
 (run_id, case_id, sample, arm) by default, in random row order with
 ``--shuffle``; one file OUT_DIR/responses.parquet, or with ``--parts K`` a
 directory OUT_DIR/responses/ of K files (written one at a time, so a log far
-larger than memory can be made). Confidences are continuous (``--rounded``:
+larger than memory can be made; with ``--fresh-parts K`` only the first K are
+drawn and each later one is an earlier one under new run ids, which writes a
+very large log in minutes). Confidences are continuous (``--rounded``:
 two decimals, as older benchmarks had); ``--per-cluster 1`` gives every case
 its own scenario, as released benchmarks without scenario grouping have.
 """
@@ -20,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+import pyarrow.parquet as pq
 
 from peira.io import write_dataset, write_parquet
 
@@ -128,6 +131,7 @@ def main() -> None:
     p.add_argument("--rounded", action="store_true")
     p.add_argument("--shuffle", action="store_true")
     p.add_argument("--parts", type=int, default=1)
+    p.add_argument("--fresh-parts", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args()
     out = Path(a.out)
@@ -138,7 +142,24 @@ def main() -> None:
         raise SystemExit("--runs must be a multiple of --parts")
     per = a.runs // a.parts
     rows = 0
+    fresh = a.parts if a.fresh_parts is None else a.fresh_parts
     for k in range(a.parts):
+        part = out / "responses" / f"part-{k:04d}.parquet"
+        if k >= fresh:  # an earlier part under new run ids (and models)
+            src = pl.read_parquet(out / "responses" / f"part-{k % fresh:04d}.parquet")
+            shift = (k - k % fresh) * per
+            rid = pl.format(
+                "run-{}",
+                (pl.col("run_id").str.slice(4).cast(pl.Int64) + shift).cast(pl.String).str.zfill(3),
+            )
+            log = src.with_columns(rid.alias("run_id"), rid.alias("model"))
+            rows += log.height
+            write_parquet(log, part)
+            del log, src
+            continue
+        if part.exists() and a.fresh_parts is not None:
+            rows += pq.read_metadata(part).num_rows  # drawn by an earlier, interrupted call
+            continue
         log = make_log(cases, per, a.samples, a.seed + 1 + k, rounded=a.rounded, run_offset=k * per)
         if a.shuffle:
             log = log.sample(fraction=1.0, shuffle=True, seed=a.seed + k)

@@ -562,6 +562,7 @@ def score(
     missing: Missing = "error",
     delta: float = 0.10,
     engine: str | Engine = "local",
+    ratio_only: bool = False,
 ) -> pl.DataFrame:
     """Every metric per run (× ``by``), each with its bootstrap interval.
 
@@ -598,6 +599,14 @@ def score(
         per-cluster sums (bit-identical to the local engine's); the non-ratio
         metrics, calibration and the ranking gates need every pair and come
         from the local engine only.
+    ratio_only
+        The ratio metrics only (ASR, flip, abstention and malformed rates,
+        accuracies: :data:`peira.metrics.RATIO_METRICS`), with their intervals,
+        from per-cluster sums: a log path is streamed to the sums, so memory
+        follows the clusters and not the log (a log of any size on one
+        machine; docs/extending.md). The estimates and intervals equal those of
+        the whole score; the non-ratio metrics and the ranking gates, which
+        need every pair in memory, are left out. Always so on Spark.
 
     Returns
     -------
@@ -627,7 +636,7 @@ def score(
     └─────────────┴──────────┴──────────┴──────────┘
     """
     keys = [by] if isinstance(by, str) else list(by)
-    if not _engine(engine):
+    if ratio_only or not _engine(engine):
         return _score_on(
             engine, responses, cases, by=keys, split=split, intervals=intervals,
             interval_metrics=interval_metrics, n_resamples=n_resamples, seed=seed,

@@ -252,3 +252,37 @@ def test_score_command_with_the_spark_engine(spark: SparkEngine, capsys: Any) ->
     assert main(["score", "--engine", "spark", "--resamples", "200"]) == 0
     out = capsys.readouterr().out
     assert "m01-robust" in out and "asr_lo" in out
+
+
+# ---------------------------------------------------------------- ratio-only score
+
+
+@pytest.mark.filterwarnings("ignore::peira.bootstrap.FewClustersWarning")
+@pytest.mark.parametrize("by", [[], ["family"]])
+def test_ratio_only_score_equals_the_whole_score(by: list[str], capsys: Any) -> None:
+    """The ratio metrics streamed to per-cluster sums: the whole score's estimates and
+    intervals, to the bit, without the columns that need every pair."""
+    import json
+
+    import peira
+    from peira.cli import main
+    from peira.metrics import RATIO_METRICS
+
+    log = DEMO / "responses.parquet"
+    whole = peira.score(log, DEMO, by=by, n_resamples=400, seed=3)
+    ratio = peira.score(log, DEMO, by=by, n_resamples=400, seed=3, ratio_only=True)
+    keys = ["run_id", *by]
+    assert ratio[keys].equals(whole[keys]) and ratio.height == whole.height
+    shared = [c for c in ratio.columns if c in whole.columns and c != "interval_method"]
+    for m in RATIO_METRICS:  # every estimate and both interval ends
+        assert {m, f"{m}_lo", f"{m}_hi"} <= set(shared), m
+    assert ratio.select(shared).equals(whole.select(shared))
+    for mine, every in zip(ratio["interval_method"], whole["interval_method"], strict=True):
+        assert set(mine.split(",")) <= set(every.split(","))  # the whole adds non-ratio ones
+    assert "confidence_gate_auroc" in whole.columns and "confidence_gate_auroc" not in ratio.columns
+    assert "ranked" in whole.columns and "ranked" not in ratio.columns
+    argv = ["score", "--format", "json", "--resamples", "400", "--seed", "3"]
+    argv += [a for b in by for a in ("--by", b)]
+    assert main([*argv, "--ratio-only"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["asr_lo"] for r in rows] == ratio["asr_lo"].to_list()

@@ -26,7 +26,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     table = api.score(  # the compact view shows ASR's interval; every other, every interval
         c.responses_arg(args, log), dataset, by=args.by,
         interval_metrics=["asr"] if terminal and not chosen else None,
-        engine=c.engine_of(args), **c.data_kwargs(args),
+        engine=c.engine_of(args), ratio_only=args.ratio_only, **c.data_kwargs(args),
     )  # fmt: skip
     if terminal:
         view = api.headline(table, args.by)
@@ -34,7 +34,7 @@ def cmd_score(args: argparse.Namespace) -> int:
             view = api.gate_text(table)
             view = view.select(c.pick_columns(view, view.columns, args))
         c.emit(view, args.format)
-        if published is not None and local:  # beside needs the pairs: local engine only
+        if published is not None and local and not args.ratio_only:  # beside needs the pairs
             _emit_published(args, published)
         return c.EXIT_OK
     if published is not None:
@@ -112,6 +112,12 @@ def register(sub: Any) -> None:
     s = c.add_command(sub, "score", cmd_score, "per-run metrics (default: the bundled demo data)")
     c.add_data_options(s, split="public", method=True)
     c.add_engine_options(s)
+    s.add_argument(
+        "--ratio-only",
+        action="store_true",
+        help="the ratio metrics only, streamed from the log to per-cluster sums: memory "
+        "follows the clusters, not the log (always so with --engine spark)",
+    )
     s.add_argument("--by", action="append", default=[], help="breakdown column (repeatable)")
     s.add_argument(
         "--published",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -16,10 +17,16 @@ __all__ = ["LocalEngine"]
 
 
 class LocalEngine:
-    """Reduce a log with polars in this process (:func:`peira.metrics.frame.scan_cluster_sums`).
+    """Reduce a log with polars in this process.
 
-    A path is read and validated with :func:`peira.io.read_responses`; a frame
-    is validated with :func:`peira.schema.validate_responses`.
+    A path is streamed (:func:`peira.engine._stream.stream_cluster_sums`): read
+    in batches, every value rule of docs/spec/data-model.md#responses checked on
+    the way, paired and summed, so memory does not grow with the log. A log
+    that breaks a rule, or that this path does not read (extension columns,
+    hive partitions, columns of other dtypes), goes through
+    :func:`peira.io.read_responses`, which names every violation, and
+    :func:`peira.metrics.frame.scan_cluster_sums`; so does a frame (validated
+    with :func:`peira.schema.validate_responses`).
     """
 
     name = "local"
@@ -41,6 +48,9 @@ class LocalEngine:
         from ..schema import validate_responses
 
         if isinstance(responses, str | os.PathLike):
+            sums = _streamed(responses, cases, list(by), cluster, delta, missing)
+            if sums is not None:
+                return sums
             log = read_responses(responses, cases=cases)
         else:
             log = validate_responses(as_polars(responses, name="responses"), cases=cases)
@@ -73,3 +83,32 @@ class LocalEngine:
 
     def __repr__(self) -> str:
         return "LocalEngine()"
+
+
+def _streamed(
+    path: str | os.PathLike[str],
+    cases: pl.DataFrame,
+    by: list[str],
+    cluster: str,
+    delta: float,
+    missing: str,
+) -> pl.DataFrame | None:
+    """The streaming path's sums, or None where the general path must run."""
+    from ..io import _hive_values, parquet_files
+    from ..metrics import RATIO_METRICS
+    from ._stream import stream_cluster_sums
+
+    files = parquet_files(path)
+    root = Path(path)
+    if root.is_dir() and any(_hive_values(root, f) for f in files):
+        return None
+    keys = [k for k in by if k != "run_id"]
+    return stream_cluster_sums(
+        files,
+        cases,
+        keys,
+        cluster=cluster,
+        metrics=list(RATIO_METRICS.values()),
+        delta=delta,
+        missing=missing,
+    )
