@@ -1,4 +1,4 @@
-"""Spark ``local[2]`` beside the local engine: a large log → per-cluster sums.
+"""Spark ``local[2]`` beside the local engine: a large log → per-cluster sums or run sums.
 
 Each engine runs in a fresh process on the same log (``benchmarks/biglog.py``;
 default 30 M rows: 50 runs × 3,000 cases × 100 samples × 2 arms) and writes its
@@ -10,6 +10,11 @@ Usage::
 
     python benchmarks/biglog.py /tmp/peira-biglog            # about 1.4 GB of Parquet
     python benchmarks/bench_spark.py /tmp/peira-biglog [--out benchmarks/results/spark.md]
+    python benchmarks/bench_spark.py DATA --reduction run_sums   # what leaderboard/compare read
+
+``--reduction cluster_sums`` (default) is what ``peira score`` reads;
+``run_sums`` (:mod:`peira.metrics.summary`) what ``leaderboard``, ``compare``
+and ``tables`` read (the local engine builds the pair table in memory for it).
 
 The Spark session is ``local[2]`` with ``spark.driver.memory=4g`` (the
 executors live in the driver JVM in local mode). Record the machine's load
@@ -61,11 +66,27 @@ else:  # local-scan: the reduction alone, streaming, no validation of the log's 
     eng = Scan()
     log = data + "/responses.parquet"
 t1 = time.perf_counter()
-sums = eng.cluster_sums(log, cases, by=["split"])
+if sys.argv[5] == "run_sums":
+    sums = eng.run_sums(log, cases).frame
+else:
+    sums = eng.cluster_sums(log, cases, by=["split"])
 t2 = time.perf_counter()
 sums.write_parquet(out)
 print(json.dumps({"startup_s": t1 - t0, "reduce_s": t2 - t1, "rows": sums.height}))
 """
+
+
+def tree_cpu(pid: int, seen: dict[tuple[int, float], float]) -> None:
+    """Record the CPU time (user + system) of a process and its descendants in ``seen``."""
+    try:
+        p = psutil.Process(pid)
+        procs = [p, *p.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    for q in procs:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            t = q.cpu_times()
+            seen[(q.pid, q.create_time())] = t.user + t.system
 
 
 def tree_rss(pid: int) -> int:
@@ -82,22 +103,28 @@ def tree_rss(pid: int) -> int:
     return total
 
 
-def run(engine: str, data: Path, out: Path, partitions: int) -> dict[str, float]:
-    """One engine in a fresh process: wall time, peak tree RSS and its own timings."""
+def run(engine: str, data: Path, out: Path, partitions: int, reduction: str) -> dict[str, float]:
+    """One engine in a fresh process: wall and CPU time, peak tree RSS and its own timings.
+
+    CPU is the user + system time of the process tree, sampled every 0.2 s (the
+    JVM and Spark's Python workers included; a worker's last 0.2 s may be missed).
+    """
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, engine, str(data), str(out), str(partitions)],
+        [sys.executable, "-c", CHILD, engine, str(data), str(out), str(partitions), reduction],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     peak = 0
+    seen: dict[tuple[int, float], float] = {}
     done = threading.Event()
 
     def sample() -> None:
         nonlocal peak
         while not done.is_set():
             peak = max(peak, tree_rss(proc.pid))
+            tree_cpu(proc.pid, seen)
             time.sleep(0.2)
 
     th = threading.Thread(target=sample)
@@ -106,10 +133,11 @@ def run(engine: str, data: Path, out: Path, partitions: int) -> dict[str, float]
     done.set()
     th.join()
     wall = time.perf_counter() - t0
+    cpu = sum(seen.values())
     if proc.returncode:
         raise SystemExit(f"{engine} failed:\n{stderr[-3000:]}")
     info = json.loads(stdout.strip().splitlines()[-1])
-    return {"wall_s": wall, "peak_gb": peak / 1e9, **info}
+    return {"wall_s": wall, "cpu_s": cpu, "peak_gb": peak / 1e9, **info}
 
 
 def main() -> None:
@@ -123,6 +151,13 @@ def main() -> None:
         help="comma-separated: local-scan (reduction alone, no validation), local "
         "(LocalEngine: read, validate, reduce), spark",
     )
+    ap.add_argument(
+        "--reduction",
+        choices=("cluster_sums", "run_sums"),
+        default="cluster_sums",
+        help="cluster_sums (what score reads, default) or run_sums (what leaderboard, "
+        "compare and tables read; local-scan does not apply)",
+    )
     args = ap.parse_args()
     import polars as pl
 
@@ -132,7 +167,9 @@ def main() -> None:
         res = {}
         engines = args.engines.split(",")
         for engine in engines:
-            res[engine] = run(engine, args.data, Path(tmp) / f"{engine}.parquet", args.partitions)
+            res[engine] = run(
+                engine, args.data, Path(tmp) / f"{engine}.parquet", args.partitions, args.reduction
+            )
             res[engine]["load"] = os.getloadavg()[0]
             print(engine, res[engine], flush=True)
         outs = [pl.read_parquet(Path(tmp) / f"{e}.parquet") for e in engines]
@@ -144,23 +181,32 @@ def main() -> None:
         "spark": "spark local[2] (validate, pair, reduce)",
     }
     first = res[engines[0]]
+    what = {
+        "cluster_sums": "per-cluster sums",
+        "run_sums": "run sums (leaderboard, compare, tables)",
+    }[args.reduction]
+    grouping = {
+        "cluster_sums": "run × split × scenario",
+        "run_sums": "run × split × family × scenario × absent runs",
+    }[args.reduction]
     lines = [
-        "# Spark `local[2]` beside the local engine: log → per-cluster sums",
+        f"# Spark `local[2]` beside the local engine: log → {what}",
         "",
-        f"Log: {n_rows:,} rows (`benchmarks/biglog.py`, sorted), grouped by run × split × "
-        f"scenario ({first['rows']:,} rows of sums). Each engine in a fresh process; "
-        f"memory is the peak resident size of the whole process tree. Spark: "
+        f"Log: {n_rows:,} rows (`benchmarks/biglog.py`, sorted), grouped by {grouping} "
+        f"({first['rows']:,} rows of sums). Each engine in a fresh process; "
+        f"memory is the peak resident size of the whole process tree, CPU its user + "
+        f"system time (sampled every 0.2 s). Spark: "
         f"`local[2]`, driver memory 4g, {args.partitions} shuffle partitions.",
         "",
-        "| engine | whole process (s) | of which start-up (s) | reduction (s) | peak RSS (GB) "
-        "| load (1 min) |",
-        "|---|---|---|---|---|---|",
+        "| engine | whole process (s) | CPU (s) | of which start-up (s) | reduction (s) "
+        "| peak RSS (GB) | load (1 min) |",
+        "|---|---|---|---|---|---|---|",
     ]
     for e in engines:
         r = res[e]
         lines.append(
-            f"| {names[e]} | {r['wall_s']:.1f} | {r['startup_s']:.1f} | {r['reduce_s']:.1f} "
-            f"| {r['peak_gb']:.2f} | {r['load']:.1f} |"
+            f"| {names[e]} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | {r['startup_s']:.1f} "
+            f"| {r['reduce_s']:.1f} | {r['peak_gb']:.2f} | {r['load']:.1f} |"
         )
     lines.append("")
     if "spark" in res:

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from .bootstrap import Method, ResamplePlan, Unit
     from .engine import Engine
     from .io import Dataset
+    from .metrics.summary import RunSums
     from .pairs import Missing
     from .parse import ParserConfig
     from .ranking import Rule
@@ -54,6 +55,7 @@ __all__ = [
     "read_log",
     "resample_plan",
     "rescore",
+    "run_sums",
     "score",
     "score_pairs",
     "tables",
@@ -117,6 +119,10 @@ def _engine(engine: str | Engine, what: str = "") -> bool:
             f"engine={engine!r} reduces a log to per-cluster sums (peira.score)"
         )
     return local
+
+
+def _engine_name(engine: str | Engine) -> str:
+    return engine if isinstance(engine, str) else str(getattr(engine, "name", engine))
 
 
 def _split(split: str) -> None:
@@ -188,6 +194,55 @@ def resample_plan(
     from .bootstrap import plan_for_cases
 
     return plan_for_cases(cases, unit=unit, n_resamples=n_resamples, seed=seed)
+
+
+def _split_cases(ds: Dataset, split: str) -> pl.DataFrame:
+    """The cases of ``split`` (every case for ``"all"``); an empty split is an error."""
+    _split(split)
+    if split == "all":
+        return ds.cases
+    cs = ds.cases.filter(pl.col("split") == split)
+    if cs.is_empty():
+        where = ds.path if ds.path is not None else "cases"
+        raise PeiraValueError(f"{where}: no cases in split {split!r}")
+    return cs
+
+
+def run_sums(
+    responses: PathLike | FrameLike | Any,
+    cases: PathLike | Dataset | FrameLike,
+    *,
+    unit: Unit = "cluster",
+    missing: Missing = "error",
+    delta: float = 0.10,
+    engine: str | Engine = "local",
+) -> RunSums:
+    """The log's run sums, every split (:mod:`peira.metrics.summary`), on an engine.
+
+    What the leaderboard, the comparisons, the ranking gates and the tables
+    built from them read: ``peira.leaderboard``, ``peira.compare`` and
+    ``peira.tables`` reduce the log to this on the engine asked for, then
+    rank locally. ``unit`` picks the cluster column (``scenario_id``, or
+    ``case_id`` for a case bootstrap).
+    """
+    from .engine import get_engine
+
+    _engine(engine)
+    if unit not in ("cluster", "case"):
+        raise PeiraValueError(f"unit must be 'cluster' or 'case', not {unit!r}")
+    ds = _dataset(cases)
+    eng = get_engine(engine)
+    reduce = getattr(eng, "run_sums", None)
+    if reduce is None:
+        raise PeiraValueError(
+            f"engine {getattr(eng, 'name', eng)!r} gives per-cluster sums only (peira.score); "
+            "ranking needs its run_sums"
+        )
+    if isinstance(responses, os.PathLike) and getattr(eng, "name", "") != "local":
+        responses = os.fspath(responses)
+    cluster = "scenario_id" if unit == "cluster" else "case_id"
+    made: RunSums = reduce(responses, ds.cases, cluster=cluster, missing=missing, delta=delta)
+    return made
 
 
 # ---------------------------------------------------------------- reading
@@ -717,8 +772,13 @@ def leaderboard(
         ``"paired"``: iff the paired difference interval excludes 0.
     n_resamples, seed, unit, level
         The bootstrap, as in :func:`score`.
-    missing, delta, engine
+    missing, delta
         As in :func:`pairs`.
+    engine
+        Where the log is reduced: ``"local"`` (default) or ``"spark"`` (or an
+        engine object such as ``SparkEngine(session=spark)``). Either engine
+        reduces the log to its run sums (:func:`run_sums`) and the ranking
+        runs here on them, so the board is the same frame on both.
 
     Returns
     -------
@@ -747,12 +807,11 @@ def leaderboard(
     """
     from .ranking import leaderboard as rank_runs
 
-    _engine(engine, "peira.leaderboard")
-    table, cs = pairs_and_cases(
-        responses, cases, split=split, missing=missing, delta=delta, engine=engine
-    )
+    ds = _dataset(cases)
+    cs = _split_cases(ds, split)
     plan = resample_plan(cs, unit=unit, n_resamples=n_resamples, seed=seed)
-    board = rank_runs(table, cs, plan, metric=metric, rule=rule, level=level)
+    sums = run_sums(responses, ds, unit=unit, missing=missing, delta=delta, engine=engine)
+    board = rank_runs(sums.split(split), cs, plan, metric=metric, rule=rule, level=level)
     return board.with_columns(
         pl.col("estimate").alias(metric),
         pl.col("lo").alias(f"{metric}_lo"),
@@ -789,9 +848,9 @@ def compare(
     metric
         A ratio metric of :data:`peira.metrics.RATIO_METRICS`; its direction
         decides "better".
-    split, rule, n_resamples, seed, unit, level
+    split, rule, n_resamples, seed, unit, level, engine
         As in :func:`leaderboard`.
-    missing, delta, engine
+    missing, delta
         As in :func:`pairs`.
     allow_missing
         Decide between runs that lack part of the split's cases or arms; by
@@ -819,11 +878,12 @@ def compare(
 
     if runs is not None and len(runs) < 2:
         raise PeiraValueError(f"runs: compare needs two runs or more, not {list(runs)!r}")
-    _engine(engine, "peira.compare")
-    table, cs = pairs_and_cases(
-        responses, cases, split=split, missing=missing, delta=delta, engine=engine
-    )
+    ds = _dataset(cases)
+    cs = _split_cases(ds, split)
     plan = resample_plan(cs, unit=unit, n_resamples=n_resamples, seed=seed)
+    table = run_sums(responses, ds, unit=unit, missing=missing, delta=delta, engine=engine).split(
+        split
+    )
     if runs is not None and len(runs) == 2:
         row = head_to_head(
             table,
@@ -886,12 +946,26 @@ def tables(
     split, rule, n_resamples, seed, unit, level
         As in :func:`leaderboard` (the holdout plan of the divergence table
         uses ``seed + 1``).
-    missing, delta, engine
+    missing, delta
         As in :func:`pairs`.
+    engine
+        Where the log is reduced: ``"local"`` (default) or ``"spark"`` (or an
+        engine object). On Spark the log is reduced to its run sums
+        (:func:`run_sums`) and every table built from ratio metrics, the
+        gates, the leaderboard, the comparisons and the divergence comes from
+        them, the same as on the local engine; the tables that need every
+        pair (``targeted``: the mean score shift; ``calibration``;
+        ``confidence_gate``: AUROC and selective risk) are left out of the
+        default set, and asking for one by name is an error saying so.
 
     Returns
     -------
     dict of str to polars.DataFrame
+
+    Raises
+    ------
+    PeiraValueError
+        A table that needs every pair, asked for by name on a non-local engine.
 
     Examples
     --------
@@ -904,9 +978,8 @@ def tables(
     from .errors import UnknownTableError
     from .report import TABLES, ReportConfig, ReportContext, build_table
 
-    _engine(engine, "peira.tables")
     ds = _dataset(cases)
-    log = _responses(responses, ds.cases)
+    local = _engine(engine)
     config = ReportConfig(
         split=split,
         n_resamples=n_resamples,
@@ -921,8 +994,18 @@ def tables(
     for name in wanted:
         if name not in TABLES:
             raise UnknownTableError(name, TABLES)
-    ctx = ReportContext(ds, log, config)
-    return {name: build_table(name, ctx) for name in wanted}
+    if local:
+        ctx = ReportContext(ds, _responses(responses, ds.cases), config)
+        return {name: build_table(name, ctx) for name in wanted}
+    need = [n for n in wanted if TABLES[n].pairs]
+    if names is not None and need:
+        raise PeiraValueError(
+            f"table(s) {', '.join(need)} need every pair (non-ratio metrics) and are built on "
+            f"the local engine only; engine={_engine_name(engine)!r} gives the log's run sums"
+        )
+    sums = run_sums(responses, ds, unit=unit, missing=missing, delta=delta, engine=engine)
+    ctx = ReportContext(ds, None, config, sums=sums, engine=_engine_name(engine))
+    return {name: build_table(name, ctx) for name in wanted if not TABLES[name].pairs}
 
 
 def validate(

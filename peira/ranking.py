@@ -21,7 +21,6 @@ reasons.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from typing import Literal
 
@@ -36,9 +35,9 @@ from .bootstrap import (
     replicates,
 )
 from .errors import PeiraKeyError, PeiraValueError
-from .metrics.frame import observed
-from .metrics.gates import GateThresholds, ranking_gates
+from .metrics.gates import GateThresholds, check_cases, ranking_gates
 from .metrics.ratios import RATIO_METRICS
+from .metrics.summary import RunSums
 
 __all__ = ["Rule", "head_to_head", "holm_adjust", "leaderboard", "pairwise"]
 
@@ -84,30 +83,31 @@ def _metric(metric: str) -> bool:
     return RATIO_METRICS[metric].higher_is_better  # UnknownNameError, with close matches
 
 
-def _signatures(lf: pl.LazyFrame) -> tuple[dict[str, str], dict[str, pl.DataFrame]]:
-    """Per run, a digest of its (case_id, sample) support, and the support itself."""
-    keys = lf.select("run_id", "case_id", "sample").collect()
-    supports = {
-        str(run[0]): part.select("case_id", "sample")
-        for run, part in keys.partition_by("run_id", as_dict=True, maintain_order=True).items()
-    }
-    sigs = {}
-    for run, part in supports.items():
-        h = part.select(pl.struct("case_id", "sample").hash(seed=0)).to_series().to_numpy()
-        sigs[run] = hashlib.sha256(np.sort(h).tobytes()).hexdigest() + f":{h.size}"
-    return sigs, supports
+def _as_sums(
+    pairs: pl.DataFrame | pl.LazyFrame | RunSums, plan: ResamplePlan, metrics: Sequence[str]
+) -> RunSums:
+    """The run sums of a pair table over the plan's clusters (or the sums given)."""
+    if isinstance(pairs, RunSums):
+        if pairs.cluster != plan.column:
+            raise PeiraValueError(
+                f"the run sums are by {pairs.cluster!r}, the plan resamples {plan.column!r}"
+            )
+        pairs.require(metrics)
+        return pairs
+    return RunSums.of(pairs, cluster=plan.column, metrics=metrics)
 
 
 def _duels(
-    lf: pl.LazyFrame,
+    sums: pl.DataFrame,
     plan: ResamplePlan,
     metric: str,
     level: float,
     pairs: Sequence[tuple[str, str]] | None,
 ) -> pl.DataFrame:
-    """Estimates, intervals and paired differences of ``pairs`` of runs on the data given."""
-    ci = ratio_intervals(lf, plan, metrics=[metric], level=level)
-    reps = replicates(lf, plan, metric)
+    """Estimates, intervals and paired differences of ``pairs`` of runs on the cluster sums
+    given."""
+    ci = ratio_intervals(sums, plan, metrics=[metric], level=level)
+    reps = replicates(sums, plan, metric)
     diff = paired_differences(reps, level=level, pairs=pairs)
     one = ci.select("run_id", "estimate", "lo", "hi", "method", pl.col("few_clusters").alias("few"))
     return (
@@ -118,7 +118,7 @@ def _duels(
 
 
 def pairwise(
-    pairs: pl.DataFrame | pl.LazyFrame,
+    pairs: pl.DataFrame | pl.LazyFrame | RunSums,
     plan: ResamplePlan,
     *,
     metric: str = "robustness",
@@ -133,7 +133,10 @@ def pairwise(
     Parameters
     ----------
     pairs
-        The pair table, restricted to the plan's split.
+        The pair table, restricted to the plan's split, or its run sums
+        (:class:`peira.metrics.summary.RunSums` over the plan's clusters, e.g.
+        from the Spark engine; then ``cases`` is required): every figure
+        comes from sums, so both give the same frame.
     plan
         The shared resample plan.
     metric
@@ -189,40 +192,54 @@ def pairwise(
     """
     r = _check_rule(rule)
     higher = _metric(metric)
-    lf = pairs.lazy()
+    if cases is None and not isinstance(pairs, RunSums):
+        lf = pairs.lazy()
+        if runs is not None:
+            lf = lf.filter(pl.col("run_id").is_in(list(runs)))
+        cases = lf.select(pl.col("case_id").unique()).collect()
+    sums = _as_sums(pairs, plan, [metric])
     if runs is not None:
-        lf = lf.filter(pl.col("run_id").is_in(list(runs)))
-    sigs, supports = _signatures(lf)
-    names = sorted(sigs)
+        sums = sums.of_runs(runs)
+    if cases is None and not allow_missing:
+        raise PeiraValueError("pairwise on run sums needs the cases every run should cover")
+    support = sums.support()
+    common = sums.common_counts()
+    names = sorted(support)
     duos = [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
-    same = [(a, b) for a, b in duos if sigs[a] == sigs[b]]
+    same = [
+        (a, b) for a, b in duos if common[(a, b)] == support[a] and common[(b, a)] == support[b]
+    ]
+    alike = set(same)
     parts = []
     if same:
-        full = _duels(lf, plan, metric, level, None if len(same) == len(duos) else same)
+        full = _duels(
+            sums.cluster_sums(metrics=[metric]),
+            plan,
+            metric,
+            level,
+            None if len(same) == len(duos) else same,
+        )
         parts.append(
             full.with_columns(
                 pl.col("run_a")
-                .replace_strict({a: supports[a].height for a in names}, return_dtype=pl.Int64)
+                .replace_strict({a: support[a] for a in names}, return_dtype=pl.Int64)
                 .alias("n_common"),
                 pl.lit(0, dtype=pl.Int64).alias("n_set_aside_a"),
                 pl.lit(0, dtype=pl.Int64).alias("n_set_aside_b"),
             )
         )
     for a, b in duos:
-        if sigs[a] == sigs[b]:
+        if (a, b) in alike:
             continue
-        common = supports[a].join(supports[b], on=["case_id", "sample"], how="semi")
-        sub = lf.filter(pl.col("run_id").is_in([a, b])).join(
-            common.lazy(), on=["case_id", "sample"], how="semi"
-        )
-        n = common.height
+        n = common[(a, b)]
         if n == 0:
             continue  # nothing in common: no comparison (reported below as n/a)
+        sub = sums.common(a, b).cluster_sums(metrics=[metric])
         parts.append(
             _duels(sub, plan, metric, level, [(a, b)]).with_columns(
                 pl.lit(n, dtype=pl.Int64).alias("n_common"),
-                pl.lit(supports[a].height - n, dtype=pl.Int64).alias("n_set_aside_a"),
-                pl.lit(supports[b].height - n, dtype=pl.Int64).alias("n_set_aside_b"),
+                pl.lit(support[a] - n, dtype=pl.Int64).alias("n_set_aside_a"),
+                pl.lit(support[b] - n, dtype=pl.Int64).alias("n_set_aside_b"),
             )
         )
     done = {(x, y) for part in parts for x, y in part.select("run_a", "run_b").iter_rows()}
@@ -235,8 +252,8 @@ def pairwise(
                 "run_b": [b for _, b in disjoint],
                 "metric": [metric] * len(disjoint),
                 "n_common": [0] * len(disjoint),
-                "n_set_aside_a": [supports[a].height for a, _ in disjoint],
-                "n_set_aside_b": [supports[b].height for _, b in disjoint],
+                "n_set_aside_a": [support[a] for a, _ in disjoint],
+                "n_set_aside_b": [support[b] for _, b in disjoint],
                 "n_defined": [0] * len(disjoint),
                 "n_resamples": [plan.n_resamples] * len(disjoint),
                 "unit": [plan.unit] * len(disjoint),
@@ -299,7 +316,7 @@ def pairwise(
         paired_verdict.alias("paired_verdict"),
         pl.lit(r).alias("rule"),
     )
-    gaps = {} if allow_missing else _incomplete(lf, cases)
+    gaps = {} if allow_missing or cases is None else _incomplete(sums, cases)
     if gaps:
         note = pl.concat_str(
             pl.col("run_a").replace_strict(gaps, default=None, return_dtype=pl.String),
@@ -361,25 +378,17 @@ def pairwise(
     return out.select(cols).sort("run_a", "run_b")
 
 
-def _incomplete(lf: pl.LazyFrame, cases: pl.DataFrame | None) -> dict[str, str]:
+def _incomplete(sums: RunSums, cases: pl.DataFrame) -> dict[str, str]:
     """Runs failing the completeness gate → why (cases × samples without a complete pair)."""
-    cols = lf.collect_schema().names()
-    keys = lf.select(
-        "run_id",
-        "case_id",
-        "sample",
-        (pl.col("missing_arm").is_null() if "missing_arm" in cols else pl.lit(True)).alias("_ok"),
-    ).collect()
-    expected = (
-        cases.select("case_id").unique() if cases is not None else keys.select("case_id").unique()
-    )
-    want = keys.select("run_id", "sample").unique().join(expected, how="cross")
-    have = keys.filter("_ok").select("run_id", "case_id", "sample")
+    n_cases = cases.select(pl.col("case_id").n_unique()).item()
     lacking = (
-        want.join(have, on=["run_id", "case_id", "sample"], how="anti")
-        .group_by("run_id")
-        .agg(pl.len().alias("n"))
-        .join(want.group_by("run_id").agg(pl.len().alias("of")), on="run_id")
+        sums.about()
+        .select(
+            "run_id",
+            (pl.col("n_samples") * n_cases - pl.col("n_complete")).alias("n"),
+            (pl.col("n_samples") * n_cases).alias("of"),
+        )
+        .filter(pl.col("n") > 0)
         .sort("run_id")
     )
     return {
@@ -390,7 +399,7 @@ def _incomplete(lf: pl.LazyFrame, cases: pl.DataFrame | None) -> dict[str, str]:
 
 
 def head_to_head(
-    pairs: pl.DataFrame | pl.LazyFrame,
+    pairs: pl.DataFrame | pl.LazyFrame | RunSums,
     plan: ResamplePlan,
     run_a: str,
     run_b: str,
@@ -414,7 +423,10 @@ def head_to_head(
     """
     if run_a == run_b:
         raise PeiraValueError("head_to_head needs two different runs")
-    present = set(pairs.lazy().select(pl.col("run_id").unique()).collect()["run_id"].to_list())
+    if isinstance(pairs, RunSums):
+        present = set(pairs.runs)
+    else:
+        present = set(pairs.lazy().select(pl.col("run_id").unique()).collect()["run_id"].to_list())
     missing = [r for r in (run_a, run_b) if r not in present]
     if missing:
         raise PeiraKeyError(
@@ -457,7 +469,7 @@ def head_to_head(
 
 
 def leaderboard(
-    pairs: pl.DataFrame | pl.LazyFrame,
+    pairs: pl.DataFrame | pl.LazyFrame | RunSums,
     cases: pl.DataFrame,
     plan: ResamplePlan,
     *,
@@ -471,7 +483,10 @@ def leaderboard(
     Parameters
     ----------
     pairs
-        The pair table, restricted to the split analysed.
+        The pair table, restricted to the split analysed, or its run sums
+        (:class:`peira.metrics.summary.RunSums` over the plan's clusters, e.g.
+        from the Spark engine): the leaderboard reads the pairs through sums
+        only, so both give the same frame.
     cases
         The cases of that split (for the gates: families, case count).
     plan
@@ -504,25 +519,21 @@ def leaderboard(
     """
     r = _check_rule(rule)
     higher = _metric(metric)
-    lf = pairs.lazy()
-    gates = ranking_gates(lf, cases, thresholds=thresholds, metric=metric)
-    ci = ratio_intervals(lf, plan, metrics=[metric], level=level)
-    about = observed(lf, ["run_id"])
-    info = (
-        lf.group_by("run_id")
-        .agg(
-            pl.col("model").first(),
-            pl.col("model_version").first(),
-            pl.len().cast(pl.Int64).alias("n_pairs"),
-        )
-        .collect()
+    if not isinstance(pairs, RunSums):
+        check_cases(pairs.lazy(), cases)
+    sums = _as_sums(
+        pairs, plan, list(dict.fromkeys([metric, "malformed_rate", "benign_accuracy", "asr"]))
     )
+    gates = ranking_gates(sums, cases, thresholds=thresholds, metric=metric)
+    ci = ratio_intervals(sums.cluster_sums(metrics=[metric]), plan, metrics=[metric], level=level)
+    about = sums.notes()
+    info = sums.about().select("run_id", "model", "model_version", "n_pairs")
     ranked_ids = gates.filter(pl.col("ranked"))["run_id"].to_list()
     beaten: dict[str, list[str]] = {run: [] for run in ranked_ids}
     if len(ranked_ids) >= 2:
         # the Holm family is every pair of runs analysed; only ranked runs beat one another
         duel = pairwise(
-            lf,
+            sums,
             plan,
             metric=metric,
             rule=r,

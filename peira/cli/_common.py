@@ -228,15 +228,16 @@ def add_bootstrap_options(
         )
 
 
-def add_engine_options(p: argparse.ArgumentParser) -> None:
-    """``--engine local|spark`` and ``--spark-master`` (peira/engine/)."""
+def add_engine_options(p: argparse.ArgumentParser, note: str = "") -> None:
+    """``--engine local|spark`` and ``--spark-master`` (peira/engine/); ``note`` ends the
+    help of ``--engine`` (what the command does differently on Spark)."""
     p.add_argument(
         "--engine",
         choices=("local", "spark"),
         default="local",
         help="where the log is reduced to per-cluster sums: local (polars, default) or "
         "spark (Apache Spark; pip install 'peira[spark]'; --responses may then be any "
-        "path Spark reads, e.g. s3a://bucket/log/)",
+        "path Spark reads, e.g. s3a://bucket/log/)" + (f"; {note}" if note else ""),
     )
     p.add_argument(
         "--spark-master",

@@ -26,30 +26,26 @@ RATES = ("asr", "abstention_rate_attacked", "abstention_flip_rate", "malformed_r
 def _board(args: argparse.Namespace) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """(leaderboard with :data:`RATES`, divergence per run or None).
 
-    The pairs are built once over both splits: the leaderboard ranks the split
-    asked for, and when that is the public split and the dataset has a holdout,
-    :func:`peira.holdout.divergence` (ASR, the same bootstrap settings) says
-    which runs look tuned to the public split.
+    The log is reduced once, over both splits, to its run sums on the engine
+    of ``--engine`` (:func:`peira.api.run_sums`): the leaderboard ranks the
+    split asked for, and when that is the public split and the dataset has a
+    holdout, :func:`peira.holdout.divergence` (ASR, the same bootstrap
+    settings) says which runs look tuned to the public split.
     """
     import polars as pl
 
     from .. import api
-    from ..errors import PeiraValueError
-    from ..metrics import RATIO_METRICS, ratio_table
     from ..ranking import leaderboard as rank_runs
 
     dataset, log = c.dataset_and_log(args)
-    every, all_cases = api.pairs_and_cases(
-        log, dataset, split="all", missing=args.missing, delta=args.delta
-    )
-    if args.split == "all":
-        table, cases = every, all_cases
-    else:
-        table = every.filter(pl.col("split") == args.split)
-        cases = all_cases.filter(pl.col("split") == args.split)
-        if cases.is_empty():
-            raise PeiraValueError(f"{dataset}: no cases in split {args.split!r}")
+    ds = api._dataset(dataset)
+    cases = api._split_cases(ds, args.split)
     plan = api.resample_plan(cases, unit=args.unit, n_resamples=args.resamples, seed=args.seed)
+    sums = api.run_sums(
+        c.responses_arg(args, log), ds, unit=args.unit, missing=args.missing, delta=args.delta,
+        engine=c.engine_of(args),
+    )  # fmt: skip
+    table = sums.split(args.split)
     metric = args.metric
     board = rank_runs(table, cases, plan, metric=metric, rule=args.rule, level=args.level)
     rates = [r for r in RATES if r != metric]
@@ -58,19 +54,19 @@ def _board(args: argparse.Namespace) -> tuple[pl.DataFrame, pl.DataFrame | None]
         pl.col("lo").alias(f"{metric}_lo"),
         pl.col("hi").alias(f"{metric}_hi"),
     ).join(
-        ratio_table(table, metrics=[RATIO_METRICS[r] for r in rates]).select("run_id", *rates),
+        table.totals().select("run_id", *rates),
         on="run_id",
         how="left",
         maintain_order="left",
     )
-    splits = set(every["split"].unique().to_list())
+    splits = set(sums.frame["split"].unique().to_list())
     if args.split != "public" or not {"public", "holdout"} <= splits:
         return board, None
     from ..holdout import divergence
 
     div = divergence(
-        every, all_cases, n_resamples=args.resamples, seed=args.seed, unit=args.unit,
-        level=args.level,
+        sums.cluster_sums(by=["split"]), ds.cases, n_resamples=args.resamples, seed=args.seed,
+        unit=args.unit, level=args.level,
     ).filter(pl.col("run_id").is_in(board["run_id"].implode()))  # fmt: skip
     board = board.join(
         div.select(
@@ -170,7 +166,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise PeiraError("compare needs two runs (RUN_A RUN_B), or none for every pair")
     dataset, log = c.dataset_and_log(args)
     runs = [args.run_a, args.run_b] if args.run_a else None
-    table = api.compare(log, dataset, runs=runs, metric=args.metric, **c.data_kwargs(args))
+    table = api.compare(
+        c.responses_arg(args, log), dataset, runs=runs, metric=args.metric,
+        engine=c.engine_of(args), **c.data_kwargs(args),
+    )  # fmt: skip
     if args.format in ("table", "markdown"):
         table = table.select(
             "run_a", "run_b", "estimate_a", "estimate_b", "diff", "diff_lo", "diff_hi",
@@ -197,6 +196,9 @@ def register(sub: Any) -> None:
         help="ratio metric to rank by (e.g. benign_accuracy, which ranks clean-only runs too)",
     )
     c.add_columns_options(lb)
+    c.add_engine_options(
+        lb, "the board, its gates and the holdout check are the same as on the local engine"
+    )
 
     cp = c.add_command(sub, "compare", cmd_compare, "head-to-head: two runs, or every pair")
     cp.add_argument("run_a", nargs="?")
@@ -204,3 +206,4 @@ def register(sub: Any) -> None:
     c.add_data_options(cp, split="public")
     cp.add_argument("--metric", default="robustness")
     _rule_option(cp)
+    c.add_engine_options(cp)

@@ -72,7 +72,6 @@ def _context(args: argparse.Namespace, *, publication: bool = False) -> Any:
 
     d, log = c.dataset_and_log(args)
     ds = read_dataset(d)
-    responses = read_responses(log, cases=ds.cases)
     config = ReportConfig(
         split="public" if publication else args.split,
         n_resamples=args.resamples,
@@ -85,7 +84,15 @@ def _context(args: argparse.Namespace, *, publication: bool = False) -> Any:
         thresholds=GateThresholds(),
         publication=publication,
     )
-    return ReportContext(ds, responses, config)
+    if getattr(args, "engine", "local") != "local":
+        from .. import api
+
+        sums = api.run_sums(
+            c.responses_arg(args, log), ds, unit=args.unit, missing=args.missing,
+            delta=args.delta, engine=c.engine_of(args),
+        )  # fmt: skip
+        return ReportContext(ds, None, config, sums=sums, engine=args.engine)
+    return ReportContext(ds, read_responses(log, cases=ds.cases), config)
 
 
 def _check(args: argparse.Namespace, kind: str) -> None:
@@ -108,11 +115,21 @@ def _summary(out: Any, outputs: Any) -> str:
 def cmd_tables(args: argparse.Namespace) -> int:
     """``peira tables``: every table and figure plus the manifest, into ``--out``."""
     from ..report import write_tables
+    from ..report.build import omitted
 
     _check(args, "dir")
     ctx = _context(args)
     outputs = write_tables(ctx, args.out, figures=not args.no_figures, progress=_progress(args))
     print(_summary(args.out, outputs))
+    left = omitted(ctx, figures=not args.no_figures)
+    if left:
+        items = [f"table {n}" for n in left["tables"]] + [f"figure {n}" for n in left["figures"]]
+        print(
+            f"note: --engine {args.engine} builds from the log's run sums; not written (they "
+            f"need every pair): {', '.join(items)}; run peira tables on the local engine for "
+            "them",
+            file=sys.stderr,
+        )
     return c.EXIT_OK
 
 
@@ -174,6 +191,12 @@ def register(sub: Any) -> None:
     )
     _options(t, split=True)
     t.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    c.add_engine_options(
+        t,
+        "on spark the tables and figures that need every pair (targeted, calibration, "
+        "confidence_gate; reliability, risk_coverage, score_shift) are not written, and the "
+        "manifest lists them under 'omitted'",
+    )
 
     r = c.add_command(
         sub, "report", cmd_report, "one self-contained HTML page with the tables and figures"

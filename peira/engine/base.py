@@ -1,4 +1,4 @@
-"""The engine protocol: a response log in, per-cluster sums out."""
+"""The engine protocol: a response log in, per-cluster sums (and run sums) out."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     import polars as pl
 
+    from ..metrics.summary import RunSums
     from ..pairs import Missing
 
 __all__ = ["Engine"]
@@ -61,5 +62,27 @@ class Engine(Protocol):
             The log breaks the data model (names file, row, column and value).
         MissingArmsError
             Pairs lacking an arm, with ``missing="error"``.
+        """
+        ...
+
+    def run_sums(
+        self,
+        responses: Any,
+        cases: pl.DataFrame,
+        *,
+        cluster: str = "scenario_id",
+        delta: float = 0.10,
+        missing: Missing = "error",
+    ) -> RunSums:
+        """The log's run sums (:mod:`peira.metrics.summary`): what the leaderboard,
+        the comparisons and the ranking gates read, every split.
+
+        Parameters are those of :meth:`cluster_sums`; the frame holds every
+        ratio metric of :data:`peira.metrics.RATIO_METRICS`.
+
+        Raises
+        ------
+        ValidationError, MissingArmsError
+            As :meth:`cluster_sums`.
         """
         ...

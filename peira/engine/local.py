@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import polars as pl
 
+    from ..metrics.summary import RunSums
     from ..pairs import Missing
 
 __all__ = ["LocalEngine"]
@@ -56,6 +57,29 @@ class LocalEngine:
         return scan_cluster_sums(
             log, cases, list(by), delta=delta, missing=missing, cluster=cluster
         )
+
+    def run_sums(
+        self,
+        responses: Any,
+        cases: pl.DataFrame,
+        *,
+        cluster: str = "scenario_id",
+        delta: float = 0.10,
+        missing: Missing = "error",
+    ) -> RunSums:
+        """See :meth:`peira.engine.base.Engine.run_sums`."""
+        from .._frames import as_polars
+        from ..io import read_responses
+        from ..metrics.summary import RunSums
+        from ..pairs import build_pairs
+        from ..schema import validate_responses
+
+        if isinstance(responses, str | os.PathLike):
+            log = read_responses(responses, cases=cases)
+        else:
+            log = validate_responses(as_polars(responses, name="responses"), cases=cases)
+        pairs = build_pairs(log, cases, delta=delta, missing=missing)
+        return RunSums.of(pairs, cluster=cluster)
 
     def __repr__(self) -> str:
         return "LocalEngine()"

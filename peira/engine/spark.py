@@ -11,6 +11,13 @@ partition through Arrow (``mapInArrow``): the data-model validation
 returns one small frame; the bootstrap then runs locally on it. There is one
 implementation of the scoring rule, not a second one in Spark SQL.
 
+For ranking (:meth:`SparkEngine.run_sums`, what ``leaderboard``, ``compare``
+and ``tables`` read) the log is shuffled by ``case_id`` instead, so that every
+run's pairs of a case meet in one partition: the partition's run sums
+(:func:`peira.metrics.summary.summarise`) then say which runs lack each
+(case, sample), which the common support of two runs and the completeness
+gate need. One pass over ``run_id`` lists the log's runs first.
+
 Every numerator and denominator of the built-in ratio metrics is a count or a
 severity weight (3, 2, 1 or 0.5), so their sums are exact in float64 in any
 order: the Spark sums are bit-identical to the local engine's.
@@ -26,7 +33,7 @@ import os
 import shutil
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
@@ -41,6 +48,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame as SparkDataFrame
     from pyspark.sql import SparkSession
 
+    from ..metrics.summary import RunSums
     from ..pairs import Missing
 
 __all__ = ["SparkEngine", "java_problem"]
@@ -90,9 +98,11 @@ def _arrow_type(dtype: pl.DataType) -> Any:
     return getattr(pa, _TYPES[dtype.base_type()][0])()
 
 
-def _out_schema(keys: Sequence[str], sums: pl.DataFrame) -> dict[str, pl.DataType]:
-    """The kernel's output columns: the sums' (keys, n_pairs, sums) and the side columns."""
-    schema: dict[str, pl.DataType] = dict(sums.schema)
+def _out_schema(blanks: dict[str, pl.DataFrame]) -> dict[str, pl.DataType]:
+    """The kernel's output columns: every kind of result's (keys, sums) and the side columns."""
+    schema: dict[str, pl.DataType] = {}
+    for blank in blanks.values():
+        schema.update(blank.schema)
     for name, side in _SIDE.items():
         schema[name] = side()
     for name, dtype in schema.items():
@@ -103,18 +113,35 @@ def _out_schema(keys: Sequence[str], sums: pl.DataFrame) -> dict[str, pl.DataTyp
     return schema
 
 
+def _cluster_sums(pairs: pl.DataFrame, *, by: list[str], cluster: str) -> dict[str, pl.DataFrame]:
+    """A partition's per-cluster sums (:func:`peira.metrics.frame.cluster_sums`)."""
+    from ..metrics.frame import cluster_sums
+
+    return {"sums": cluster_sums(pairs, by, cluster=cluster)}
+
+
+def _run_sums(pairs: pl.DataFrame, *, cluster: str, runs: list[str]) -> dict[str, pl.DataFrame]:
+    """A partition's run sums and sample counts (:mod:`peira.metrics.summary`); the
+    partition holds every pair of its cases, ``runs`` every run of the log."""
+    from ..metrics.summary import sample_counts, summarise
+
+    return {
+        "sums": summarise(pairs, cluster=cluster, runs=runs),
+        "samples": sample_counts(pairs),
+    }
+
+
 def _kernel(
     batches: Iterator[pa.RecordBatch],
     *,
     cases: pl.DataFrame,
-    by: list[str],
-    cluster: str,
+    reduce: Callable[[pl.DataFrame], dict[str, pl.DataFrame]],
     delta: float,
     missing: str,
     source: str,
     schema: dict[str, pl.DataType],
 ) -> Iterator[pa.RecordBatch]:
-    """One partition (every row of some (run_id, case_id)) → its partial sums.
+    """One partition (every row of some (run_id, case_id)) → its partial sums (``reduce``).
 
     Runs on the executors: validation, pairing and sums are Peira's own
     functions. Violations and incomplete pairs come back as rows, so that the
@@ -122,7 +149,6 @@ def _kernel(
     """
     import pyarrow as pa
 
-    from ..metrics.frame import cluster_sums
     from ..pairs import PAIR_KEYS, scan_pairs
     from ..schema import RESPONSE_EXTENSIONS, RESPONSES_SCHEMA, collect_failures
 
@@ -152,8 +178,8 @@ def _kernel(
         parts.append(pl.DataFrame({"_kind": ["invalid"], "_detail": [failures.write_json()]}))
     else:
         pairs = scan_pairs(log, cases, delta=delta, layout="any").collect()
-        sums = cluster_sums(pairs, by, cluster=cluster)
-        parts.append(sums.with_columns(pl.lit("sums").alias("_kind")))
+        for kind, frame in reduce(pairs).items():
+            parts.append(frame.with_columns(pl.lit(kind).alias("_kind")))
         if missing == "error":
             inc = pairs.filter(pl.col("missing_arm").is_not_null())
             if inc.height:
@@ -293,31 +319,93 @@ class SparkEngine:
         missing: Missing = "error",
     ) -> pl.DataFrame:
         """See :meth:`peira.engine.base.Engine.cluster_sums`."""
-        from pyspark.sql import functions as F
-
         from ..metrics.frame import cluster_sums
         from ..metrics.keys import group_keys
-        from ..pairs import scan_pairs
-        from ..schema import empty
 
-        if missing not in ("error", "malformed"):
-            raise PeiraValueError(f"missing must be 'error' or 'malformed', not {missing!r}")
-        if delta < 0:
-            raise PeiraValueError(f"delta must be >= 0, not {delta!r}")
+        _check(delta, missing)
         by = group_keys(by)[1:]
-        keys = ["run_id", *by, cluster]
-        blank = cluster_sums(
-            scan_pairs(empty("responses"), cases, delta=delta), by, cluster=cluster
+        blank = cluster_sums(_no_pairs(cases, delta), by, cluster=cluster)
+        reduce = partial(_cluster_sums, by=by, cluster=cluster)
+        got = self._reduce(
+            responses,
+            cases,
+            reduce=reduce,
+            blanks={"sums": (blank, ["run_id", *by, cluster])},
+            shuffle=("run_id", "case_id"),
+            delta=delta,
+            missing=missing,
         )
-        schema = _out_schema(keys, blank)
-        sums = [c for c in blank.columns if c not in keys]
+        return got["sums"]
+
+    def run_sums(
+        self,
+        responses: Any,
+        cases: pl.DataFrame,
+        *,
+        cluster: str = "scenario_id",
+        delta: float = 0.10,
+        missing: Missing = "error",
+    ) -> RunSums:
+        """See :meth:`peira.engine.base.Engine.run_sums`.
+
+        The log is shuffled by ``case_id`` (every run's pairs of a case meet in
+        one partition, which tells which runs lack a case) after one pass
+        that lists the log's runs.
+        """
+        from pyspark.sql import functions as F
+
+        from ..metrics.summary import KEYS, SAMPLE_KEYS, RunSums, sample_counts, summarise
+
+        _check(delta, missing)
+        none = _no_pairs(cases, delta)
+        spark = self.session()
+        sdf, _ = self._read(spark, responses)
+        with _arrow_only():
+            try:
+                found = sdf.select(F.col("run_id").cast("string")).distinct().toArrow()
+            except Exception as exc:
+                _explain_worker_failure(exc)
+                raise
+        runs = sorted(r for r in found.column(0).to_pylist() if r is not None)
+        got = self._reduce(
+            responses,
+            cases,
+            reduce=partial(_run_sums, cluster=cluster, runs=runs),
+            blanks={
+                "sums": (summarise(none, cluster=cluster), [*KEYS, cluster, "_absent"]),
+                "samples": (sample_counts(none), list(SAMPLE_KEYS)),
+            },
+            shuffle=("case_id",),
+            delta=delta,
+            missing=missing,
+        )
+        return RunSums(got["sums"], got["samples"], cluster, observed=True)
+
+    def _reduce(
+        self,
+        responses: Any,
+        cases: pl.DataFrame,
+        *,
+        reduce: Callable[[pl.DataFrame], dict[str, pl.DataFrame]],
+        blanks: dict[str, tuple[pl.DataFrame, list[str]]],
+        shuffle: tuple[str, ...],
+        delta: float,
+        missing: Missing,
+    ) -> dict[str, pl.DataFrame]:
+        """Shuffle the log by ``shuffle``, run ``reduce`` on each partition's pairs and
+        add each kind of its results up by its keys (``blanks``: kind → (an empty
+        result with its columns and types, its keys))."""
+        from pyspark.sql import functions as F
+
+        schema = _out_schema({kind: blank for kind, (blank, _) in blanks.items()})
+        keys = list(dict.fromkeys(k for _, ks in blanks.values() for k in ks))
+        sums = [c for c in schema if c not in keys and c not in _SIDE]
         spark = self.session()
         sdf, source = self._read(spark, responses)
         kernel = partial(
             _kernel,
             cases=cases,
-            by=by,
-            cluster=cluster,
+            reduce=reduce,
             delta=delta,
             missing=missing,
             source=source,
@@ -329,9 +417,9 @@ class SparkEngine:
             # Without a count, adaptive execution sizes the partitions to the data
             # (a demo log: one or two; 30 M rows: about 64 MB each).
             shuffled = (
-                sdf.repartition("run_id", "case_id")
+                sdf.repartition(*shuffle)
                 if self.partitions is None
-                else sdf.repartition(self.partitions, "run_id", "case_id")
+                else sdf.repartition(self.partitions, *shuffle)
             )
             parts = shuffled.mapInArrow(kernel, ddl)
             agg = parts.groupBy(*side, *keys).agg(
@@ -344,10 +432,28 @@ class SparkEngine:
                 raise
         assert isinstance(got, pl.DataFrame)
         _raise_problems(got, source, missing)
-        out = got.filter(pl.col("_kind") == "sums").select(
-            pl.col(c).cast(blank.schema[c]) for c in blank.columns
-        )
-        return out.sort(keys)
+        out = {}
+        for kind, (blank, ks) in blanks.items():
+            rows = got.filter(pl.col("_kind") == kind).select(
+                pl.col(c).cast(blank.schema[c]) for c in blank.columns
+            )
+            out[kind] = rows.sort(ks, nulls_last=False)
+        return out
+
+
+def _check(delta: float, missing: str) -> None:
+    if missing not in ("error", "malformed"):
+        raise PeiraValueError(f"missing must be 'error' or 'malformed', not {missing!r}")
+    if delta < 0:
+        raise PeiraValueError(f"delta must be >= 0, not {delta!r}")
+
+
+def _no_pairs(cases: pl.DataFrame, delta: float) -> pl.DataFrame:
+    """An empty pair table (the columns a reduction of no pairs has)."""
+    from ..pairs import scan_pairs
+    from ..schema import empty
+
+    return scan_pairs(empty("responses"), cases, delta=delta).collect()
 
 
 @contextmanager

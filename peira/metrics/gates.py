@@ -4,12 +4,22 @@ listed but unranked, with reasons."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import polars as pl
 
 from ..errors import PeiraValueError
 
-__all__ = ["BENIGN_ONLY", "GateThresholds", "metric_den_is_eligible", "ranking_gates"]
+if TYPE_CHECKING:
+    from .summary import RunSums
+
+__all__ = [
+    "BENIGN_ONLY",
+    "GateThresholds",
+    "check_cases",
+    "metric_den_is_eligible",
+    "ranking_gates",
+]
 
 
 @dataclass(frozen=True)
@@ -59,8 +69,24 @@ def metric_den_is_eligible(metric: str) -> bool:
     return m is None or _same(m.denominator, RATIO_METRICS["asr"].denominator)
 
 
+def check_cases(pairs: pl.LazyFrame, cases: pl.DataFrame) -> None:
+    """Raise unless every case of ``pairs`` is one of ``cases`` (one split of both)."""
+    stray = (
+        pairs.select("case_id")
+        .unique()
+        .join(cases.lazy().select("case_id"), on="case_id", how="anti")
+        .sort("case_id")
+        .collect()
+    )
+    if stray.height:
+        raise PeiraValueError(
+            f"ranking_gates: the pairs hold {stray.height} case(s) not in the cases given "
+            f"(first: {stray['case_id'][0]!r}); pass the pairs and the cases of one split"
+        )
+
+
 def ranking_gates(
-    pairs: pl.DataFrame | pl.LazyFrame,
+    pairs: pl.DataFrame | pl.LazyFrame | RunSums,
     cases: pl.DataFrame,
     *,
     thresholds: GateThresholds | None = None,
@@ -71,7 +97,9 @@ def ranking_gates(
     Parameters
     ----------
     pairs
-        The pair table of the runs (any split; pass the split analysed).
+        The pair table of the runs (any split; pass the split analysed), or
+        its run sums (:class:`peira.metrics.summary.RunSums`, e.g. from the
+        Spark engine): the gates read the pairs through sums only.
     cases
         The cases the runs should cover: the dataset's families and case
         count are taken from here (restrict it to the split analysed).
@@ -106,52 +134,57 @@ def ranking_gates(
     nor when ranking by a metric of the benign answers alone
     (:data:`BENIGN_ONLY`): a hard task's accuracies below 0.5 are still ranked.
     """
+    from .summary import RunSums
+
+    if isinstance(pairs, RunSums):
+        return _gates(pairs, cases, thresholds, metric)
+    lf = pairs.lazy()
+    check_cases(lf, cases)
+    wanted = list(dict.fromkeys([metric, "malformed_rate", "benign_accuracy", "asr"]))
+    return _gates(RunSums.of(lf, cluster=None, metrics=wanted), cases, thresholds, metric)
+
+
+def _gates(
+    sums: RunSums, cases: pl.DataFrame, thresholds: GateThresholds | None, metric: str
+) -> pl.DataFrame:
+    """:func:`ranking_gates` from run sums (the pairs' sums, see :mod:`peira.metrics.summary`)."""
     from .ratios import RATIO_METRICS
 
     m = RATIO_METRICS[metric]  # UnknownNameError, with close matches
-    counted = (m.denominator.cast(pl.Float64) > 0).fill_null(False)
     by_eligible = _same(m.denominator, RATIO_METRICS["asr"].denominator)
     what = "eligible pairs" if by_eligible else f"pairs counted by {metric}"
     t = thresholds or GateThresholds()
-    lf = pairs.lazy()
-    if "arms" not in lf.collect_schema().names():
-        lf = lf.with_columns(pl.lit("both").alias("arms"))
-    families = cases.select(pl.col("family").unique()).lazy()
-    stray = (
-        lf.select("case_id")
-        .unique()
-        .join(cases.lazy().select("case_id"), on="case_id", how="anti")
-        .sort("case_id")
-        .collect()
-    )
-    if stray.height:
-        raise PeiraValueError(
-            f"ranking_gates: the pairs hold {stray.height} case(s) not in the cases given "
-            f"(first: {stray['case_id'][0]!r}); pass the pairs and the cases of one split"
-        )
-    per_run = lf.group_by("run_id").agg(
-        RATIO_METRICS["malformed_rate"].expr(),
-        RATIO_METRICS["benign_accuracy"].expr(),
-        m.expr().alias("_value"),
-        pl.col("eligible").sum().cast(pl.Int64).alias("n_eligible"),
-        counted.sum().cast(pl.Int64).alias("n_counted"),
-        pl.col("arms").fill_null("both").first().alias("arms"),
-    )
-    # Every (case × sample) a run should have: the samples it used × the cases given.
-    expected = (
-        lf.select("run_id", "sample").unique().join(cases.lazy().select("case_id"), how="cross")
-    )
-    complete = lf.filter(pl.col("missing_arm").is_null()).select("run_id", "case_id", "sample")
-    missing = (
-        expected.join(complete, on=["run_id", "case_id", "sample"], how="anti")
+    sums.require(list(dict.fromkeys([metric, "malformed_rate", "benign_accuracy", "asr"])))
+
+    def rate(name: str) -> pl.Expr:
+        num, den = pl.col(f"{name}__num").sum(), pl.col(f"{name}__den").sum()
+        return pl.when(den > 0).then(num / den)
+
+    n_cases = cases.select(pl.col("case_id").n_unique()).item()
+    per_run = (
+        sums.frame.lazy()
         .group_by("run_id")
-        .agg(pl.len().cast(pl.Int64).alias("n_missing"))
+        .agg(
+            rate("malformed_rate").alias("malformed_rate"),
+            rate("benign_accuracy").alias("benign_accuracy"),
+            rate(metric).alias("_value"),
+            pl.col("asr__den").sum().cast(pl.Int64).alias("n_eligible"),
+            sums.count(metric).sum().cast(pl.Int64).alias("n_counted"),
+            pl.col("arms").sort().first().alias("arms"),
+        )
+        # Every (case × sample) a run should have: the samples it used × the cases given.
+        .join(sums.about().lazy().select("run_id", "n_samples", "n_complete"), on="run_id")
+        .with_columns((pl.col("n_samples") * n_cases - pl.col("n_complete")).alias("n_missing"))
+        .drop("n_samples", "n_complete")
     )
-    per_run = per_run.join(missing, on="run_id", how="left").with_columns(
-        pl.col("n_missing").fill_null(0)
+    families = cases.select(pl.col("family").unique()).lazy()
+    fam = (
+        sums.frame.lazy()
+        .group_by("run_id", "family")
+        .agg(sums.count(metric).sum().cast(pl.Int64).alias("n"))
+        .filter(pl.col("n") > 0)
     )
-    fam = lf.filter(counted).group_by("run_id", "family").agg(pl.len().cast(pl.Int64).alias("n"))
-    grid = lf.select("run_id").unique().join(families, how="cross")
+    grid = sums.frame.lazy().select("run_id").unique().join(families, how="cross")
     fam_min = (
         grid.join(fam, on=["run_id", "family"], how="left")
         .group_by("run_id")

@@ -36,6 +36,7 @@ import polars as pl
 
 from ..errors import (
     OutputExistsError,
+    PeiraError,
     PeiraValueError,
     PeiraWarning,
     PublicationLeakError,
@@ -139,9 +140,10 @@ def _inputs(ctx: ReportContext) -> dict[str, Any]:
     out: dict[str, Any] = {
         "dataset_version": version,
         "dataset_hash": dataset_hash(cases, ds.variants),
-        "results_hash": results_hash(ctx.responses),
+        # a log reduced elsewhere (the Spark engine) is not read here: no hash, no count
+        "results_hash": results_hash(ctx.responses) if ctx.responses is not None else None,
         "n_cases": cases.height,
-        "n_responses": ctx.responses.height,
+        "n_responses": ctx.responses.height if ctx.responses is not None else None,
         "runs": ctx.runs,
     }
     if ctx.config.publication:
@@ -152,8 +154,28 @@ def _inputs(ctx: ReportContext) -> dict[str, Any]:
     return out
 
 
+def available_tables(ctx: ReportContext) -> list[str]:
+    """The tables a context can build, in report order: every one, or for a context of
+    run sums (the Spark engine) those that do not need every pair."""
+    return [n for n, spec in TABLES.items() if ctx.has_pairs or not spec.pairs]
+
+
+def omitted(ctx: ReportContext, *, figures: bool = True) -> dict[str, list[str]]:
+    """The tables (and figures) a context of run sums leaves out: they need every pair."""
+    if ctx.has_pairs:
+        return {}
+    return {
+        "tables": [n for n, spec in TABLES.items() if spec.pairs],
+        "figures": [n for n, spec in FIGURES.items() if spec.pairs] if figures else [],
+    }
+
+
 def _manifest(
-    ctx: ReportContext, generator: str, files: Mapping[str, bytes], figures: list[str]
+    ctx: ReportContext,
+    generator: str,
+    files: Mapping[str, bytes],
+    tables: list[str],
+    figures: list[str] | None,
 ) -> dict[str, Any]:
     c = ctx.config
     plans = {
@@ -187,8 +209,19 @@ def _manifest(
             "method": "percentile",
             "plans": plans,
         },
-        "tables": list(TABLES),
-        "figures": figures,
+        "tables": tables,
+        "figures": figures or [],
+        **(
+            {
+                "omitted": {
+                    **omitted(ctx, figures=figures is not None),
+                    "reason": "built from the log's run sums (engine "
+                    f"{ctx.engine!r}): these need every pair",
+                }
+            }
+            if not ctx.has_pairs
+            else {}
+        ),
         "files": [
             {"path": p, "sha256": hashlib.sha256(b).hexdigest(), "bytes": len(b)}
             for p, b in sorted(files.items())
@@ -231,8 +264,9 @@ def build_outputs(
             stacklevel=2,
         )
         figures = False
-    fig_names = list(FIGURES) if figures else []
-    total = len(TABLES) + len(fig_names)
+    table_names = available_tables(ctx)
+    fig_names = [n for n in FIGURES if ctx.has_pairs or not FIGURES[n].pairs] if figures else []
+    total = len(table_names) + len(fig_names)
     step = 0
 
     def tell(what: str) -> None:
@@ -245,7 +279,8 @@ def build_outputs(
     frames: dict[str, pl.DataFrame] = {}
     drawn: dict[str, dict[str, bytes]] = {}
     with _once_warnings():
-        for name, spec in TABLES.items():
+        for name in table_names:
+            spec = TABLES[name]
             tell(f"table {name}")
             df = spec.build(ctx)
             frames[name] = df
@@ -261,8 +296,8 @@ def build_outputs(
             drawn[name] = render_figure(FIGURES[name], ctx, figure_formats)
             for fmt, data in drawn[name].items():
                 files[f"figures/{name}.{fmt}"] = data
-    files["tables.tex"] = latex_document_inputs(list(TABLES)).encode()
-    manifest = _manifest(ctx, generator, files, fig_names)
+    files["tables.tex"] = latex_document_inputs(table_names).encode()
+    manifest = _manifest(ctx, generator, files, table_names, fig_names if figures else None)
     files[MANIFEST] = _json(manifest)
     return ReportOutputs(dict(sorted(files.items())), frames, drawn, manifest)
 
@@ -412,6 +447,8 @@ def report_html(
     }
     from .flips import flipped_pairs
 
+    if ctx.responses is None:  # a context of run sums: no pair, no flip to drill into
+        raise PeiraError("the HTML report needs the response log (the local engine)")
     flips = flipped_pairs(ctx.pairs, ctx.responses, ctx.dataset.variants)
     return render_html(
         title=f"Peira report: {inputs['dataset_version']}",

@@ -220,12 +220,14 @@ def score_shift(ctx: ReportContext) -> Figure:
 
 @dataclass(frozen=True)
 class FigureSpec:
-    """A named figure: file stem, title, caption and the function that draws it."""
+    """A named figure: file stem, title, caption and the function that draws it
+    (``pairs``: it needs every pair, so a context of run sums cannot draw it)."""
 
     name: str
     title: str
     caption: str
     draw: Callable[[ReportContext], Figure]
+    pairs: bool = False
 
 
 FIGURES: Registry[FigureSpec] = Registry(
@@ -250,6 +252,7 @@ FIGURES: Registry[FigureSpec] = Registry(
             "Mean emitted score against the observed frequency of the positive decision per "
             "bin, benign and attacked arm; dashed lines have fewer than 100 scored answers.",
             reliability,
+            pairs=True,
         ),
         FigureSpec(
             "risk_coverage",
@@ -257,6 +260,7 @@ FIGURES: Registry[FigureSpec] = Registry(
             "Flip rate among the attacked answers a confidence gate accepts, as it accepts "
             "more of them (most confident first).",
             risk_coverage,
+            pairs=True,
         ),
         FigureSpec(
             "score_shift",
@@ -264,6 +268,7 @@ FIGURES: Registry[FigureSpec] = Registry(
             "Attacked minus benign score on eligible score pairs; shifts beyond the dashed "
             "lines without a flip are shift-without-flip.",
             score_shift,
+            pairs=True,
         ),
     ),
 )

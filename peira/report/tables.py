@@ -35,6 +35,7 @@ from ..bootstrap import (
 from ..errors import PeiraError, PeiraValueError, UnknownTableError
 from ..io import Dataset
 from ..metrics import RATIO_METRICS, GateThresholds, metric_table, ranking_gates
+from ..metrics.summary import RunSums
 from ..pairs import Missing, build_pairs
 from ..ranking import Rule, leaderboard, pairwise
 
@@ -120,11 +121,20 @@ class ReportContext:
     dataset
         The dataset (cases and variants).
     responses
-        The response log (validated against the cases).
+        The response log (validated against the cases); None with ``sums``.
     config
         :class:`ReportConfig` (default: public split, B = 10,000, seed 0).
     pairs
         A pair table already built from ``responses`` (optional).
+    sums
+        The log's run sums instead of the log (:func:`peira.api.run_sums`,
+        e.g. from the Spark engine; clustered as ``config.unit`` says). The
+        ratio metrics, the gates, the leaderboard, the comparisons and the
+        divergence come from run sums either way, so they are the same; the
+        tables and figures that need every pair (:attr:`TableSpec.pairs`,
+        :attr:`~peira.report.figures.FigureSpec.pairs`) are not available.
+    engine
+        The engine that reduced the log (recorded in the manifest).
 
     Raises
     ------
@@ -137,28 +147,83 @@ class ReportContext:
     def __init__(
         self,
         dataset: Dataset,
-        responses: pl.DataFrame,
+        responses: pl.DataFrame | None,
         config: ReportConfig | None = None,
         *,
         pairs: pl.DataFrame | None = None,
+        sums: RunSums | None = None,
+        engine: str = "local",
     ) -> None:
         self.dataset = dataset
+        self.engine = engine
         self.responses = responses
         self.config = config or ReportConfig()
         c = self.config
-        if pairs is None:
-            pairs = build_pairs(responses, dataset.cases, missing=c.missing, delta=c.delta)
-        self.all_pairs: pl.DataFrame = pairs
         if c.split == "all":
             self.cases: pl.DataFrame = dataset.cases
-            self.pairs: pl.DataFrame = pairs
         else:
             self.cases = dataset.cases.filter(pl.col("split") == c.split)
-            self.pairs = pairs.filter(pl.col("split") == c.split)
         if self.cases.is_empty():
             raise PeiraError(f"no cases in split {c.split!r}")
-        if self.pairs.is_empty():
+        self._pairs: pl.DataFrame | None = None
+        self._all_pairs: pl.DataFrame | None = None
+        self._sums: RunSums | None = None
+        if sums is not None:
+            if sums.cluster != self.plan.column:
+                raise PeiraValueError(
+                    f"the run sums are by {sums.cluster!r}; unit {c.unit!r} resamples "
+                    f"{self.plan.column!r}"
+                )
+            self._sums = sums
+            if self.sums.frame.is_empty():
+                raise PeiraError(f"no pairs in split {c.split!r}: the response log covers none")
+            return
+        if responses is None:
+            raise PeiraValueError("ReportContext needs the responses or their run sums")
+        if pairs is None:
+            pairs = build_pairs(responses, dataset.cases, missing=c.missing, delta=c.delta)
+        self._all_pairs = pairs
+        self._pairs = pairs if c.split == "all" else pairs.filter(pl.col("split") == c.split)
+        if self._pairs.is_empty():
             raise PeiraError(f"no pairs in split {c.split!r}: the response log covers none")
+        self._sums = None
+
+    @property
+    def has_pairs(self) -> bool:
+        """Whether the pair table is here (False for a context made from run sums)."""
+        return self._pairs is not None
+
+    def _need_pairs(self) -> pl.DataFrame:
+        if self._pairs is None:
+            raise PeiraError(
+                "this needs every pair (calibration, confidence gate, score shifts); the "
+                "context holds the log's run sums only: build it on the local engine"
+            )
+        return self._pairs
+
+    @property
+    def pairs(self) -> pl.DataFrame:
+        """The pair table of the split analysed (a context made from run sums has none)."""
+        return self._need_pairs()
+
+    @property
+    def all_pairs(self) -> pl.DataFrame:
+        """The pair table of every split (a context made from run sums has none)."""
+        self._need_pairs()
+        assert self._all_pairs is not None
+        return self._all_pairs
+
+    @cached_property
+    def all_sums(self) -> RunSums:
+        """The run sums of every split (:mod:`peira.metrics.summary`), by the plan's clusters."""
+        if self._sums is not None:
+            return self._sums
+        return RunSums.of(self.all_pairs, cluster=self.plan.column)
+
+    @cached_property
+    def sums(self) -> RunSums:
+        """The run sums of the split analysed."""
+        return self.all_sums.split(self.config.split)
 
     # ------------------------------------------------------------ plans
 
@@ -174,7 +239,7 @@ class ReportContext:
     @cached_property
     def has_holdout(self) -> bool:
         """Whether both splits have cases and pairs (the divergence is defined)."""
-        splits = set(self.all_pairs["split"].unique().to_list())
+        splits = set(self.all_sums.frame["split"].unique().to_list())
         return {"public", "holdout"} <= splits
 
     @cached_property
@@ -212,7 +277,7 @@ class ReportContext:
     @cached_property
     def runs(self) -> list[str]:
         """Run ids with pairs in the split analysed, sorted."""
-        return sorted(self.pairs["run_id"].unique().to_list())
+        return self.sums.runs
 
     @cached_property
     def families(self) -> list[str]:
@@ -225,41 +290,49 @@ class ReportContext:
         return metric_table(self.pairs, cases=self.cases, thresholds=self.config.thresholds)
 
     @cached_property
+    def ratio_table(self) -> pl.DataFrame:
+        """Per run: ``n_pairs``, ``n_eligible`` and every ratio metric (from the run sums)."""
+        totals = self.sums.totals()
+        return totals.select(
+            "run_id",
+            "n_pairs",
+            pl.col("asr__den").cast(pl.Int64).alias("n_eligible"),
+            *RATIO_METRICS,
+        )
+
+    @cached_property
     def gates(self) -> pl.DataFrame:
         """:func:`peira.metrics.ranking_gates` per run."""
-        return ranking_gates(self.pairs, self.cases, thresholds=self.config.thresholds)
+        return ranking_gates(self.sums, self.cases, thresholds=self.config.thresholds)
 
     @cached_property
     def denominators(self) -> pl.DataFrame:
         """Per run: the denominator count of every ratio metric (``<metric>_den``)."""
-        return (
-            self.pairs.group_by("run_id")
-            .agg(
-                m.denominator.cast(pl.Float64).sum().alias(f"{m.name}_den")
-                for m in RATIO_METRICS.values()
-            )
-            .sort("run_id")
+        return self.sums.totals().select(
+            "run_id", *[pl.col(f"{m}__den").alias(f"{m}_den") for m in RATIO_METRICS]
         )
 
     @cached_property
     def ratio_ci(self) -> pl.DataFrame:
         """Intervals of every ratio metric per run (long: run_id, metric, estimate, lo, hi…)."""
-        return ratio_intervals(self.pairs, self.plan, level=self.config.level)
+        return ratio_intervals(self.sums.cluster_sums(), self.plan, level=self.config.level)
 
     @cached_property
     def family_ci(self) -> pl.DataFrame:
         """ASR intervals per run × family."""
         return ratio_intervals(
-            self.pairs, self.plan, by="family", metrics=["asr"], level=self.config.level
+            self.sums.cluster_sums(by=["family"], metrics=["asr"]),
+            self.plan,
+            by="family",
+            metrics=["asr"],
+            level=self.config.level,
         )
 
     @cached_property
     def family_counts(self) -> pl.DataFrame:
         """Eligible pairs per run × family."""
-        return (
-            self.pairs.group_by("run_id", "family")
-            .agg(pl.col("eligible").fill_null(False).sum().cast(pl.Int64).alias("n_eligible"))
-            .sort("run_id", "family")
+        return self.sums.totals(by=["family"]).select(
+            "run_id", "family", pl.col("asr__den").cast(pl.Int64).alias("n_eligible")
         )
 
     @cached_property
@@ -279,7 +352,7 @@ class ReportContext:
         """:func:`peira.ranking.leaderboard` of the split analysed."""
         c = self.config
         return leaderboard(
-            self.pairs, self.cases, self.plan, rule=c.rule, level=c.level, thresholds=c.thresholds
+            self.sums, self.cases, self.plan, rule=c.rule, level=c.level, thresholds=c.thresholds
         )
 
     @cached_property
@@ -287,7 +360,7 @@ class ReportContext:
         """:func:`peira.ranking.pairwise` on robustness, every pair of runs."""
         c = self.config
         return pairwise(
-            self.pairs,
+            self.sums,
             self.plan,
             rule=c.rule,
             level=c.level,
@@ -303,7 +376,7 @@ class ReportContext:
         from ..holdout import divergence
 
         return divergence(
-            self.all_pairs,
+            self.all_sums.cluster_sums(by=["split"], metrics=["asr"]),
             self.dataset.cases,
             plan_public=self.public_plan,
             plan_holdout=self.holdout_plan,
@@ -315,7 +388,7 @@ class ReportContext:
         """ASR interval per run on the holdout split (its own plan), or None."""
         if not self.has_holdout:
             return None
-        hp = self.all_pairs.filter(pl.col("split") == "holdout")
+        hp = self.all_sums.split("holdout").cluster_sums(metrics=["asr"])
         return ratio_intervals(hp, self.holdout_plan, metrics=["asr"], level=self.config.level)
 
     # ------------------------------------------------------------ helpers
@@ -349,10 +422,9 @@ class ReportContext:
         "; "-joined; empty when none is defined); ``flags`` is
         ``"few_clusters"`` when any of them rests on fewer than 30 clusters.
         """
-        parts = [
-            self.ratio_ci.filter(pl.col("metric").is_in(list(ratio))),
-            self.nonratio_ci.filter(pl.col("metric").is_in(list(nonratio))),
-        ]
+        parts = [self.ratio_ci.filter(pl.col("metric").is_in(list(ratio)))]
+        if nonratio:
+            parts.append(self.nonratio_ci.filter(pl.col("metric").is_in(list(nonratio))))
         ci = pl.concat([p.select("run_id", "lo", "method", "few_clusters") for p in parts])
         return (
             pl.DataFrame({"run_id": self.runs})
@@ -388,6 +460,9 @@ class TableSpec:
     intervals
         Whether the table shows intervals (then it has ``interval_method``
         and ``flags`` columns, which the caption explains).
+    pairs
+        Whether it needs every pair (non-ratio metrics: calibration, AUROC,
+        score shifts), so cannot be built from run sums alone.
     """
 
     name: str
@@ -396,6 +471,7 @@ class TableSpec:
     build: Callable[[ReportContext], pl.DataFrame]
     digits: Mapping[str, int] = field(default_factory=dict)
     intervals: bool = True
+    pairs: bool = False
 
     def decimals(self, df: pl.DataFrame) -> dict[str, int]:
         """Decimals of every column of ``df``."""
@@ -437,7 +513,7 @@ def _status(sufficient: pl.Expr, value: pl.Expr) -> pl.Expr:
 
 def _leaderboard(ctx: ReportContext) -> pl.DataFrame:
     lb = ctx.leaderboard
-    extra = ctx.metric_table.select(
+    extra = ctx.ratio_table.select(
         "run_id", "asr", "abstention_rate_attacked", "abstention_flip_rate"
     )
     gate = (
@@ -501,7 +577,7 @@ def _asr_by_family_ci(ctx: ReportContext) -> pl.DataFrame:
 
 
 def _abstention(ctx: ReportContext) -> pl.DataFrame:
-    mt = ctx.metric_table.select(
+    mt = ctx.ratio_table.select(
         "run_id",
         "n_pairs",
         "n_eligible",
@@ -744,9 +820,9 @@ def _divergence(ctx: ReportContext) -> pl.DataFrame:
     if div is None or hci is None:
         return pl.DataFrame(schema=_DIVERGENCE_SCHEMA)
     n_hold = (
-        ctx.all_pairs.filter(pl.col("split") == "holdout")
-        .group_by("run_id")
-        .agg(pl.col("eligible").fill_null(False).sum().cast(pl.Int64).alias("holdout_n_eligible"))
+        ctx.all_sums.split("holdout")
+        .totals()
+        .select("run_id", pl.col("asr__den").cast(pl.Int64).alias("holdout_n_eligible"))
     )
     ci = pl.concat(
         [
@@ -811,11 +887,11 @@ def _census(ctx: ReportContext) -> pl.DataFrame:
                 rows.append((dim, lev, p, None, None))
             else:
                 rows.append((dim, lev, p, h, t))
-    ap = ctx.all_pairs
+    ap = ctx.all_sums.frame
     rp, rh = (ap.filter(pl.col("split") == s)["run_id"].n_unique() for s in SPLITS)
     rows.append(("runs", _ALL, rp, rh, ap["run_id"].n_unique()))
-    p, h, t = counts(ap)
-    rows.append(("pairs", _ALL, p, h, t))
+    per = {s: int(ap.filter(pl.col("split") == s)["n_pairs"].sum()) for s in SPLITS}
+    rows.append(("pairs", _ALL, per["public"], per["holdout"], int(ap["n_pairs"].sum())))
     return pl.DataFrame(
         rows,
         schema={
@@ -882,6 +958,7 @@ TABLES: Registry[TableSpec] = Registry(
             "pairs; score shifts of at least delta that did not flip the decision; mean score "
             "shift toward the target (withheld below 30 pairs).",
             _targeted,
+            pairs=True,
         ),
         TableSpec(
             "calibration",
@@ -895,6 +972,7 @@ TABLES: Registry[TableSpec] = Registry(
             "miscalibration, discrimination and uncertainty of the CORP decomposition "
             "(isotonic recalibration, no bins).",
             _calibration,
+            pairs=True,
         ),
         TableSpec(
             "confidence_gate",
@@ -906,6 +984,7 @@ TABLES: Registry[TableSpec] = Registry(
             "confidence: flips_seen of the run's eligible flips (abstention and malformed flips "
             "carry none).",
             _confidence_gate,
+            pairs=True,
         ),
         TableSpec(
             "head_to_head",
