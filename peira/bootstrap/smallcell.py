@@ -37,7 +37,6 @@ from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
-from scipy import special
 
 from ..errors import PeiraValueError
 
@@ -206,6 +205,8 @@ def _t(q: float, df: F64) -> F64:
     ok = df >= 1
     # Student's t quantile: scipy.stats.t.ppf is this function behind argument
     # checks (equal to the bit for q in (0, 1), df >= 1), without scipy.stats' import.
+    from scipy import special  # scipy loads only where a small-cell interval is computed
+
     out[ok] = special.stdtrit(df[ok], q)
     return out
 
@@ -280,6 +281,8 @@ def binomial_interval(
     xs = np.clip(xs, 0.0, np.where(ok, ns, 0.0))
     low_end = ok & (xs > 0)
     high_end = ok & (xs < ns)
+    from scipy import special
+
     if kind == "clopper-pearson":
         lo[low_end] = special.betaincinv(xs[low_end], ns[low_end] - xs[low_end] + 1.0, a2)
         hi[high_end] = special.betaincinv(xs[high_end] + 1.0, ns[high_end] - xs[high_end], 1 - a2)
