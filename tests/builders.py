@@ -151,3 +151,31 @@ def random_log(seed: int, n_cases: int = 60, n_runs: int = 3) -> tuple[pl.DataFr
                     dec = c["expected_decision"] if rng.random() < 0.7 else "approve"
                     rows.append(resp(c["case_id"], arm, dec, **kw))
     return make_cases(*cases), make_responses(*rows)
+
+
+def sampled_log(
+    seed: int, n_runs: int, samples: int, drop: float, n_cases: int = 24
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """:func:`random_log` answered ``samples`` times (later samples flip some decided answers),
+    with a share ``drop`` of rows removed at random (missing arms). Rows in no set order."""
+    import numpy as np
+
+    cases, base = random_log(seed, n_cases=n_cases, n_runs=n_runs)
+    rng = np.random.default_rng(seed)
+    parts = []
+    for s in range(samples):
+        flip = rng.random(base.height) < 0.3  # later samples answer differently
+        other = (
+            pl.when(pl.col("decision") == "deny").then(pl.lit("approve")).otherwise(pl.lit("deny"))
+        )
+        parts.append(
+            base.with_columns(
+                pl.lit(s, dtype=pl.Int32).alias("sample"),
+                pl.when(pl.Series(flip) & pl.col("decision").is_not_null() & (s > 0))
+                .then(other)
+                .otherwise(pl.col("decision"))
+                .alias("decision"),
+            )
+        )
+    log = pl.concat(parts)
+    return cases, log.filter(pl.Series(rng.random(log.height) >= drop))

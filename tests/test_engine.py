@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -22,7 +21,7 @@ from peira.engine.local import LocalEngine
 from peira.engine.spark import SparkEngine, java_problem
 from peira.errors import MissingArmsError, PeiraError, UnknownNameError, ValidationError
 from peira.io import demo_dir, read_dataset
-from tests.builders import random_log
+from tests.builders import random_log, sampled_log
 
 DEMO = demo_dir()
 
@@ -117,25 +116,7 @@ def logs(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def build(spec: dict[str, Any]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    cases, base = random_log(spec["seed"], n_cases=24, n_runs=spec["n_runs"])
-    rng = np.random.default_rng(spec["seed"])
-    parts = []
-    for s in range(spec["samples"]):
-        flip = rng.random(base.height) < 0.3  # later samples answer differently
-        other = (
-            pl.when(pl.col("decision") == "deny").then(pl.lit("approve")).otherwise(pl.lit("deny"))
-        )
-        parts.append(
-            base.with_columns(
-                pl.lit(s, dtype=pl.Int32).alias("sample"),
-                pl.when(pl.Series(flip) & pl.col("decision").is_not_null() & (s > 0))
-                .then(other)
-                .otherwise(pl.col("decision"))
-                .alias("decision"),
-            )
-        )
-    log = pl.concat(parts)
-    log = log.filter(pl.Series(rng.random(log.height) >= spec["drop"]))
+    cases, log = sampled_log(spec["seed"], spec["n_runs"], spec["samples"], spec["drop"])
     if spec["order"] == "sorted":
         log = log.sort("run_id", "case_id", "sample", "arm")
     else:

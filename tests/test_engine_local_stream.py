@@ -26,7 +26,7 @@ from peira.io import parquet_files, read_responses
 from peira.metrics import RATIO_METRICS
 from peira.metrics.frame import scan_cluster_sums
 from peira.metrics.ratios import SEVERITY_WEIGHTS
-from tests.builders import random_log
+from tests.builders import random_log, sampled_log
 
 METRICS = list(RATIO_METRICS.values())
 
@@ -137,25 +137,7 @@ def logs(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def build(spec: dict[str, Any], root: Path) -> tuple[pl.DataFrame, pl.DataFrame, Path]:
-    cases, base = random_log(spec["seed"], n_cases=24, n_runs=spec["n_runs"])
-    rng = np.random.default_rng(spec["seed"])
-    parts = []
-    for s in range(spec["samples"]):
-        flip = rng.random(base.height) < 0.3
-        other = (
-            pl.when(pl.col("decision") == "deny").then(pl.lit("approve")).otherwise(pl.lit("deny"))
-        )
-        parts.append(
-            base.with_columns(
-                pl.lit(s, dtype=pl.Int32).alias("sample"),
-                pl.when(pl.Series(flip) & pl.col("decision").is_not_null() & (s > 0))
-                .then(other)
-                .otherwise(pl.col("decision"))
-                .alias("decision"),
-            )
-        )
-    log = pl.concat(parts)
-    log = log.filter(pl.Series(rng.random(log.height) >= spec["drop"]))
+    cases, log = sampled_log(spec["seed"], spec["n_runs"], spec["samples"], spec["drop"])
     log = log.sort("run_id", "case_id", "sample", "arm")
     if spec["order"] == "shuffled":
         log = log.sample(fraction=1.0, shuffle=True, seed=spec["seed"])
