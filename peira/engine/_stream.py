@@ -1,37 +1,40 @@
 """A response log on disk → per-cluster sums in one streaming pass (the local engine).
 
-The log is read in batches of rows (polars' streaming engine: only the
-columns the rules and the scoring rule read); each batch is checked against
-every value rule of docs/spec/data-model.md#responses as it goes by, its arms
-are paired and the scoring rule (:func:`peira.pairs.pair_flags`, the one
-definition every engine evaluates) and the ratio metrics are summed per
-run × group × cluster. Memory is bounded by the batch and by the rows whose
-partner has not been seen yet, not by the log.
+The log is read in batches of rows with pyarrow, only the columns the rules
+and the scoring rule read, string columns as their Parquet dictionaries: a
+batch's strings are looked at once per distinct value (run and model codes,
+the case's row in the cases table, the arm, the decision's option), never per
+row. Every batch is checked against every value rule of
+docs/spec/data-model.md#responses as it goes by, in one compiled pass that
+also files each row in a table addressed by its key: one byte per
+``(run × cases + case) × samples + sample`` and arm, holding the row's answer
+as a small code (decision, abstained, malformed, whether it has a score).
+A second answer at the same address is a duplicate key. A score case keeps the
+first arm's score until its partner arrives; the pair then records whether
+``|score_shift| ≥ δ`` (docs/spec/scoring-rule.md). Rows are never sorted or
+joined: a shuffled log is read like a sorted one.
 
-Strings never travel past the first step: run, case and decision become
-integer codes (the decisions of every case's options, so equality of codes
-is equality of decisions), a pair is keyed by one integer
-``(run × cases + case) × samples + sample``, and a bitmap over those keys
-(two bits a key, one per arm) proves the response key unique. Arms are
-paired where they lie next to each other (a log sorted by run_id, case_id,
-sample, arm); the others wait in a pool that is sorted by key and paired at
-the end of each file, and what is still alone then waits for the other
-files.
+At the end one sweep over the table counts the pairs per run, case and pair of
+answer codes. The scoring rule (:func:`peira.pairs.pair_flags`, the one
+definition every engine evaluates) and the ratio metrics' terms are
+evaluated once per distinct (case labels, pair of answer codes), and the
+counts weight them into the sums per run × group × cluster. Memory is the
+key table (two bytes a key, plus eight a key of a score case) and a batch,
+not the log.
 
 :func:`stream_cluster_sums` returns None where it does not apply (extension
 columns of the data model, hive partitions, columns of another dtype, groups
-that are not case attributes) and wherever the log breaks a rule: the caller
-then takes the general path (:func:`peira.io.read_responses`), which names the
-file, row, column and value of every violation.
+that are not case attributes, a key table over :data:`MAX_TABLE_BYTES`) and
+wherever the log breaks a rule: the caller then takes the general path
+(:func:`peira.io.read_responses`), which names the file, row, column and value
+of every violation.
 """
 
 from __future__ import annotations
 
 import re
-import threading
-from collections import deque
-from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -40,18 +43,16 @@ import numpy as np
 import polars as pl
 
 from ..metrics.ratios import RatioMetric
-from ..pairs import CASE_COLUMNS, RULE_INPUTS, _default, pair_flags
+from ..pairs import _SHIFT_TOL, CASE_COLUMNS, RULE_INPUTS, _default, pair_flags
 from ..schema import RESPONSE_EXTENSIONS, RESPONSES_SCHEMA
 
 __all__ = ["stream_cluster_sums"]
 
-#: Rows per batch of the streaming pass.
+#: Rows per batch read.
 BATCH_ROWS = 1 << 20
-#: Batches summed at once (polars and the compiled kernel release the GIL).
-_WORKERS = 2
-#: Rows waiting for their partner are kept in this many buckets (by pair key),
-#: sorted and paired one bucket at a time.
-_BUCKETS = 16
+#: The key table's size at most; a log whose keys need more (sample numbers in
+#: the millions, or hundreds of millions of keys) takes the general path.
+MAX_TABLE_BYTES = 1 << 30
 _REQUIRED = (
     "run_id",
     "model",
@@ -63,61 +64,178 @@ _REQUIRED = (
     "abstained",
     "malformed",
 )
+_STRINGS = ("run_id", "model", "model_version", "case_id", "arm", "decision")
+_UNIT = ("score", "confidence")
 _NON_NEGATIVE = ("latency_ms", "tokens_in", "tokens_out", "cost_usd")
-_MAX_OPTIONS = 120  # decision codes are Int16; the allowed table is cases × options
-#: The uniqueness bitmap's size at most (bits): 1 GB; a log whose keys would need
-#: more (sample numbers in the millions) takes the general path.
-_MAX_KEY_BITS = 1 << 33
+_MAX_OPTIONS = 120  # an answer's code holds the decision's option in 7 bits
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+#: An answer's code: 1 + abstained + 2·malformed + 4·(no score) + 8·(option + 2 or 0),
+#: plus 1024 · the pair's shift class on the arm filed second.
+_RAW_STATES = 4096
+#: Shift classes: 0 no shift (a score missing, or not a score case), 1 below δ, 2 at least δ.
+_NO_SHIFT, _BELOW, _ABOVE = 0, 1, 2
+
+# outcomes of the compiled pass
+_OK, _BAD, _FULL = 0, 1, 2
 
 _jit = numba.njit(cache=True, nogil=True)
 
 
 @_jit
-def _pair_rows(
-    idx: Any, att: Any, dec: Any, mal: Any, ci: Any, allowed: Any, n_opt: Any, bits: Any, mark: Any
+def _file_rows(
+    run: Any,
+    ci: Any,
+    sample: Any,
+    att: Any,
+    dec: Any,
+    abst: Any,
+    mal: Any,
+    score: Any,
+    snull: Any,
+    model: Any,
+    version: Any,
+    n_cases: Any,
+    samples: Any,
+    score_case: Any,
+    n_score: Any,
+    allowed: Any,
+    n_opt: Any,
+    threshold: Any,
+    tab: Any,
+    scores: Any,
+    model_of: Any,
+    version_of: Any,
+    state_id: Any,
+    state_raw: Any,
 ) -> Any:  # pragma: no cover
-    """Mark every row's key in ``bits`` (duplicates counted), count decisions outside
-    their case's options, and pair each attacked row with the benign row right after
-    it when both have the same pair key. Returns (attacked positions, single mask,
-    duplicates, bad decisions)."""
-    n = idx.shape[0]
-    dups = 0
-    bad = 0
-    if mark:
-        for i in range(n):
-            k = idx[i] * 2 + (0 if att[i] else 1)
-            byte = k >> 3
-            bit = np.uint8(1 << (k & 7))
-            if bits[byte] & bit:
-                dups += 1
+    """Check each row's rules that need more than its own column, and file its
+    answer code at its key; returns _OK, _BAD (a rule broken) or _FULL (more than
+    255 distinct answer codes)."""
+    n = run.shape[0]
+    for i in range(n):
+        r = run[i]
+        c = ci[i]
+        s = sample[i]
+        if r < 0 or c < 0 or s < 0 or s >= samples:
+            return _BAD  # unprintable or empty run, unknown case, negative sample
+        m = model[i]
+        v = version[i]
+        if m < 0 or v < 0:
+            return _BAD
+        if model_of[r] < 0:
+            model_of[r] = m
+            version_of[r] = v
+        elif model_of[r] != m or version_of[r] != v:
+            return _BAD  # model or model_version not constant within the run
+        a = abst[i]
+        f = mal[i]
+        d = dec[i]  # -2 null, -1 not an option of any case
+        if (d == -2) != (a or f):
+            return _BAD  # decision null iff abstained or malformed
+        if d != -2 and (d < 0 or not allowed[c * n_opt + d]):
+            return _BAD  # decision outside the case's options
+        key = (r * n_cases + c) * samples + s
+        slot = 2 * key + (0 if att[i] else 1)
+        if tab[slot] != 0:
+            return _BAD  # (run_id, case_id, arm, sample) not unique
+        raw = 1 + a + 2 * f + 4 * snull[i] + 8 * (d + 2)
+        k = score_case[c]
+        if k >= 0:
+            sk = (r * n_score + k) * samples + s
+            if tab[slot ^ 1] == 0:
+                scores[sk] = np.nan if snull[i] else score[i]
             else:
-                bits[byte] |= bit
-            d = dec[i]
-            if d != -2 and not mal[i] and (d < 0 or not allowed[ci[i] * n_opt + d]):
-                bad += 1
-    pos = np.empty(n // 2 + 1, np.int64)
-    single = np.ones(n, np.bool_)
+                other = scores[sk]
+                cls = _NO_SHIFT
+                if not snull[i] and not np.isnan(other):
+                    shift = score[i] - other if att[i] else other - score[i]
+                    cls = _ABOVE if abs(shift) >= threshold else _BELOW
+                raw += 1024 * cls
+        code = state_id[raw]
+        if code == 0:
+            nxt = state_raw[0] + 1
+            if nxt > 255:
+                return _FULL
+            state_raw[0] = nxt
+            state_raw[nxt] = raw
+            state_id[raw] = nxt
+            code = nxt
+        tab[slot] = code
+    return _OK
+
+
+@_jit
+def _in_unit(x: Any) -> Any:  # pragma: no cover
+    for v in x:  # noqa: SIM110 (numba compiles no generators)
+        if not (0.0 <= v <= 1.0):
+            return False
+    return True
+
+
+@_jit
+def _finite_non_negative(x: Any) -> Any:  # pragma: no cover
+    for v in x:  # noqa: SIM110 (numba compiles no generators)
+        if not (0.0 <= v < np.inf):
+            return False
+    return True
+
+
+@_jit
+def _sweep(
+    tab: Any, n_runs: Any, n_cases: Any, samples: Any, complete: Any
+) -> Any:  # pragma: no cover
+    """Count the keys of each (run, case) per pair of answer codes (attacked × 256 +
+    benign). Returns the records (run, case, pair code, count) and their number, or
+    -1 when ``complete`` and some pair lacks an arm."""
+    cap = max(1024, n_runs * n_cases)
+    rec_r = np.empty(cap, np.int32)
+    rec_c = np.empty(cap, np.int32)
+    rec_p = np.empty(cap, np.int32)
+    rec_n = np.empty(cap, np.int64)
+    cnt = np.zeros(65536, np.int64)
+    touched = np.empty(65536, np.int32)
     m = 0
-    i = 0
-    while i < n - 1:
-        if att[i] and not att[i + 1] and idx[i] == idx[i + 1]:
-            pos[m] = i
-            m += 1
-            single[i] = False
-            single[i + 1] = False
-            i += 2
-        else:
-            i += 1
-    return pos[:m], single, dups, bad
+    for r in range(n_runs):
+        for c in range(n_cases):
+            base = 2 * (r * n_cases + c) * samples
+            nt = 0
+            for s in range(samples):
+                a = tab[base + 2 * s]
+                b = tab[base + 2 * s + 1]
+                if a == 0 or b == 0:
+                    if a == 0 and b == 0:
+                        continue
+                    if complete:
+                        return rec_r, rec_c, rec_p, rec_n, -1
+                p = np.int32(a) * 256 + np.int32(b)
+                if cnt[p] == 0:
+                    touched[nt] = p
+                    nt += 1
+                cnt[p] += 1
+            if m + nt > cap:
+                cap = 2 * (m + nt)
+                rec_r2 = np.empty(cap, np.int32)
+                rec_c2 = np.empty(cap, np.int32)
+                rec_p2 = np.empty(cap, np.int32)
+                rec_n2 = np.empty(cap, np.int64)
+                rec_r2[:m] = rec_r[:m]
+                rec_c2[:m] = rec_c[:m]
+                rec_p2[:m] = rec_p[:m]
+                rec_n2[:m] = rec_n[:m]
+                rec_r, rec_c, rec_p, rec_n = rec_r2, rec_c2, rec_p2, rec_n2
+            for t in range(nt):
+                p = touched[t]
+                rec_r[m] = r
+                rec_c[m] = c
+                rec_p[m] = p
+                rec_n[m] = cnt[p]
+                cnt[p] = 0
+                m += 1
+    return rec_r, rec_c, rec_p, rec_n, m
 
 
 class _Violation(Exception):
-    """The log breaks a rule: the general path reports it."""
-
-
-class _TooLarge(_Violation):
-    """The log's keys would need too large a bitmap: the general path takes it."""
+    """The log breaks a rule, or this path does not take it: the general path does."""
 
 
 def _eligible(files: Sequence[Path]) -> dict[Path, list[str]] | None:
@@ -132,71 +250,59 @@ def _eligible(files: Sequence[Path]) -> dict[Path, list[str]] | None:
         for name, dtype in schema.items():
             if name in known and dtype != known[name]:
                 return None  # the general path conforms (or reports) other dtypes
-        out[f] = names
+        out[f] = [*_REQUIRED, *[c for c in (*_UNIT, *_NON_NEGATIVE) if c in names]]
     return out
 
 
-def _unit(c: pl.Expr) -> pl.Expr:
-    return c.is_null() | (c.is_between(0.0, 1.0) & c.is_not_nan())
+def _max_sample(files: Sequence[Path]) -> int | None:
+    """The largest sample number of the log (from the Parquet statistics where every
+    row group has them; the pass checks every row against it)."""
+    import pyarrow.parquet as pq
+
+    top: int | None = None
+    for f in files:
+        meta = pq.ParquetFile(f).metadata
+        j = meta.schema.to_arrow_schema().get_field_index("sample")
+        found: int | None = None
+        for g in range(meta.num_row_groups):
+            rg = meta.row_group(g)
+            if rg.num_rows == 0:
+                continue
+            st = rg.column(j).statistics
+            if st is None or not st.has_min_max:
+                found = None
+                break
+            found = st.max if found is None else max(found, st.max)
+        else:
+            if found is None:
+                continue  # no rows
+            top = found if top is None else max(top, found)
+            continue
+        col = pl.scan_parquet(f).select(pl.col("sample").max()).collect().item()
+        if col is not None:
+            top = int(col) if top is None else max(top, int(col))
+    return top
 
 
-def _decision_code(options: list[str]) -> pl.Expr:
-    """An option's index; -1 for any other decision; null for none."""
-    d = pl.col("decision")
-    if len(options) <= 8:
-        code: Any = pl.lit(-1, dtype=pl.Int16)
-        for i, o in reversed(list(enumerate(options))):
-            code = pl.when(d == o).then(pl.lit(i, dtype=pl.Int16)).otherwise(code)
-        return pl.when(d.is_null()).then(None).otherwise(code).alias("_dec")
-    enum = pl.Enum(options)
-    coded = d.cast(enum, strict=False).to_physical().cast(pl.Int16)
-    return pl.when(d.is_null()).then(None).otherwise(coded.fill_null(-1)).alias("_dec")
+def _batches(files: Sequence[Path], names: dict[Path, list[str]], rows: int) -> Iterator[Any]:
+    """Record batches of every file, string columns dictionary-encoded, the next one
+    decoded in a thread while the current one is filed."""
+    import pyarrow.parquet as pq
 
+    def each() -> Iterator[Any]:
+        for f in files:
+            pf = pq.ParquetFile(f, read_dictionary=[c for c in _STRINGS if c in names[f]])
+            yield from pf.iter_batches(batch_size=rows, columns=names[f], use_threads=True)
 
-def _rows(f: Path, names: list[str], options: list[str]) -> pl.LazyFrame:
-    """One file's rows as the reduction reads them: the identifiers, the arm, the
-    answer, and whether every rule of a single row holds (``_ok``; the case is
-    checked when it is coded)."""
-    score = pl.col("score") if "score" in names else pl.lit(None, dtype=pl.Float64)
-    checks = [
-        pl.col("run_id").is_not_null(),
-        pl.col("model").is_not_null(),
-        pl.col("model_version").is_not_null(),
-        pl.col("sample") >= 0,
-        (pl.col("arm") == "attacked") | (pl.col("arm") == "benign"),
-        pl.col("abstained").is_not_null(),
-        pl.col("malformed").is_not_null(),
-        pl.col("decision").is_null() == (pl.col("abstained") | pl.col("malformed")),
-    ]
-    for c in ("score", "confidence"):
-        if c in names:
-            checks.append(_unit(pl.col(c)))
-    for c in _NON_NEGATIVE:
-        if c in names:
-            x = pl.col(c)
-            checks.append((x.cast(pl.Float64).is_finite() & (x >= 0)).fill_null(True))
-    ok = pl.all_horizontal(checks).fill_null(False)
-    return pl.scan_parquet(f).select(
-        "run_id",
-        "case_id",
-        "model",
-        "model_version",
-        pl.col("sample"),
-        (pl.col("arm") == "attacked").fill_null(False).alias("_att"),
-        _decision_code(options),
-        pl.col("abstained"),
-        pl.col("malformed"),
-        score.alias("score"),
-        ok.alias("_ok"),
-    )
-
-
-_ARM_FIELDS = ("_dec", "abstained", "malformed", "score")
-
-
-def _enum(s: pl.Series) -> pl.Series:
-    """A string column of few values as an Enum (gathered per pair at the cost of an integer)."""
-    return s.cast(pl.Enum(s.drop_nulls().unique().sort().to_list()))
+    it = each()
+    with ThreadPoolExecutor(1) as pool:
+        ahead = pool.submit(next, it, None)
+        while True:
+            batch = ahead.result()
+            if batch is None:
+                return
+            ahead = pool.submit(next, it, None)
+            yield batch
 
 
 class _Reducer:
@@ -211,338 +317,291 @@ class _Reducer:
         delta: float,
         samples: int,
     ) -> None:
+        self.cases = cases
         self.n_cases = cases.height
         self.samples = samples
-        options = sorted({o for opts in cases["options"].to_list() for o in (opts or [])})
-        self.options = options
-        code = {o: i for i, o in enumerate(options)}
-        self.n_opt = max(len(options), 1)
+        self.delta = delta
+        self.ms = list(ms)
+        opts = cases["options"].to_list()
+        self.options = sorted({o for x in opts for o in (x or [])})
+        code = {o: i for i, o in enumerate(self.options)}
+        self.n_opt = max(len(self.options), 1)
         allowed = np.zeros(self.n_cases * self.n_opt, np.bool_)
-        for i, opts in enumerate(cases["options"].to_list()):
-            for o in opts or []:
+        for i, x in enumerate(opts):
+            for o in x or []:
                 allowed[i * self.n_opt + code[o]] = True
         self.allowed = allowed
-        cols = [*by, cluster]
-        groups = cases.select(cols).unique(maintain_order=True).with_row_index("_g")
-        self.groups = groups
-        g = cases.select(cols).join(
-            groups, on=cols, how="left", nulls_equal=True, maintain_order="left"
-        )
-        coded = {
-            c: cases[c].replace_strict(code, default=None, return_dtype=pl.Int16)
-            for c in ("expected_decision", "target_decision", "positive_decision")
-        }
-        self.case_table = pl.DataFrame(
-            {
-                **coded,
-                "primitive": _enum(cases["primitive"]),
-                "severity": _enum(cases["severity"]),
-                "_g": g["_g"],
-            }
-        )
-        self.keys = cols
-        self.ms = list(ms)
-        self.delta = delta
+        self.option_code = code
         self.case_enum = pl.Enum(cases["case_id"])
+        is_score = (cases["primitive"] == "score").fill_null(False).to_numpy()
+        self.score_case = np.where(is_score, np.cumsum(is_score) - 1, -1).astype(np.int64)
+        self.n_score = int(is_score.sum())
+        self.keys = [*by, cluster]
+        groups = cases.select(self.keys).unique(maintain_order=True).with_row_index("_g")
+        self.groups = groups
+        self.group_of = (
+            cases.select(self.keys)
+            .join(groups, on=self.keys, how="left", nulls_equal=True, maintain_order="left")["_g"]
+            .to_numpy()
+            .astype(np.int64)
+        )
+        labels = ["primitive", "severity", "expected_decision", "target_decision"]
+        labels.append("positive_decision")
+        self.label_cols = labels
+        lc = cases.select(labels).unique(maintain_order=True).with_row_index("_lc")
+        self.label_classes = lc
+        self.label_of = (
+            cases.select(labels)
+            .join(lc, on=labels, how="left", nulls_equal=True, maintain_order="left")["_lc"]
+            .to_numpy()
+            .astype(np.int64)
+        )
         self.runs: list[str] = []
         self.run_code: dict[str, int] = {}
-        self.bits = np.zeros(0, np.uint8)
-        self.run_bits = self.n_cases * samples * 2
-        self.model_of: list[str] = []  # by local run code
-        self.version_of: list[str] = []
-        self.sums: list[pl.DataFrame] = []
-        # rows still without their partner, by pair key modulo _BUCKETS
-        self.pending: dict[int, list[pl.DataFrame]] = {}
-        self.batch_rows = BATCH_ROWS
-        self.lock = threading.Lock()
-        self._terms_cache: tuple[list[pl.Expr], list[pl.Expr], list[tuple[str, str]]] | None = None
+        self.models: dict[str, int] = {}
+        self.versions: dict[str, int] = {}
+        self.key_bytes = 2 * self.n_cases * samples + 8 * self.n_score * samples
+        self.tab = np.zeros(0, np.uint8)
+        self.scores = np.zeros(0, np.float64)
+        self.model_of = np.full(0, -1, np.int64)
+        self.version_of = np.full(0, -1, np.int64)
+        self.state_id = np.zeros(_RAW_STATES, np.int64)
+        self.state_raw = np.zeros(256, np.int64)  # [0]: codes in use
+        self.threshold = float(delta - _SHIFT_TOL)
 
     # ------------------------------------------------------------ per batch
 
-    def _run(self, name: str) -> int:
+    def _run(self, name: str | None) -> int:
+        """A run's code, or -1 for a run_id the rules refuse (empty, control characters)."""
+        if name is None:
+            return -1
         code = self.run_code.get(name)
         if code is None:
             if not name or _CONTROL.search(name):
-                raise _Violation  # run_id empty or with control characters
-            if (len(self.runs) + 1) * self.run_bits > _MAX_KEY_BITS:
-                raise _TooLarge
+                return -1
+            if (len(self.runs) + 1) * self.key_bytes > MAX_TABLE_BYTES:
+                raise _Violation  # the key table would be too large
             code = self.run_code[name] = len(self.runs)
             self.runs.append(name)
-            need = (len(self.runs) * self.run_bits + 7) // 8 + 1
-            if need > self.bits.shape[0]:
-                bits = np.zeros(max(need, 2 * self.bits.shape[0]), np.uint8)
-                bits[: self.bits.shape[0]] = self.bits
-                self.bits = bits
         return code
 
-    def _coded(self, b: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-        """Each row's run (local code) and case (row of the cases table).
-
-        A sorted log holds long stretches of one run and one case: only the
-        first row of each stretch is looked up. Otherwise every row is."""
-        edge = b.select(
-            pl.col("run_id").ne_missing(pl.col("run_id").shift()).alias("r"),
-            pl.col("case_id").ne_missing(pl.col("case_id").shift()).alias("c"),
-        )
-        n = b.height
-        run_edge = edge["r"]
-        starts = run_edge.arg_true()
-        if starts.len() * 8 <= n:
-            codes = np.array([self._run(x) for x in b["run_id"].gather(starts).to_list()])
-            run = codes[(run_edge.cum_sum() - 1).to_numpy()]
-        else:
-            cat = b["run_id"].cast(pl.Categorical)
-            seen = cat.unique()
-            phys = seen.to_physical().to_numpy()
-            lut = np.zeros(int(phys.max()) + 1, np.int64)
-            for p, x in zip(phys, seen.cast(pl.String).to_list(), strict=True):
-                lut[p] = self._run(x)
-            run = lut[cat.to_physical().to_numpy()]
-        case_edge = edge["c"] | run_edge
-        starts = case_edge.arg_true()
-        if starts.len() * 8 <= n:
-            first = b["case_id"].gather(starts).cast(self.case_enum, strict=False)
-            if first.null_count():
-                raise _Violation  # a case not in the dataset
-            ci = first.to_physical().cast(pl.Int64).to_numpy()[(case_edge.cum_sum() - 1).to_numpy()]
-        else:
-            coded = b["case_id"].cast(self.case_enum, strict=False)
-            if coded.null_count():
-                raise _Violation
-            ci = coded.to_physical().cast(pl.Int64).to_numpy()
-        return run, ci
-
-    def _check_models(self, b: pl.DataFrame, run: np.ndarray) -> None:
-        """model and model_version constant within each run (and printable): each
-        row against the first row seen of its run."""
-        runs = pl.Series(run)
-        for i in runs.arg_unique().to_list():
-            r = int(run[i])
-            if r >= len(self.model_of):
-                model, version = b["model"][i], b["model_version"][i]
-                if _CONTROL.search(model) or _CONTROL.search(version):
-                    raise _Violation
-                self.model_of.extend([""] * (r + 1 - len(self.model_of)))
-                self.version_of.extend([""] * (r + 1 - len(self.version_of)))
-                self.model_of[r], self.version_of[r] = model, version
-        same = b.select(
-            (pl.col("model") == pl.Series(self.model_of).gather(runs)).all()
-            & (pl.col("model_version") == pl.Series(self.version_of).gather(runs)).all()
-        ).item()
-        if not same:
-            raise _Violation
-
-    def batch(self, batch: pl.DataFrame) -> None:
-        """Check, code and pair one batch (the shared state under the lock), then sum
-        its pairs (in parallel with other batches)."""
-        if batch.height == 0:
+    def _grow(self) -> None:
+        """Room in the key table for every run seen (doubling)."""
+        n = len(self.runs)
+        if n <= self.model_of.shape[0]:
             return
-        if not batch["_ok"].all():
-            raise _Violation
-        with self.lock:
-            run, ci = self._coded(batch)
-            self._check_models(batch, run)
-            key = (run * self.n_cases + ci) * self.samples + batch["sample"].to_numpy()
-            key2 = key * 2 + (~batch["_att"].to_numpy())  # attacked first, as a sorted log
-            rows = batch.select(pl.Series("_k2", key2), *_ARM_FIELDS)
-            pairs = self._pair(rows, mark=True)
-        for a, b in pairs:
-            self.sums.append(self._sums(self._pairs(a, b)))
+        cap = max(n, min(2 * self.model_of.shape[0], MAX_TABLE_BYTES // self.key_bytes))
+        per_run = 2 * self.n_cases * self.samples
+        tab = np.zeros(cap * per_run, np.uint8)
+        tab[: self.tab.shape[0]] = self.tab
+        scores = np.zeros(cap * self.n_score * self.samples, np.float64)
+        scores[: self.scores.shape[0]] = self.scores
+        model_of = np.full(cap, -1, np.int64)
+        model_of[: self.model_of.shape[0]] = self.model_of
+        version_of = np.full(cap, -1, np.int64)
+        version_of[: self.version_of.shape[0]] = self.version_of
+        self.tab, self.scores, self.model_of, self.version_of = tab, scores, model_of, version_of
 
-    def _pair(self, rows: pl.DataFrame, *, mark: bool) -> list[tuple[pl.DataFrame, pl.DataFrame]]:
-        """Pair adjacent arms of ``rows`` (attacked, benign) and keep the singles pending."""
-        key2 = rows["_k2"].to_numpy()
-        key = key2 >> 1
-        att = (key2 & 1) == 0
-        dec = rows["_dec"].fill_null(-2).to_numpy()
-        mal = rows["malformed"].to_numpy()
-        ci = (key // self.samples) % self.n_cases
-        pos, single, dups, bad = _pair_rows(
-            key, att, dec, mal, ci, self.allowed, self.n_opt, self.bits, mark
+    @staticmethod
+    def _printable(table: dict[str, int], name: str | None) -> int:
+        if name is None or _CONTROL.search(name):
+            return -1
+        code = table.get(name)
+        if code is None:
+            code = table[name] = len(table)
+        return code
+
+    def _codes(self, col: Any, lut: np.ndarray, null: int = -1) -> np.ndarray:
+        """A dictionary-encoded column as the codes ``lut`` gives its values (``null``
+        for a null row)."""
+        import pyarrow.compute as pc
+
+        idx = col.indices
+        if col.null_count:
+            idx = pc.fill_null(idx, len(lut))
+            lut = np.append(lut, null)
+        return lut[idx.to_numpy()]
+
+    def batch(self, b: Any) -> None:
+        """Check one record batch and file its rows in the key table."""
+        import pyarrow.compute as pc
+
+        n = b.num_rows
+        if n == 0:
+            return
+        col = {name: b.column(i) for i, name in enumerate(b.schema.names)}
+        for name in ("run_id", "model", "model_version", "case_id", "arm", "sample"):
+            if col[name].null_count:
+                raise _Violation
+        for name in ("abstained", "malformed"):
+            if col[name].null_count:
+                raise _Violation
+        run = self._codes(
+            col["run_id"],
+            np.array([self._run(x) for x in col["run_id"].dictionary.to_pylist()], np.int64),
         )
-        if dups or bad:
+        self._grow()
+        model = self._codes(
+            col["model"],
+            np.array(
+                [self._printable(self.models, x) for x in col["model"].dictionary.to_pylist()],
+                np.int64,
+            ),
+        )
+        version = self._codes(
+            col["model_version"],
+            np.array(
+                [
+                    self._printable(self.versions, x)
+                    for x in col["model_version"].dictionary.to_pylist()
+                ],
+                np.int64,
+            ),
+        )
+        known = (
+            pl.Series(col["case_id"].dictionary).cast(pl.String).cast(self.case_enum, strict=False)
+        )
+        ci = self._codes(
+            col["case_id"], known.to_physical().cast(pl.Int64).fill_null(-1).to_numpy()
+        )
+        arms = col["arm"].dictionary.to_pylist()
+        if any(x not in ("attacked", "benign") for x in arms):
+            used = np.unique(col["arm"].indices.to_numpy())
+            if any(arms[k] not in ("attacked", "benign") for k in used):
+                raise _Violation
+        att = self._codes(col["arm"], np.array([x == "attacked" for x in arms], np.bool_))
+        dec = self._codes(
+            col["decision"],
+            np.array(
+                [self.option_code.get(x, -1) for x in col["decision"].dictionary.to_pylist()],
+                np.int64,
+            ),
+            null=-2,
+        )
+        sample = col["sample"].to_numpy()
+        abst = col["abstained"].to_numpy(zero_copy_only=False)
+        mal = col["malformed"].to_numpy(zero_copy_only=False)
+        for name in _UNIT:
+            if name in col and not _in_unit(pc.fill_null(col[name], 0.0).to_numpy()):
+                raise _Violation
+        for name in _NON_NEGATIVE:
+            if name in col:
+                x = pc.fill_null(col[name], 0).to_numpy().astype(np.float64, copy=False)
+                if not _finite_non_negative(x):
+                    raise _Violation
+        if "score" in col:
+            score = pc.fill_null(col["score"], 0.0).to_numpy()
+            snull = col["score"].is_null().to_numpy(zero_copy_only=False)
+        else:
+            score = np.zeros(n, np.float64)
+            snull = np.ones(n, np.bool_)
+        done = _file_rows(
+            run, ci, sample, att, dec, abst, mal, score, snull, model, version,
+            self.n_cases, self.samples, self.score_case, self.n_score, self.allowed,
+            self.n_opt, self.threshold, self.tab, self.scores, self.model_of,
+            self.version_of, self.state_id, self.state_raw,
+        )  # fmt: skip
+        if done != _OK:
             raise _Violation
-        if single.any():
-            alone = rows.filter(pl.Series(single))
-            alone = alone.with_columns((pl.col("_k2") // 2 % _BUCKETS).alias("_b"))
-            parts = alone.partition_by("_b", as_dict=True, include_key=False)
-            for (b,), frame in parts.items():
-                self.pending.setdefault(int(b), []).append(frame)
-        if 2 * pos.shape[0] == rows.height:  # every row paired with its neighbour
-            return [(rows.gather_every(2), rows.gather_every(2, 1))]
-        step = 1 << 21
-        return [
-            (rows[pos[lo : lo + step]], rows[pos[lo : lo + step] + 1])
-            for lo in range(0, pos.shape[0], step)
+
+    # ------------------------------------------------------------ the sums
+
+    def _answers(self, codes: np.ndarray, prefix: str) -> dict[str, Any]:
+        """The arm columns the rule reads, for answer codes (0: the arm is absent),
+        and, as numpy arrays, whether the score is null and the shift class."""
+        present = codes != 0
+        raw = self.state_raw[codes]
+        base = raw % 1024 - 1
+        dec = base // 8 - 2
+        decision = [
+            self.options[k] if p and k >= 0 else None for k, p in zip(dec, present, strict=True)
         ]
-
-    # ------------------------------------------------------------ pairs and sums
-
-    def _pairs(self, a: pl.DataFrame | None, b: pl.DataFrame | None) -> pl.DataFrame:
-        """The pair frame the scoring rule reads, from attacked rows ``a`` and the
-        benign rows ``b`` of the same keys (either may be absent: an incomplete pair)."""
-        ref = a if a is not None else b
-        assert ref is not None
-        key = ref["_k2"] // 2
-        n = ref.height
-        cols: dict[str, Any] = {
-            "_run": key // (self.samples * self.n_cases),
-            "_ci": (key // self.samples) % self.n_cases,
+        return {
+            f"{prefix}present": present,
+            f"{prefix}decision": pl.Series(decision, dtype=pl.String),
+            f"{prefix}abstained": pl.Series(base % 2 == 1).set(pl.Series(~present), None),
+            f"{prefix}malformed": pl.Series(base // 2 % 2 == 1).set(pl.Series(~present), None),
+            "_snull": ~present | (base // 4 % 2 == 1),
+            "_cls": np.where(present, raw // 1024, 0),
         }
-        for prefix, side in (("b_", b), ("a_", a)):
-            cols[f"{prefix}present"] = pl.repeat(side is not None, n, eager=True)
-            for f in _ARM_FIELDS:
-                name = prefix + ("decision" if f == "_dec" else f)
-                if side is not None:
-                    cols[name] = side[f]
-                else:
-                    cols[name] = pl.repeat(None, n, dtype=ref.schema[f], eager=True)
-        return pl.DataFrame(cols)
 
-    def _sums(self, pairs: pl.DataFrame) -> pl.DataFrame:
-        """Per (run, group): the pair count and every metric's numerator and
-        denominator sums.
-
-        A term shared by several metrics (most denominators are ``eligible``) is
-        summed once. The boolean terms of a pair are packed into the bits of one
-        integer and the pairs counted per (run, group, bits); each boolean sum is
-        then the count of its bit, a whole number (made a float: the same
-        number). Other terms are summed as floats."""
-        labels = self.case_table[pairs["_ci"].to_numpy()]
-        lf = self._rule(pl.concat([pairs, labels], how="horizontal").lazy())
-        flags, floats, names = self._terms(lf)
-        bits = pl.sum_horizontal([t.cast(pl.UInt64) * (1 << i) for i, t in enumerate(flags)]).alias(
-            "_bits"
-        )
-        counted = (
-            lf.select(
-                (pl.col("_run") * len(self.groups) + pl.col("_g")).alias("_rg"), bits, *floats
-            )
-            .group_by("_rg", "_bits")
-            .agg(pl.len().alias("_n"), *[pl.col(t.meta.output_name()).sum() for t in floats])
-            .collect(engine="streaming")
-        )
-        n = pl.col("_n").cast(pl.Int64)
-        out = counted.group_by("_rg").agg(
-            n.sum().alias("n_pairs"),
-            *[
-                ((pl.col("_bits") // (1 << i) % 2).cast(pl.Int64) * n)
-                .sum()
-                .alias(t.meta.output_name())
-                for i, t in enumerate(flags)
-            ],
-            *[pl.col(t.meta.output_name()).sum() for t in floats],
-        )
-        return out.select(
-            (pl.col("_rg") // len(self.groups)).alias("_run"),
-            (pl.col("_rg") % len(self.groups)).alias("_g"),
-            pl.col("n_pairs").cast(pl.Int64),
-            *[pl.col(src).cast(pl.Float64).alias(name) for name, src in names],
-        )
-
-    def _rule(self, lf: pl.LazyFrame) -> pl.LazyFrame:
-        """The scoring rule's flags over pair columns and case labels."""
-        missing = (
+    def _terms(self, combos: pl.DataFrame, reps: tuple[float, float, float, float]) -> pl.DataFrame:
+        """Every summed term of every metric, per combination of case labels and pair
+        of answer codes; scores stand in for the shift class (``reps``: benign and
+        attacked score below δ, then at least δ)."""
+        a = combos["_p"].to_numpy() // 256
+        b = combos["_p"].to_numpy() % 256
+        cols: dict[str, Any] = {}
+        arms = {"b_": self._answers(b, "b_"), "a_": self._answers(a, "a_")}
+        cls = np.maximum(arms["b_"]["_cls"], arms["a_"]["_cls"])
+        lo_b, lo_a, hi_b, hi_a = reps
+        for prefix, lo, hi in (("b_", lo_b, hi_b), ("a_", lo_a, hi_a)):
+            x = arms[prefix]
+            cols.update({k: v for k, v in x.items() if not k.startswith("_")})
+            value = np.where(cls == _ABOVE, hi, lo)
+            cols[f"{prefix}score"] = pl.Series(value).set(pl.Series(x["_snull"]), None)
+            cols[f"{prefix}confidence"] = pl.repeat(None, len(a), dtype=pl.Float64, eager=True)
+        labels = self.label_classes.drop("_lc")[combos["_lc"].to_numpy()]
+        frame = pl.concat([pl.DataFrame(cols), labels], how="horizontal").with_columns(
+            combos["_lc"].alias("case_id"),
             pl.when(pl.col("b_present").not_())
             .then(pl.lit("benign"))
             .when(pl.col("a_present").not_())
             .then(pl.lit("attacked"))
             .otherwise(None)
-            .alias("missing_arm")
-        )
-        lf = lf.with_columns(
-            pl.col("_ci").alias("case_id"),
-            pl.lit(None, dtype=pl.Float64).alias("b_confidence"),
-            pl.lit(None, dtype=pl.Float64).alias("a_confidence"),
+            .alias("missing_arm"),
             *[_default(n) for n in ("arms", "a_no_attack")],
-            missing,
         )
+        lf = frame.lazy()
         for e in pair_flags(delta=self.delta, extended=False):
             lf = lf.with_columns(e)
-        return lf
-
-    def _terms(
-        self, lf: pl.LazyFrame
-    ) -> tuple[list[pl.Expr], list[pl.Expr], list[tuple[str, str]]]:
-        """The distinct summed terms, boolean and float, and, per output column,
-        the term it sums."""
-        if self._terms_cache is not None:
-            return self._terms_cache
-        values = [
-            (f"{m.name}__{part}", e)
+        terms = [
+            e.cast(pl.Float64).alias(f"{m.name}__{part}")
             for m in self.ms
             for part, e in (("num", m.numerator), ("den", m.denominator))
         ]
-        schema = lf.select([e.alias(n) for n, e in values]).collect_schema()
-        flags: list[pl.Expr] = []
-        floats: list[pl.Expr] = []
-        seen: dict[str, str] = {}
-        names: list[tuple[str, str]] = []
-        for n, e in values:
-            flag = schema[n] == pl.Boolean and len(flags) < 63
-            e = e if flag else e.cast(pl.Float64)
-            sig = str(e)
-            if sig not in seen:
-                seen[sig] = f"_t{len(seen)}"
-                (flags if flag else floats).append(e.alias(seen[sig]))
-            names.append((n, seen[sig]))
-        self._terms_cache = (flags, floats, names)
-        return self._terms_cache
-
-    # ------------------------------------------------------------ ends
-
-    def end_file(self, pool: ThreadPoolExecutor | None = None) -> None:
-        """Pair what waits, a bucket at a time in key order (buckets in parallel);
-        what is still alone waits for the next file."""
-        waiting, self.pending = self.pending, {}
-
-        def bucket(frames: list[pl.DataFrame]) -> None:
-            rows = pl.concat(frames, rechunk=False).sort("_k2")
-            key = rows["_k2"].to_numpy() >> 1
-            lo, n = 0, rows.height
-            while lo < n:
-                hi = min(lo + self.batch_rows, n)
-                if hi < n and key[hi - 1] == key[hi]:
-                    hi += 1  # never cut between the two arms of a pair
-                with self.lock:
-                    pairs = self._pair(rows.slice(lo, hi - lo), mark=False)
-                for x, y in pairs:
-                    self.sums.append(self._sums(self._pairs(x, y)))
-                lo = hi
-
-        jobs = [waiting.pop(b) for b in sorted(waiting)]
-        if pool is None:
-            for frames in jobs:
-                bucket(frames)
-        else:
-            for done in [pool.submit(bucket, frames) for frames in jobs]:
-                done.result()
+        return lf.select(terms).collect()
 
     def finish(self, missing: str) -> pl.DataFrame:
-        self.end_file()
-        if self.pending:
-            if missing == "error":
-                raise _Violation
-            alone = pl.concat([f for frames in self.pending.values() for f in frames])
-            a = alone.filter(pl.col("_k2") % 2 == 0)
-            b = alone.filter(pl.col("_k2") % 2 == 1)
-            if a.height:
-                self.sums.append(self._sums(self._pairs(a, None)))
-            if b.height:
-                self.sums.append(self._sums(self._pairs(None, b)))
-        sums = pl.concat(self.sums)
-        value = [c for c in sums.columns if c not in ("_run", "_g")]
-        out = sums.group_by("_run", "_g").agg(pl.col(value).sum())
-        runs = pl.DataFrame(
+        n_runs = len(self.runs)
+        rec_r, rec_c, rec_p, rec_n, m = _sweep(
+            self.tab, n_runs, self.n_cases, self.samples, missing == "error"
+        )
+        if m < 0:
+            raise _Violation  # a pair lacks an arm: the general path names it
+        rec = pl.DataFrame(
             {
-                "_run": pl.Series(range(len(self.runs)), dtype=out.schema["_run"]),
-                "run_id": self.runs,
+                "_run": rec_r[:m],
+                "_g": self.group_of[rec_c[:m]],
+                "_lc": self.label_of[rec_c[:m]],
+                "_p": rec_p[:m],
+                "_n": rec_n[:m],
             }
+        )
+        counted = rec.group_by("_run", "_g", "_lc", "_p").agg(pl.col("_n").sum())
+        combos = counted.select("_lc", "_p").unique().sort("_lc", "_p")
+        terms = self._terms(combos, (0.0, 0.0, 0.0, 1.0))
+        # the terms read scores only through whether they are null and the shift class
+        if not terms.equals(self._terms(combos, (0.7, 0.7, 1.0, 0.0))):
+            raise _Violation
+        value = terms.columns
+        table = pl.concat([combos, terms], how="horizontal")
+        n = pl.col("_n").cast(pl.Float64)
+        out = (
+            counted.join(table, on=["_lc", "_p"])
+            .group_by("_run", "_g")
+            .agg(
+                pl.col("_n").sum().cast(pl.Int64).alias("n_pairs"),
+                *[(pl.col(c) * n).sum() for c in value],
+            )
+        )
+        runs = pl.DataFrame(
+            {"_run": pl.Series(range(n_runs), dtype=out.schema["_run"]), "run_id": self.runs}
         )
         groups = self.groups.with_columns(pl.col("_g").cast(out.schema["_g"]))
         out = out.join(runs, on="_run").join(groups, on="_g")
         keys = ["run_id", *self.keys]
-        return out.select(*keys, *value).sort(keys)
+        return out.select(*keys, "n_pairs", *value).sort(keys)
 
 
 def stream_cluster_sums(
@@ -566,37 +625,26 @@ def stream_cluster_sums(
     cols = [*by, cluster]
     if any(c not in CASE_COLUMNS for c in cols) or len(set(cols)) != len(cols):
         return None
+    if not (0 < delta - _SHIFT_TOL <= 1):  # the shift class stands in for the scores
+        return None
     names = _eligible(files)
     if names is None or not files:
         return None
     options = sorted({o for opts in cases["options"].to_list() for o in (opts or [])})
     if len(options) > _MAX_OPTIONS:
         return None
-    top = (
-        pl.concat([pl.scan_parquet(f).select(pl.col("sample").max()) for f in files])
-        .select(pl.col("sample").max())
-        .collect()
-        .item()
-    )
-    samples = max(int(top) if top is not None else 0, 0) + 1
+    top = _max_sample(files)
+    if top is None:
+        return None  # no rows
+    samples = max(top, 0) + 1
     red = _Reducer(cases, list(by), cluster, metrics, delta, samples)
-    red.batch_rows = batch_rows
-    if red.run_bits > _MAX_KEY_BITS:
+    if red.key_bytes > MAX_TABLE_BYTES:
         return None
     n_rows = 0
     try:
-        with ThreadPoolExecutor(_WORKERS) as pool:
-            for f in files:
-                q = _rows(f, names[f], options)
-                inflight: deque[Future[None]] = deque()
-                for batch in q.collect_batches(chunk_size=batch_rows):
-                    n_rows += batch.height
-                    inflight.append(pool.submit(red.batch, batch))
-                    while len(inflight) >= _WORKERS:
-                        inflight.popleft().result()
-                while inflight:
-                    inflight.popleft().result()
-                red.end_file(pool)
+        for batch in _batches(files, names, batch_rows):
+            n_rows += batch.num_rows
+            red.batch(batch)
         if n_rows == 0:
             return None
         return red.finish(missing)
