@@ -83,17 +83,23 @@ _jit = numba.njit(cache=True, nogil=True)
 
 @_jit
 def _file_rows(
-    run: Any,
-    ci: Any,
+    run_i: Any,
+    run_lut: Any,
+    model_i: Any,
+    model_lut: Any,
+    version_i: Any,
+    version_lut: Any,
+    case_i: Any,
+    case_lut: Any,
+    arm_i: Any,
+    arm_lut: Any,
+    dec_i: Any,
+    dec_lut: Any,
     sample: Any,
-    att: Any,
-    dec: Any,
     abst: Any,
     mal: Any,
     score: Any,
     snull: Any,
-    model: Any,
-    version: Any,
     n_cases: Any,
     samples: Any,
     score_case: Any,
@@ -108,18 +114,19 @@ def _file_rows(
     state_id: Any,
     state_raw: Any,
 ) -> Any:  # pragma: no cover
-    """Check each row's rules that need more than its own column, and file its
-    answer code at its key; returns _OK, _BAD (a rule broken) or _FULL (more than
-    255 distinct answer codes)."""
-    n = run.shape[0]
+    """Check each row's rules on its codes (each string column as dictionary indices
+    and the codes of the dictionary's values) and file its answer code at its key;
+    returns _OK, _BAD (a rule broken) or _FULL (more than 255 distinct answer codes)."""
+    n = sample.shape[0]
     for i in range(n):
-        r = run[i]
-        c = ci[i]
+        r = run_lut[run_i[i]]
+        c = case_lut[case_i[i]]
+        arm = arm_lut[arm_i[i]]  # 0 attacked, 1 benign
         s = sample[i]
-        if r < 0 or c < 0 or s < 0 or s >= samples:
-            return _BAD  # unprintable or empty run, unknown case, negative sample
-        m = model[i]
-        v = version[i]
+        if r < 0 or c < 0 or arm < 0 or s < 0 or s >= samples:
+            return _BAD  # unprintable or empty run, unknown case, other arm, negative sample
+        m = model_lut[model_i[i]]
+        v = version_lut[version_i[i]]
         if m < 0 or v < 0:
             return _BAD
         if model_of[r] < 0:
@@ -129,13 +136,13 @@ def _file_rows(
             return _BAD  # model or model_version not constant within the run
         a = abst[i]
         f = mal[i]
-        d = dec[i]  # -2 null, -1 not an option of any case
+        d = dec_lut[dec_i[i]]  # -2 null, -1 not an option of any case
         if (d == -2) != (a or f):
             return _BAD  # decision null iff abstained or malformed
         if d != -2 and (d < 0 or not allowed[c * n_opt + d]):
             return _BAD  # decision outside the case's options
         key = (r * n_cases + c) * samples + s
-        slot = 2 * key + (0 if att[i] else 1)
+        slot = 2 * key + arm
         if tab[slot] != 0:
             return _BAD  # (run_id, case_id, arm, sample) not unique
         raw = 1 + a + 2 * f + 4 * snull[i] + 8 * (d + 2)
@@ -148,7 +155,7 @@ def _file_rows(
                 other = scores[sk]
                 cls = _NO_SHIFT
                 if not snull[i] and not np.isnan(other):
-                    shift = score[i] - other if att[i] else other - score[i]
+                    shift = score[i] - other if arm == 0 else other - score[i]
                     cls = _ABOVE if abs(shift) >= threshold else _BELOW
                 raw += 1024 * cls
         code = state_id[raw]
@@ -232,6 +239,44 @@ def _sweep(
                 cnt[p] = 0
                 m += 1
     return rec_r, rec_c, rec_p, rec_n, m
+
+
+@_jit
+def _accumulate(
+    rec_r: Any, rec_g: Any, combo: Any, rec_n: Any, terms: Any, n_groups: Any
+) -> Any:  # pragma: no cover
+    """Per (run, group) in order of the records (by run): the pair count and every
+    term's sum, Σ count × term of the record's combination."""
+    m = rec_r.shape[0]
+    stamp = np.full(n_groups, -1, np.int64)
+    rows = 0
+    for i in range(m):
+        g = rec_g[i]
+        if stamp[g] != rec_r[i]:
+            stamp[g] = rec_r[i]
+            rows += 1
+    n_terms = terms.shape[1]
+    out = np.zeros((rows, n_terms), np.float64)
+    n_pairs = np.zeros(rows, np.int64)
+    out_r = np.empty(rows, np.int64)
+    out_g = np.empty(rows, np.int64)
+    row_of = np.empty(n_groups, np.int64)
+    stamp[:] = -1
+    k = 0
+    for i in range(m):
+        g = rec_g[i]
+        if stamp[g] != rec_r[i]:
+            stamp[g] = rec_r[i]
+            row_of[g] = k
+            out_r[k] = rec_r[i]
+            out_g[k] = g
+            k += 1
+        j = row_of[g]
+        n = rec_n[i]
+        n_pairs[j] += n
+        for t in range(n_terms):
+            out[j, t] += n * terms[combo[i], t]
+    return out_r, out_g, n_pairs, out
 
 
 class _Violation(Exception):
@@ -411,16 +456,17 @@ class _Reducer:
             code = table[name] = len(table)
         return code
 
-    def _codes(self, col: Any, lut: np.ndarray, null: int = -1) -> np.ndarray:
-        """A dictionary-encoded column as the codes ``lut`` gives its values (``null``
-        for a null row)."""
+    @staticmethod
+    def _dictionary(col: Any, lut: list[int], null: int = -1) -> tuple[np.ndarray, np.ndarray]:
+        """A dictionary-encoded column's indices, and the codes of its values
+        (``lut``; a null row indexes the code ``null`` at the end)."""
         import pyarrow.compute as pc
 
         idx = col.indices
         if col.null_count:
             idx = pc.fill_null(idx, len(lut))
-            lut = np.append(lut, null)
-        return lut[idx.to_numpy()]
+            lut = [*lut, null]
+        return idx.to_numpy(), np.array(lut, np.int64)
 
     def batch(self, b: Any) -> None:
         """Check one record batch and file its rows in the key table."""
@@ -436,51 +482,6 @@ class _Reducer:
         for name in ("abstained", "malformed"):
             if col[name].null_count:
                 raise _Violation
-        run = self._codes(
-            col["run_id"],
-            np.array([self._run(x) for x in col["run_id"].dictionary.to_pylist()], np.int64),
-        )
-        self._grow()
-        model = self._codes(
-            col["model"],
-            np.array(
-                [self._printable(self.models, x) for x in col["model"].dictionary.to_pylist()],
-                np.int64,
-            ),
-        )
-        version = self._codes(
-            col["model_version"],
-            np.array(
-                [
-                    self._printable(self.versions, x)
-                    for x in col["model_version"].dictionary.to_pylist()
-                ],
-                np.int64,
-            ),
-        )
-        known = (
-            pl.Series(col["case_id"].dictionary).cast(pl.String).cast(self.case_enum, strict=False)
-        )
-        ci = self._codes(
-            col["case_id"], known.to_physical().cast(pl.Int64).fill_null(-1).to_numpy()
-        )
-        arms = col["arm"].dictionary.to_pylist()
-        if any(x not in ("attacked", "benign") for x in arms):
-            used = np.unique(col["arm"].indices.to_numpy())
-            if any(arms[k] not in ("attacked", "benign") for k in used):
-                raise _Violation
-        att = self._codes(col["arm"], np.array([x == "attacked" for x in arms], np.bool_))
-        dec = self._codes(
-            col["decision"],
-            np.array(
-                [self.option_code.get(x, -1) for x in col["decision"].dictionary.to_pylist()],
-                np.int64,
-            ),
-            null=-2,
-        )
-        sample = col["sample"].to_numpy()
-        abst = col["abstained"].to_numpy(zero_copy_only=False)
-        mal = col["malformed"].to_numpy(zero_copy_only=False)
         for name in _UNIT:
             if name in col and not _in_unit(pc.fill_null(col[name], 0.0).to_numpy()):
                 raise _Violation
@@ -489,6 +490,28 @@ class _Reducer:
                 x = pc.fill_null(col[name], 0).to_numpy().astype(np.float64, copy=False)
                 if not _finite_non_negative(x):
                     raise _Violation
+
+        def values(name: str) -> list[Any]:
+            return col[name].dictionary.to_pylist()  # type: ignore[no-any-return]
+
+        run = self._dictionary(col["run_id"], [self._run(x) for x in values("run_id")])
+        self._grow()
+        model = self._dictionary(
+            col["model"], [self._printable(self.models, x) for x in values("model")]
+        )
+        version = self._dictionary(
+            col["model_version"],
+            [self._printable(self.versions, x) for x in values("model_version")],
+        )
+        known = pl.Series(col["case_id"].dictionary).cast(pl.String)
+        case_codes = known.cast(self.case_enum, strict=False).to_physical().cast(pl.Int64)
+        case = self._dictionary(col["case_id"], case_codes.fill_null(-1).to_list())
+        arm = self._dictionary(
+            col["arm"], [{"attacked": 0, "benign": 1}.get(x, -1) for x in values("arm")]
+        )
+        dec = self._dictionary(
+            col["decision"], [self.option_code.get(x, -1) for x in values("decision")], null=-2
+        )
         if "score" in col:
             score = pc.fill_null(col["score"], 0.0).to_numpy()
             snull = col["score"].is_null().to_numpy(zero_copy_only=False)
@@ -496,9 +519,12 @@ class _Reducer:
             score = np.zeros(n, np.float64)
             snull = np.ones(n, np.bool_)
         done = _file_rows(
-            run, ci, sample, att, dec, abst, mal, score, snull, model, version,
-            self.n_cases, self.samples, self.score_case, self.n_score, self.allowed,
-            self.n_opt, self.threshold, self.tab, self.scores, self.model_of,
+            *run, *model, *version, *case, *arm, *dec,
+            col["sample"].to_numpy(),
+            col["abstained"].to_numpy(zero_copy_only=False),
+            col["malformed"].to_numpy(zero_copy_only=False),
+            score, snull, self.n_cases, self.samples, self.score_case, self.n_score,
+            self.allowed, self.n_opt, self.threshold, self.tab, self.scores, self.model_of,
             self.version_of, self.state_id, self.state_raw,
         )  # fmt: skip
         if done != _OK:
@@ -569,31 +595,42 @@ class _Reducer:
         )
         if m < 0:
             raise _Violation  # a pair lacks an arm: the general path names it
-        rec = pl.DataFrame(
-            {
-                "_run": rec_r[:m],
-                "_g": self.group_of[rec_c[:m]],
-                "_lc": self.label_of[rec_c[:m]],
-                "_p": rec_p[:m],
-                "_n": rec_n[:m],
-            }
-        )
-        counted = rec.group_by("_run", "_g", "_lc", "_p").agg(pl.col("_n").sum())
-        combos = counted.select("_lc", "_p").unique().sort("_lc", "_p")
+        rec_r, rec_c, rec_p, rec_n = rec_r[:m], rec_c[:m], rec_p[:m], rec_n[:m]
+        # the distinct (case labels, pair of answer codes), and each record's
+        seen_p = np.zeros(65536, np.bool_)
+        seen_p[rec_p] = True
+        pair_codes = np.flatnonzero(seen_p)
+        n_p = pair_codes.shape[0]
+        pid = np.zeros(65536, np.int64)
+        pid[pair_codes] = np.arange(n_p)
+        pid = pid[rec_p]
+        key = self.label_of[rec_c] * n_p + pid
+        if self.label_classes.height * n_p <= 1 << 24:
+            seen = np.zeros(self.label_classes.height * n_p, np.bool_)
+            seen[key] = True
+            present = np.flatnonzero(seen)
+            lut = np.zeros(seen.shape[0], np.int64)
+            lut[present] = np.arange(present.shape[0])
+            combo = lut[key]
+        else:
+            present, combo = np.unique(key, return_inverse=True)
+        combos = pl.DataFrame({"_lc": present // n_p, "_p": pair_codes[present % n_p]})
         terms = self._terms(combos, (0.0, 0.0, 0.0, 1.0))
         # the terms read scores only through whether they are null and the shift class
         if not terms.equals(self._terms(combos, (0.7, 0.7, 1.0, 0.0))):
             raise _Violation
         value = terms.columns
-        table = pl.concat([combos, terms], how="horizontal")
-        n = pl.col("_n").cast(pl.Float64)
-        out = (
-            counted.join(table, on=["_lc", "_p"])
-            .group_by("_run", "_g")
-            .agg(
-                pl.col("_n").sum().cast(pl.Int64).alias("n_pairs"),
-                *[(pl.col(c) * n).sum() for c in value],
-            )
+        out_r, out_g, n_pairs, sums = _accumulate(
+            rec_r, self.group_of[rec_c], combo, rec_n, terms.to_numpy().astype(np.float64),
+            self.groups.height,
+        )  # fmt: skip
+        out = pl.DataFrame(
+            {
+                "_run": out_r,
+                "_g": out_g,
+                "n_pairs": n_pairs,
+                **{c: sums[:, j] for j, c in enumerate(value)},
+            }
         )
         runs = pl.DataFrame(
             {"_run": pl.Series(range(n_runs), dtype=out.schema["_run"]), "run_id": self.runs}
