@@ -53,6 +53,11 @@ BATCH_ROWS = 1 << 20
 #: The key table's size at most; a log whose keys need more (sample numbers in
 #: the millions, or hundreds of millions of keys) takes the general path.
 MAX_TABLE_BYTES = 1 << 30
+#: Rows staged before they are filed in the key table (reordered by region first
+#: when they come in no key order: a shuffled log).
+_STAGE_ROWS = 1 << 22
+#: A region of the key table: 2^16 slots (64 KB, and at most 256 KB of scores).
+_REGION_BITS = 16
 _REQUIRED = (
     "run_id",
     "model",
@@ -82,7 +87,7 @@ _jit = numba.njit(cache=True, nogil=True)
 
 
 @_jit
-def _file_rows(
+def _code_rows(
     run_i: Any,
     run_lut: Any,
     model_i: Any,
@@ -106,17 +111,18 @@ def _file_rows(
     n_score: Any,
     allowed: Any,
     n_opt: Any,
-    threshold: Any,
-    tab: Any,
-    scores: Any,
     model_of: Any,
     version_of: Any,
-    state_id: Any,
-    state_raw: Any,
+    out_slot: Any,
+    out_sk: Any,
+    out_raw: Any,
+    out_score: Any,
+    at: Any,
 ) -> Any:  # pragma: no cover
     """Check each row's rules on its codes (each string column as dictionary indices
-    and the codes of the dictionary's values) and file its answer code at its key;
-    returns _OK, _BAD (a rule broken) or _FULL (more than 255 distinct answer codes)."""
+    and the codes of the dictionary's values) and stage it from position ``at``:
+    its slot in the key table, its score key (-1 outside score cases), its answer
+    code, its score. Returns _OK or _BAD (a rule broken)."""
     n = sample.shape[0]
     for i in range(n):
         r = run_lut[run_i[i]]
@@ -141,34 +147,92 @@ def _file_rows(
             return _BAD  # decision null iff abstained or malformed
         if d != -2 and (d < 0 or not allowed[c * n_opt + d]):
             return _BAD  # decision outside the case's options
-        key = (r * n_cases + c) * samples + s
-        slot = 2 * key + arm
-        if tab[slot] != 0:
-            return _BAD  # (run_id, case_id, arm, sample) not unique
-        raw = 1 + a + 2 * f + 4 * snull[i] + 8 * (d + 2)
+        j = at + i
+        out_slot[j] = 2 * ((r * n_cases + c) * samples + s) + arm
         k = score_case[c]
+        out_sk[j] = (r * n_score + k) * samples + s if k >= 0 else -1
+        out_raw[j] = 1 + a + 2 * f + 4 * snull[i] + 8 * (d + 2)
+        out_score[j] = np.nan if snull[i] else score[i]
+    return _OK
+
+
+@_jit
+def _file_rows(
+    slot: Any,
+    sk: Any,
+    raw: Any,
+    score: Any,
+    threshold: Any,
+    tab: Any,
+    scores: Any,
+    state_id: Any,
+    state_raw: Any,
+) -> Any:  # pragma: no cover
+    """File staged rows in the key table, in their order; returns _OK, _BAD (a
+    duplicate key) or _FULL (more than 255 distinct answer codes).
+
+    A score case's first arm leaves its score; the second records the pair's
+    shift class in its answer code."""
+    for i in range(slot.shape[0]):
+        t = slot[i]
+        if tab[t] != 0:
+            return _BAD  # (run_id, case_id, arm, sample) not unique
+        x = raw[i]
+        k = sk[i]
         if k >= 0:
-            sk = (r * n_score + k) * samples + s
-            if tab[slot ^ 1] == 0:
-                scores[sk] = np.nan if snull[i] else score[i]
+            if tab[t ^ 1] == 0:
+                scores[k] = score[i]
             else:
-                other = scores[sk]
+                other = scores[k]
                 cls = _NO_SHIFT
-                if not snull[i] and not np.isnan(other):
-                    shift = score[i] - other if arm == 0 else other - score[i]
+                if not np.isnan(score[i]) and not np.isnan(other):
+                    shift = score[i] - other if t % 2 == 0 else other - score[i]
                     cls = _ABOVE if abs(shift) >= threshold else _BELOW
-                raw += 1024 * cls
-        code = state_id[raw]
+                x += 1024 * cls
+        code = state_id[x]
         if code == 0:
             nxt = state_raw[0] + 1
             if nxt > 255:
                 return _FULL
             state_raw[0] = nxt
-            state_raw[nxt] = raw
-            state_id[raw] = nxt
+            state_raw[nxt] = x
+            state_id[x] = nxt
             code = nxt
-        tab[slot] = code
+        tab[t] = code
     return _OK
+
+
+@_jit
+def _partition(
+    slot: Any, sk: Any, raw: Any, score: Any, bits: Any, out: Any
+) -> Any:  # pragma: no cover
+    """Whether the staged rows are far from key order; if so they are reordered by
+    region of the key table (``slot >> bits``, stable) into ``out``, so that the
+    rows filed one after the other touch a region that stays in cache."""
+    n = slot.shape[0]
+    descents = 0
+    top = 0
+    for i in range(n):
+        if i and slot[i] < slot[i - 1]:
+            descents += 1
+        top = max(top, slot[i] >> bits)
+    if descents * 64 <= n:
+        return False
+    start = np.zeros(top + 2, np.int64)
+    for i in range(n):
+        start[(slot[i] >> bits) + 1] += 1
+    for p in range(top + 1):
+        start[p + 1] += start[p]
+    o_slot, o_sk, o_raw, o_score = out
+    for i in range(n):
+        p = slot[i] >> bits
+        j = start[p]
+        start[p] = j + 1
+        o_slot[j] = slot[i]
+        o_sk[j] = sk[i]
+        o_raw[j] = raw[i]
+        o_score[j] = score[i]
+    return True
 
 
 @_jit
@@ -413,6 +477,9 @@ class _Reducer:
         self.state_id = np.zeros(_RAW_STATES, np.int64)
         self.state_raw = np.zeros(256, np.int64)  # [0]: codes in use
         self.threshold = float(delta - _SHIFT_TOL)
+        self.staged = 0
+        self.stage_rows = 0
+        self._stage(_STAGE_ROWS)
 
     # ------------------------------------------------------------ per batch
 
@@ -518,17 +585,52 @@ class _Reducer:
         else:
             score = np.zeros(n, np.float64)
             snull = np.ones(n, np.bool_)
-        done = _file_rows(
+        if self.staged + n > self.stage_rows:
+            self.flush()
+        if self.staged + n > self.stage_rows:
+            self._stage(n)
+        done = _code_rows(
             *run, *model, *version, *case, *arm, *dec,
             col["sample"].to_numpy(),
             col["abstained"].to_numpy(zero_copy_only=False),
             col["malformed"].to_numpy(zero_copy_only=False),
             score, snull, self.n_cases, self.samples, self.score_case, self.n_score,
-            self.allowed, self.n_opt, self.threshold, self.tab, self.scores, self.model_of,
-            self.version_of, self.state_id, self.state_raw,
+            self.allowed, self.n_opt, self.model_of, self.version_of, *self.stage[0],
+            self.staged,
         )  # fmt: skip
         if done != _OK:
             raise _Violation
+        self.staged += n
+
+    def _stage(self, rows: int) -> None:
+        """Room to stage ``rows`` rows (twice: the rows, and the rows reordered)."""
+        self.stage_rows = max(rows, self.stage_rows)
+        self.stage = [
+            (
+                np.empty(self.stage_rows, np.int64),
+                np.empty(self.stage_rows, np.int64),
+                np.empty(self.stage_rows, np.int16),
+                np.empty(self.stage_rows, np.float64),
+            )
+            for _ in range(2)
+        ]
+
+    def flush(self) -> None:
+        """File the staged rows in the key table (reordered by region of the table
+        when they come in no key order)."""
+        n = self.staged
+        if n == 0:
+            return
+        rows = [x[:n] for x in self.stage[0]]
+        out = tuple(x[:n] for x in self.stage[1])
+        if _partition(*rows, _REGION_BITS, out):
+            rows = list(out)
+        done = _file_rows(
+            *rows, self.threshold, self.tab, self.scores, self.state_id, self.state_raw
+        )
+        if done != _OK:
+            raise _Violation
+        self.staged = 0
 
     # ------------------------------------------------------------ the sums
 
@@ -589,6 +691,7 @@ class _Reducer:
         return lf.select(terms).collect()
 
     def finish(self, missing: str) -> pl.DataFrame:
+        self.flush()
         n_runs = len(self.runs)
         rec_r, rec_c, rec_p, rec_n, m = _sweep(
             self.tab, n_runs, self.n_cases, self.samples, missing == "error"
