@@ -104,7 +104,8 @@ def _code_rows(
     abst: Any,
     mal: Any,
     score: Any,
-    snull: Any,
+    score_bits: Any,
+    score_off: Any,
     n_cases: Any,
     samples: Any,
     score_case: Any,
@@ -151,8 +152,9 @@ def _code_rows(
         out_slot[j] = 2 * ((r * n_cases + c) * samples + s) + arm
         k = score_case[c]
         out_sk[j] = (r * n_score + k) * samples + s if k >= 0 else -1
-        out_raw[j] = 1 + a + 2 * f + 4 * snull[i] + 8 * (d + 2)
-        out_score[j] = np.nan if snull[i] else score[i]
+        has = _valid(score_bits, score_off, i)
+        out_raw[j] = 1 + a + 2 * f + 4 * (not has) + 8 * (d + 2)
+        out_score[j] = score[i] if has else np.nan
     return _OK
 
 
@@ -236,18 +238,22 @@ def _partition(
 
 
 @_jit
-def _in_unit(x: Any) -> Any:  # pragma: no cover
-    for v in x:  # noqa: SIM110 (numba compiles no generators)
-        if not (0.0 <= v <= 1.0):
-            return False
-    return True
+def _valid(bitmap: Any, offset: Any, i: Any) -> Any:  # pragma: no cover
+    """Whether row ``i`` of an Arrow array holds a value (no bitmap: every row does)."""
+    if bitmap.shape[0] == 0:
+        return True
+    j = offset + i
+    return (bitmap[j >> 3] >> (j & 7)) & 1 == 1
 
 
 @_jit
-def _finite_non_negative(x: Any) -> Any:  # pragma: no cover
-    for v in x:  # noqa: SIM110 (numba compiles no generators)
-        if not (0.0 <= v < np.inf):
-            return False
+def _in_range(x: Any, bitmap: Any, offset: Any, hi: Any, closed: Any) -> Any:  # pragma: no cover
+    """Every value (null rows aside) in [0, hi] (``closed``) or [0, hi)."""
+    for i in range(x.shape[0]):
+        if _valid(bitmap, offset, i):
+            v = x[i]
+            if not (0.0 <= v <= hi if closed else 0.0 <= v < hi):
+                return False
     return True
 
 
@@ -341,6 +347,24 @@ def _accumulate(
         for t in range(n_terms):
             out[j, t] += n * terms[combo[i], t]
     return out_r, out_g, n_pairs, out
+
+
+#: (upper bound, closed) of the values of a [0, 1] column and of a finite non-negative one
+_BOUNDS = {True: (1.0, True), False: (np.inf, False)}
+
+
+def _numbers(col: Any) -> tuple[np.ndarray, np.ndarray, int]:
+    """An Arrow numeric array as its values (whatever a null row holds), its validity
+    bitmap (empty: no nulls) and its offset in that bitmap, without copies."""
+    validity, data = col.buffers()[:2]
+    dtype = np.dtype(col.type.to_pandas_dtype())
+    values = np.frombuffer(data, dtype=dtype)[col.offset : col.offset + len(col)]
+    bits = (
+        np.zeros(0, np.uint8)
+        if validity is None or col.null_count == 0
+        else np.frombuffer(validity, np.uint8)
+    )
+    return values, bits, col.offset
 
 
 class _Violation(Exception):
@@ -537,7 +561,6 @@ class _Reducer:
 
     def batch(self, b: Any) -> None:
         """Check one record batch and file its rows in the key table."""
-        import pyarrow.compute as pc
 
         n = b.num_rows
         if n == 0:
@@ -549,14 +572,9 @@ class _Reducer:
         for name in ("abstained", "malformed"):
             if col[name].null_count:
                 raise _Violation
-        for name in _UNIT:
-            if name in col and not _in_unit(pc.fill_null(col[name], 0.0).to_numpy()):
+        for name in (*_UNIT, *_NON_NEGATIVE):
+            if name in col and not _in_range(*_numbers(col[name]), *_BOUNDS[name in _UNIT]):
                 raise _Violation
-        for name in _NON_NEGATIVE:
-            if name in col:
-                x = pc.fill_null(col[name], 0).to_numpy().astype(np.float64, copy=False)
-                if not _finite_non_negative(x):
-                    raise _Violation
 
         def values(name: str) -> list[Any]:
             return col[name].dictionary.to_pylist()  # type: ignore[no-any-return]
@@ -580,11 +598,9 @@ class _Reducer:
             col["decision"], [self.option_code.get(x, -1) for x in values("decision")], null=-2
         )
         if "score" in col:
-            score = pc.fill_null(col["score"], 0.0).to_numpy()
-            snull = col["score"].is_null().to_numpy(zero_copy_only=False)
-        else:
-            score = np.zeros(n, np.float64)
-            snull = np.ones(n, np.bool_)
+            score = _numbers(col["score"])
+        else:  # no row has a score
+            score = (np.zeros(n, np.float64), np.zeros(n, np.uint8), 0)
         if self.staged + n > self.stage_rows:
             self.flush()
         if self.staged + n > self.stage_rows:
@@ -594,7 +610,7 @@ class _Reducer:
             col["sample"].to_numpy(),
             col["abstained"].to_numpy(zero_copy_only=False),
             col["malformed"].to_numpy(zero_copy_only=False),
-            score, snull, self.n_cases, self.samples, self.score_case, self.n_score,
+            *score, self.n_cases, self.samples, self.score_case, self.n_score,
             self.allowed, self.n_opt, self.model_of, self.version_of, *self.stage[0],
             self.staged,
         )  # fmt: skip
