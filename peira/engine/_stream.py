@@ -424,7 +424,9 @@ def _batches(files: Sequence[Path], names: dict[Path, list[str]], rows: int) -> 
 
     def each() -> Iterator[Any]:
         for f in files:
-            pf = pq.ParquetFile(f, read_dictionary=[c for c in _STRINGS if c in names[f]])
+            strings = [c for c in _STRINGS if c in names[f]]
+            # pre_buffer would read the whole file ahead
+            pf = pq.ParquetFile(f, read_dictionary=strings, pre_buffer=False)
             yield from pf.iter_batches(batch_size=rows, columns=names[f], use_threads=True)
 
     it = each()
@@ -623,8 +625,8 @@ class _Reducer:
         self.stage_rows = max(rows, self.stage_rows)
         self.stage = [
             (
-                np.empty(self.stage_rows, np.int64),
-                np.empty(self.stage_rows, np.int64),
+                np.empty(self.stage_rows, np.int32),  # slots < MAX_TABLE_BYTES
+                np.empty(self.stage_rows, np.int32),
                 np.empty(self.stage_rows, np.int16),
                 np.empty(self.stage_rows, np.float64),
             )
