@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from peira.engine import _stream
 from peira.engine._stream import stream_cluster_sums
 from peira.engine.local import LocalEngine
 from peira.errors import MissingArmsError, ValidationError
@@ -133,6 +134,9 @@ def logs(draw: st.DrawFn) -> dict[str, Any]:
         "batch": draw(st.sampled_from([7, 64, 1 << 20])),
         "cluster": draw(st.sampled_from(["scenario_id", "case_id"])),
         "by": draw(st.sampled_from([[], ["split"], ["family", "split"]])),
+        # rows staged before they are filed, and the key table's region (bits): the
+        # defaults, or small ones so that many stagings are reordered by region
+        "stage": draw(st.sampled_from([None, (40, 2)])),
     }
 
 
@@ -165,10 +169,14 @@ def test_streamed_sums_equal_pandas_and_the_general_path(
 ) -> None:
     cases, log, path = build(spec, tmp_path_factory.mktemp("s"))
     keys = ["run_id", *spec["by"], spec["cluster"]]
-    got = stream_cluster_sums(
-        parquet_files(path), cases, spec["by"], cluster=spec["cluster"], metrics=METRICS,
-        delta=0.10, missing="malformed", batch_rows=spec["batch"],
-    )  # fmt: skip
+    with pytest.MonkeyPatch.context() as mp:
+        if spec["stage"]:
+            mp.setattr(_stream, "_STAGE_ROWS", spec["stage"][0])
+            mp.setattr(_stream, "_REGION_BITS", spec["stage"][1])
+        got = stream_cluster_sums(
+            parquet_files(path), cases, spec["by"], cluster=spec["cluster"], metrics=METRICS,
+            delta=0.10, missing="malformed", batch_rows=spec["batch"],
+        )  # fmt: skip
     assert got is not None, spec  # the streaming path ran, not the general one
     general = scan_cluster_sums(
         read_responses(path, cases=cases), cases, spec["by"], missing="malformed",
@@ -221,6 +229,95 @@ def test_a_violation_is_named_by_file_row_column(
     assert hit.height >= 1, f
     assert hit["check"].str.starts_with(check.split(" ")[0]).any(), f
     assert hit["source"][0] == str(path)
+
+
+@pytest.mark.parametrize(
+    ("change", "check"),
+    [
+        (pl.when(pl.int_range(pl.len()) == 6).then(float("nan")).otherwise(pl.col("score")).alias("score"), "in_unit_interval"),
+        (pl.when(pl.int_range(pl.len()) == 2).then(-0.5).otherwise(pl.col("latency_ms")).alias("latency_ms"), "finite_non_negative"),
+        (pl.when(pl.int_range(pl.len()) == 8).then(float("inf")).otherwise(pl.col("cost_usd")).alias("cost_usd"), "finite_non_negative"),
+        (pl.when(pl.int_range(pl.len()) == 1).then(-3).otherwise(pl.col("tokens_in")).alias("tokens_in"), "finite_non_negative"),
+        (pl.when(pl.int_range(pl.len()) == 5).then(pl.lit("2")).otherwise(pl.col("model_version")).alias("model_version"), "model_version_constant"),
+        (pl.when(pl.int_range(pl.len()) == 5).then(None).otherwise(pl.col("abstained")).alias("abstained"), "abstained"),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("order", ["sorted", "shuffled"])
+def test_every_value_rule_is_checked_in_either_order(
+    small: tuple[pl.DataFrame, pl.DataFrame],
+    tmp_path: Path,
+    change: pl.Expr,
+    check: str,
+    order: str,
+) -> None:
+    cases, log = small
+    rows = log.with_columns(
+        pl.lit(0.25).alias("score"), pl.lit(12.0).alias("latency_ms"),
+        pl.lit(0.01).alias("cost_usd"), pl.lit(7, dtype=pl.Int64).alias("tokens_in"),
+    )  # fmt: skip
+    if "score" in str(change):  # a NaN score on a decided row of a case with scores
+        i = rows["decision"].is_not_null().arg_true()[0]
+        change = pl.when(pl.int_range(pl.len()) == i).then(float("nan")).otherwise("score")
+        change = change.alias("score")
+    bad = rows.with_columns(change)
+    if order == "shuffled":
+        bad = bad.sample(fraction=1.0, shuffle=True, seed=1)
+    path = write(bad, tmp_path)
+    kw: dict[str, Any] = {"cluster": "scenario_id", "metrics": METRICS, "delta": 0.1}
+    assert stream_cluster_sums([path], cases, [], missing="error", **kw) is None
+    with pytest.raises(ValidationError, match=check):
+        LocalEngine().cluster_sums(path, cases)
+    ok = write(rows, tmp_path, "ok.parquet")  # the same log without the violation streams
+    assert stream_cluster_sums([ok], cases, [], missing="error", **kw) is not None
+
+
+@pytest.mark.parametrize("order", ["sorted", "shuffled"])
+def test_score_shifts_at_the_threshold(tmp_path: Path, order: str) -> None:
+    """|a_score - b_score| >= delta is decided as the pair table decides it (decimal
+    shifts of exactly delta count), with scores on cases of every primitive."""
+    cases, log = random_log(5, n_cases=60, n_runs=2)
+    shifts = [
+        (0.5, 0.6), (0.2, 0.3), (0.6, 0.5), (0.5, 0.5999), (0.7, 0.8), (0.1, 0.2),
+        (None, 0.4), (0.3, None), (0.45, 0.55), (0.0, 0.1), (0.35, 0.25), (0.9, 0.8001),
+    ]  # fmt: skip
+    log = log.sort("run_id", "case_id", "sample", "arm")  # attacked, then benign
+    pair = log.select(pl.struct("run_id", "case_id").rank("dense") - 1).to_series().to_list()
+    arm = log["arm"].to_list()
+    score = [
+        shifts[k % len(shifts)][0 if a == "benign" else 1] for k, a in zip(pair, arm, strict=True)
+    ]
+    log = log.with_columns(pl.Series("score", score, dtype=pl.Float64))
+    if order == "shuffled":
+        log = log.sample(fraction=1.0, shuffle=True, seed=3)
+    path = write(log, tmp_path)
+    keys = ["run_id", "split", "scenario_id"]
+    got = stream_cluster_sums(
+        [path], cases, ["split"], cluster="scenario_id", metrics=METRICS, delta=0.10,
+        missing="error",
+    )  # fmt: skip
+    assert got is not None
+    assert got.equals(scan_cluster_sums(read_responses(path, cases=cases), cases, ["split"]))
+    oracle = pandas_sums(log, cases, keys, 0.10)
+    assert got["shift_without_flip_rate__num"].sum() > 0
+    for col in got.columns[len(keys) :]:
+        assert got[col].to_list() == oracle[col].tolist(), col
+
+
+def test_metrics_that_read_score_values_take_the_general_path(
+    small: tuple[pl.DataFrame, pl.DataFrame], tmp_path: Path
+) -> None:
+    """The streaming path evaluates the rule on stand-in scores that keep only whether
+    a score is null and whether |shift| >= delta: a term reading the values refuses it."""
+    from peira.metrics.ratios import RatioMetric
+
+    cases, log = small
+    path = write(log, tmp_path)
+    shift = RatioMetric(
+        "mean_shift", pl.col("score_shift").fill_null(0.0), pl.lit(1.0), True, "test"
+    )
+    kw: dict[str, Any] = {"cluster": "scenario_id", "delta": 0.1, "missing": "error"}
+    assert stream_cluster_sums([path], cases, [], metrics=[*METRICS, shift], **kw) is None
+    assert stream_cluster_sums([path], cases, [], metrics=METRICS, **kw) is not None
 
 
 def test_a_duplicate_key_and_a_decision_outside_the_options_are_reported(
