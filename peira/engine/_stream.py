@@ -467,7 +467,7 @@ class _Reducer:
                 allowed[i * self.n_opt + code[o]] = True
         self.allowed = allowed
         self.option_code = code
-        self.case_enum = pl.Enum(cases["case_id"])
+        self.case_row = {c: i for i, c in enumerate(cases["case_id"].to_list())}
         is_score = (cases["primitive"] == "score").fill_null(False).to_numpy()
         self.score_case = np.where(is_score, np.cumsum(is_score) - 1, -1).astype(np.int64)
         self.n_score = int(is_score.sum())
@@ -590,9 +590,9 @@ class _Reducer:
             col["model_version"],
             [self._printable(self.versions, x) for x in values("model_version")],
         )
-        known = pl.Series(col["case_id"].dictionary).cast(pl.String)
-        case_codes = known.cast(self.case_enum, strict=False).to_physical().cast(pl.Int64)
-        case = self._dictionary(col["case_id"], case_codes.fill_null(-1).to_list())
+        case = self._dictionary(
+            col["case_id"], [self.case_row.get(x, -1) for x in values("case_id")]
+        )
         arm = self._dictionary(
             col["arm"], [{"attacked": 0, "benign": 1}.get(x, -1) for x in values("arm")]
         )
