@@ -32,6 +32,11 @@ def _board(args: argparse.Namespace) -> tuple[pl.DataFrame, pl.DataFrame | None]
     holdout, :func:`peira.holdout.divergence` (ASR, the same bootstrap
     settings) says which runs look tuned to the public split.
     """
+    from .._prefetch import prefetch
+
+    # the intervals' slow imports (BCa's normal quantiles, the compiled resampling
+    # kernels) load on a thread while polars reads and reduces the log
+    prefetch("scipy.special", "peira.bootstrap._kernels")
     import polars as pl
 
     from .. import api
