@@ -52,7 +52,6 @@ __all__ = [
     "CACHE_DRAWS",
     "FINGERPRINT_ROWS",
     "MIN_CLUSTERS",
-    "NUMPY_DRAWS",
     "TYPE_MEMO_BYTES",
     "FewClustersWarning",
     "PeiraWarning",

@@ -35,18 +35,12 @@ def _board(args: argparse.Namespace) -> tuple[pl.DataFrame, pl.DataFrame | None]
     import polars as pl
 
     from .. import api
-    from .._prefetch import prefetch
-    from ..bootstrap.plan import NUMPY_DRAWS
     from ..ranking import leaderboard as rank_runs
 
     dataset, log = c.dataset_and_log(args)
     ds = api._dataset(dataset)
     cases = api._split_cases(ds, args.split)
     plan = api.resample_plan(cases, unit=args.unit, n_resamples=args.resamples, seed=args.seed)
-    if plan.n_clusters * plan.n_resamples > NUMPY_DRAWS:
-        # a large plan is counted by the compiled kernels: their import (numba) runs on
-        # a thread while polars reads and reduces the log
-        prefetch("peira.bootstrap._kernels")
     sums = api.run_sums(
         c.responses_arg(args, log), ds, unit=args.unit, missing=args.missing, delta=args.delta,
         engine=c.engine_of(args),
