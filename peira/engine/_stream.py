@@ -579,7 +579,7 @@ class _Reducer:
                 raise _Violation
 
         def values(name: str) -> list[Any]:
-            return col[name].dictionary.to_pylist()  # type: ignore[no-any-return]
+            return list(col[name].dictionary.to_pylist())
 
         run = self._dictionary(col["run_id"], [self._run(x) for x in values("run_id")])
         self._grow()
@@ -639,13 +639,14 @@ class _Reducer:
         n = self.staged
         if n == 0:
             return
-        rows = [x[:n] for x in self.stage[0]]
+        slot, sk, raw, score = (x[:n] for x in self.stage[0])
         out = tuple(x[:n] for x in self.stage[1])
-        if _partition(*rows, _REGION_BITS, out):
-            rows = list(out)
+        if _partition(slot, sk, raw, score, _REGION_BITS, out):
+            slot, sk, raw, score = out
         done = _file_rows(
-            *rows, self.threshold, self.tab, self.scores, self.state_id, self.state_raw
-        )
+            slot, sk, raw, score, self.threshold, self.tab, self.scores, self.state_id,
+            self.state_raw,
+        )  # fmt: skip
         if done != _OK:
             raise _Violation
         self.staged = 0

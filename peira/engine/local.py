@@ -21,7 +21,9 @@ class LocalEngine:
 
     A path is streamed (:func:`peira.engine._stream.stream_cluster_sums`): read
     in batches, every value rule of docs/spec/data-model.md#responses checked on
-    the way, paired and summed, so memory does not grow with the log. A log
+    the way, each row filed in a table addressed by its key (two bytes a key,
+    eight more a key of a score case), then paired and summed; memory holds that
+    table and a batch, never the log's rows. A log
     that breaks a rule, or that this path does not read (extension columns,
     hive partitions, columns of other dtypes), goes through
     :func:`peira.io.read_responses`, which names every violation, and
