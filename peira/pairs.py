@@ -317,7 +317,9 @@ def _stack_arms(r: pl.LazyFrame, extended: bool = True) -> pl.LazyFrame:
     """
     a = _arm(r.gather_every(2, 0), None, "a_", extended).rename({k: f"_a_{k}" for k in PAIR_KEYS})
     b = _arm(r.gather_every(2, 1), None, "b_", extended)
-    both = pl.concat([b, a], how="horizontal")
+    # an odd number of rows leaves the benign side one short: padded with nulls, the
+    # last pair is misaligned and the caller pairs the log with the join instead
+    both = pl.concat([b, a], how="horizontal_extend")
     aligned = pl.lit(True)
     for k in PAIR_KEYS:
         aligned = aligned & (pl.col(k) == pl.col(f"_a_{k}")).fill_null(False)

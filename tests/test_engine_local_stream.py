@@ -134,9 +134,10 @@ def logs(draw: st.DrawFn) -> dict[str, Any]:
         "batch": draw(st.sampled_from([7, 64, 1 << 20])),
         "cluster": draw(st.sampled_from(["scenario_id", "case_id"])),
         "by": draw(st.sampled_from([[], ["split"], ["family", "split"]])),
-        # rows staged before they are filed, and the key table's region (bits): the
-        # defaults, or small ones so that many stagings are reordered by region
-        "stage": draw(st.sampled_from([None, (40, 2)])),
+        # rows staged before they are filed, the key table's region (bits) and the keys
+        # swept at once: the defaults, or small ones so that many stagings are reordered
+        # by region and the table is swept one run at a time
+        "stage": draw(st.sampled_from([None, (40, 2, 1)])),
     }
 
 
@@ -173,6 +174,7 @@ def test_streamed_sums_equal_pandas_and_the_general_path(
         if spec["stage"]:
             mp.setattr(_stream, "_STAGE_ROWS", spec["stage"][0])
             mp.setattr(_stream, "_REGION_BITS", spec["stage"][1])
+            mp.setattr(_stream, "_SWEEP_KEYS", spec["stage"][2])
         got = stream_cluster_sums(
             parquet_files(path), cases, spec["by"], cluster=spec["cluster"], metrics=METRICS,
             delta=0.10, missing="malformed", batch_rows=spec["batch"],
@@ -355,6 +357,29 @@ def test_missing_arms_raise_unless_scored_as_malformed(
     got = LocalEngine().cluster_sums(path, cases, missing="malformed")
     want = scan_cluster_sums(read_responses(path, cases=cases), cases, missing="malformed")
     assert got.equals(want)
+
+
+def test_a_sorted_log_with_an_odd_number_of_rows(
+    small: tuple[pl.DataFrame, pl.DataFrame], tmp_path: Path
+) -> None:
+    """A sorted log missing one arm looks sorted but cannot be paired row by row: the
+    general path pairs it with the join (it raised a shape error)."""
+    from peira.pairs import build_pairs
+
+    cases, log = small
+    odd = log.head(log.height - 1)  # the last benign arm dropped, past the rows looked at
+    path = write(odd, tmp_path)
+    want = pandas_sums(odd, cases, ["run_id", "scenario_id"], 0.10)
+    for got in (
+        LocalEngine().cluster_sums(path, cases, missing="malformed"),
+        scan_cluster_sums(read_responses(path, cases=cases), cases, missing="malformed"),
+    ):
+        for col in got.columns[2:]:
+            assert got[col].to_list() == want[col].tolist(), col
+    pairs = build_pairs(read_responses(path, cases=cases), cases, missing="malformed")
+    assert pairs.height == odd.select("run_id", "case_id", "sample").n_unique()
+    with pytest.raises(MissingArmsError):
+        scan_cluster_sums(read_responses(path, cases=cases), cases)
 
 
 def test_logs_it_does_not_read_take_the_general_path(

@@ -56,6 +56,8 @@ MAX_TABLE_BYTES = 1 << 30
 #: Rows staged before they are filed in the key table (reordered by region first
 #: when they come in no key order: a shuffled log).
 _STAGE_ROWS = 1 << 22
+#: Keys swept at once at the end (a stretch of runs).
+_SWEEP_KEYS = 1 << 24
 #: A region of the key table: 2^16 slots (64 KB, and at most 256 KB of scores).
 _REGION_BITS = 16
 _REQUIRED = (
@@ -505,6 +507,11 @@ class _Reducer:
         self.threshold = float(delta - _SHIFT_TOL)
         self.staged = 0
         self.stage_rows = 0
+        # the terms of the (case labels, pair of answer codes) met, by sorted key
+        self.known = np.zeros(0, np.int64)
+        self.known_rows = np.zeros(0, np.int64)
+        self.terms = np.zeros(0, np.float64)
+        self.term_names: list[str] = []
         self._stage(_STAGE_ROWS)
 
     # ------------------------------------------------------------ per batch
@@ -709,51 +716,61 @@ class _Reducer:
         ]
         return lf.select(terms).collect()
 
+    def _combos(self, key: np.ndarray) -> np.ndarray:
+        """Each record's row of ``self.terms`` (the terms of every (case labels, pair of
+        answer codes) met so far, keyed ``label class × 65536 + pair code``); the
+        terms of combinations not met before are evaluated now."""
+        new = np.setdiff1d(np.unique(key), self.known)
+        if new.shape[0]:
+            combos = pl.DataFrame({"_lc": new // 65536, "_p": new % 65536})
+            terms = self._terms(combos, (0.0, 0.0, 0.0, 1.0))
+            # the terms read scores only through whether they are null and the shift class
+            if not terms.equals(self._terms(combos, (0.7, 0.7, 1.0, 0.0))):
+                raise _Violation
+            self.term_names = terms.columns
+            rows = np.arange(self.terms.shape[0], self.terms.shape[0] + new.shape[0])
+            self.terms = np.vstack([self.terms.reshape(-1, terms.width), terms.to_numpy()])
+            known = np.concatenate([self.known, new])
+            order = np.argsort(known)
+            self.known = known[order]
+            self.known_rows = np.concatenate([self.known_rows, rows])[order]
+        found: np.ndarray = self.known_rows[np.searchsorted(self.known, key)]
+        return found
+
     def finish(self, missing: str) -> pl.DataFrame:
+        """The sums per run × group: the key table swept a stretch of runs at a time."""
         self.flush()
         n_runs = len(self.runs)
-        rec_r, rec_c, rec_p, rec_n, m = _sweep(
-            self.tab, n_runs, self.n_cases, self.samples, missing == "error"
-        )
-        if m < 0:
-            raise _Violation  # a pair lacks an arm: the general path names it
-        rec_r, rec_c, rec_p, rec_n = rec_r[:m], rec_c[:m], rec_p[:m], rec_n[:m]
-        # the distinct (case labels, pair of answer codes), and each record's
-        seen_p = np.zeros(65536, np.bool_)
-        seen_p[rec_p] = True
-        pair_codes = np.flatnonzero(seen_p)
-        n_p = pair_codes.shape[0]
-        pid = np.zeros(65536, np.int64)
-        pid[pair_codes] = np.arange(n_p)
-        pid = pid[rec_p]
-        key = self.label_of[rec_c] * n_p + pid
-        if self.label_classes.height * n_p <= 1 << 24:
-            seen = np.zeros(self.label_classes.height * n_p, np.bool_)
-            seen[key] = True
-            present = np.flatnonzero(seen)
-            lut = np.zeros(seen.shape[0], np.int64)
-            lut[present] = np.arange(present.shape[0])
-            combo = lut[key]
-        else:
-            present, combo = np.unique(key, return_inverse=True)
-        combos = pl.DataFrame({"_lc": present // n_p, "_p": pair_codes[present % n_p]})
-        terms = self._terms(combos, (0.0, 0.0, 0.0, 1.0))
-        # the terms read scores only through whether they are null and the shift class
-        if not terms.equals(self._terms(combos, (0.7, 0.7, 1.0, 0.0))):
-            raise _Violation
-        value = terms.columns
-        out_r, out_g, n_pairs, sums = _accumulate(
-            rec_r, self.group_of[rec_c], combo, rec_n, terms.to_numpy().astype(np.float64),
-            self.groups.height,
-        )  # fmt: skip
-        out = pl.DataFrame(
-            {
-                "_run": out_r,
-                "_g": out_g,
-                "n_pairs": n_pairs,
-                **{c: sums[:, j] for j, c in enumerate(value)},
-            }
-        )
+        per_run = self.n_cases * self.samples
+        step = max(1, _SWEEP_KEYS // per_run)
+        parts = []
+        for r0 in range(0, n_runs, step):
+            r1 = min(n_runs, r0 + step)
+            tab = self.tab[2 * r0 * per_run : 2 * r1 * per_run]
+            rec_r, rec_c, rec_p, rec_n, m = _sweep(
+                tab, r1 - r0, self.n_cases, self.samples, missing == "error"
+            )
+            if m < 0:
+                raise _Violation  # a pair lacks an arm: the general path names it
+            if m == 0:
+                continue
+            rec_c, rec_n = rec_c[:m], rec_n[:m]
+            combo = self._combos(self.label_of[rec_c] * 65536 + rec_p[:m])
+            out_r, out_g, n_pairs, sums = _accumulate(
+                rec_r[:m], self.group_of[rec_c], combo, rec_n, self.terms, self.groups.height
+            )
+            parts.append(
+                pl.DataFrame(
+                    {
+                        "_run": out_r + r0,
+                        "_g": out_g,
+                        "n_pairs": n_pairs,
+                        **{c: sums[:, j] for j, c in enumerate(self.term_names)},
+                    }
+                )
+            )
+        value = self.term_names
+        out = pl.concat(parts)
         runs = pl.DataFrame(
             {"_run": pl.Series(range(n_runs), dtype=out.schema["_run"]), "run_id": self.runs}
         )
