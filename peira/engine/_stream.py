@@ -19,8 +19,8 @@ answer codes. The scoring rule (:func:`peira.pairs.pair_flags`, the one
 definition every engine evaluates) and the ratio metrics' terms are
 evaluated once per distinct (case labels, pair of answer codes), and the
 counts weight them into the sums per run × group × cluster. Memory is the
-key table (two bytes a key, plus eight a key of a score case) and a batch,
-not the log.
+key table (two bytes a key, plus eight a key of a score case), the staged rows
+and a batch, not the log.
 
 :func:`stream_cluster_sums` returns None where it does not apply (extension
 columns of the data model, hive partitions, columns of another dtype, groups
