@@ -204,3 +204,78 @@ def test_ratio_precision_numpy_and_compiled_agree(monkeypatch: pytest.MonkeyPatc
         monkeypatch.setattr(ratio, "_NUMPY_VALUES", 0)
         assert ratio._dyadic_precision(v) == small == dyadic_precision(v, 8)
         monkeypatch.undo()
+
+
+# ---------------------------------------------------------------- loading on a thread
+
+_LARGE = """
+import sys, threading
+import peira.bootstrap.plan as p
+plan = p.make_plan([f"s{i:05d}" for i in range(40_000)], n_resamples=1_000, seed=3)
+assert p._compiled(plan.n_clusters, plan.n_resamples)
+loaders = [t for t in threading.enumerate() if t.name == "peira-kernels"]
+print(len(p._LOADER), "numba" in sys.modules or bool(loaders))
+for t in p._LOADER:
+    t.join()
+print("peira.bootstrap._kernels" in sys.modules)
+print(sum(int(b.sum()) for _, _, b in plan.iter_counts(types=[i % 3 for i in range(40_000)])))
+"""
+
+_SMALL = """
+import sys
+import peira.bootstrap.plan as p
+plan = p.make_plan([f"s{i:03d}" for i in range(300)], n_resamples=1_000, seed=3)
+print(len(p._LOADER), "numba" in sys.modules, plan.fingerprint[:12])
+"""
+
+_BROKEN = """
+import sys
+sys.modules["numba"] = None  # as when numba cannot be imported
+import peira.bootstrap.plan as p
+plan = p.make_plan([f"s{i:05d}" for i in range(40_000)], n_resamples=1_000, seed=3)
+for t in p._LOADER:
+    t.join()
+print(len(p._LOADER), "peira.bootstrap._kernels" in sys.modules)
+try:
+    next(plan.iter_counts(types=[i % 3 for i in range(40_000)]))
+except ImportError as e:
+    print("ImportError", "numba" in str(e))
+"""
+
+
+def _python(code: str) -> list[str]:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True
+    )
+    return done.stdout.split("\n")
+
+
+def test_a_large_plan_loads_the_kernels_on_a_thread() -> None:
+    """Making a plan the compiled kernels will count starts loading them; counting after
+    the thread is done gives every draw (B·C of them)."""
+    out = _python(_LARGE)
+    assert out[:3] == ["1 True", "True", str(40_000 * 1_000)]
+
+
+def test_a_small_plan_imports_no_numba() -> None:
+    out = _python(_SMALL)
+    n, numba, fp = out[0].split()
+    assert (n, numba) == ("0", "False")
+    assert fp == _plan_fp(300, 1_000, 3)[:12]
+
+
+def test_a_failed_load_surfaces_in_the_caller() -> None:
+    """The thread keeps its failure to itself; the first kernel call imports again and
+    raises where the caller sees it."""
+    out = _python(_BROKEN)
+    assert out[:2] == ["1 False", "ImportError True"]
+
+
+def _plan_fp(c: int, b: int, seed: int) -> str:
+    from peira.bootstrap import make_plan, plan_fingerprint
+
+    plan = make_plan([f"s{i:03d}" for i in range(c)], n_resamples=b, seed=seed)
+    return plan_fingerprint(plan.W[:32], b)

@@ -22,6 +22,7 @@ from peira.bootstrap import (
     make_plan,
     nonratio_intervals,
     paired_differences,
+    plan_fingerprint,
     plan_for_cases,
     ratio_intervals,
     replicates,
@@ -115,6 +116,24 @@ def test_numpy_counts_are_the_compiled_kernels_counts(
         expect = np.stack([np.bincount(row, minlength=width) for row in cells])
         assert np.array_equal(numpy, expect)
     assert plan_module._compiled(c, b) is (c * b > plan_module.NUMPY_DRAWS)
+
+
+def test_a_large_plan_fingerprints_its_first_rows_with_numpy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fingerprint's 32 rows are counted with numpy even when the plan is counted in the
+    compiled kernels: the hash of the kernels' rows, and of numpy's own PCG64 draws."""
+    monkeypatch.setattr(plan_module, "NUMPY_DRAWS", 32 * 500)
+    c, b = 500, 200  # B·C above NUMPY_DRAWS, its first 32 rows not
+    labels = [f"s{i:03d}" for i in range(c)]
+    plan = make_plan(labels, n_resamples=b, seed=5)
+    assert plan_module._compiled(c, b)
+    kernel = plan_module._count_block(5, c, 0, 32, compiled=True)
+    assert plan.fingerprint == plan_fingerprint(kernel, b)
+    draws = plan.draws(0, 32)
+    by_numpy = np.stack([np.bincount(row, minlength=c) for row in draws])
+    assert plan.fingerprint == plan_fingerprint(by_numpy, b)
+    assert np.array_equal(plan.counts(0, 32), by_numpy)  # the kernels' rows, as counted later
 
 
 def test_counts_per_type_sum_the_columns_of_each_type(monkeypatch: pytest.MonkeyPatch) -> None:

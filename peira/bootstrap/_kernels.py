@@ -35,6 +35,7 @@ __all__ = [
     "raw_draws",
     "sum_types_block",
     "transpose_block",
+    "warm",
 ]
 
 I64 = npt.NDArray[np.int64]
@@ -87,14 +88,24 @@ def _count_k(state: Any, n_clusters: int, out: Any) -> bool:  # pragma: no cover
     hi, lo, inc_hi, inc_lo = state[0], state[1], state[2], state[3]
     rows, c = out.shape
     cu = np.uint64(n_clusters)
-    top = np.iinfo(out.dtype).max
+    one = out.dtype.type(1)
+    narrow = np.iinfo(out.dtype).max < (1 << 32)  # a count could wrap: check each row
     for r in range(rows):
+        row = out[r]
+        before = 0
+        if narrow:
+            for i in range(c):
+                before += np.int64(row[i])
         for _ in range(c):
             hi, lo, raw = _step(hi, lo, inc_hi, inc_lo)
-            i = ((raw >> _S32) * cu) >> _S32
-            if out[r, i] == top:
+            row[((raw >> _S32) * cu) >> _S32] += one
+        if narrow:
+            # a count that passed the top wrapped, and the row lost a multiple of 2^bits
+            after = 0
+            for i in range(c):
+                after += np.int64(row[i])
+            if after != before + c:
                 return False
-            out[r, i] += 1
     return True
 
 
@@ -256,6 +267,29 @@ _KERNELS = {
 
 def _compiled() -> dict[str, Any]:
     return _KERNELS
+
+
+def warm() -> None:
+    """Load the machine code of every kernel, as the library calls them, from the cache.
+
+    The first kernel called in a process pays for numba's start-up (its type
+    registries, about half a second) and each further one a few milliseconds;
+    :func:`peira.bootstrap.plan.preload_kernels` runs this on a background
+    thread while the data are read, so that the first pass over a large plan
+    does not wait for it. Calls on tiny inputs of the dtypes the library passes.
+    """
+    state = pcg_state(0, 0)
+    w = np.ones((2, 3), dtype=np.uint8)
+    i = np.zeros(1, dtype=np.int64)
+    flags = np.zeros(1, dtype=np.uint8)
+    for small in (np.uint8, np.uint16, np.int64):
+        count_types_block(state, 3, 2, np.zeros(3, dtype=small), 1)
+        sum_types_block(w, np.zeros(3, dtype=small), 1)
+    count_block(state, 3, 2)
+    dyadic_precision(np.ones(3), 8)
+    auroc_block(w, i, i, i, i)
+    auroc_sorted_block(transpose_block(w), i, flags, flags)
+    ece_mass_block(w, i, np.zeros(1), 3)
 
 
 def pcg_state(seed: int, skip: int) -> npt.NDArray[np.uint64]:

@@ -27,6 +27,8 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
+import sys
+import threading
 import warnings
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
@@ -61,6 +63,7 @@ __all__ = [
     "make_plan",
     "plan_fingerprint",
     "plan_for_cases",
+    "preload_kernels",
     "warn_few_clusters",
 ]
 
@@ -97,6 +100,40 @@ def _workers() -> int:
     except AttributeError:  # pragma: no cover - not on Linux
         n = os.cpu_count() or 1
     return max(1, min(8, n))
+
+
+_LOADER: list[threading.Thread] = []
+_LOADER_LOCK = threading.Lock()
+
+
+def _load_kernels() -> None:
+    try:
+        from . import _kernels  # numba
+
+        _kernels.warm()
+    except Exception:  # the first caller imports again and meets the error itself
+        return
+
+
+def preload_kernels() -> None:
+    """Start loading the compiled kernels on a background thread, once per process.
+
+    Importing numba and loading the kernels' cached machine code takes about
+    a second of a process that will count a large plan; started when such a
+    plan is made, it overlaps the reading and reducing of the data that
+    follow (polars releases the GIL). Nothing waits for the thread: whoever
+    needs a kernel imports :mod:`peira.bootstrap._kernels` as before, and
+    Python's import lock and numba's compiler lock make it wait for the part
+    in progress. A failure on the thread is left to that import to raise, in
+    the caller's thread. The thread is not a daemon: the interpreter lets it
+    finish before exiting.
+    """
+    with _LOADER_LOCK:
+        if _LOADER or "peira.bootstrap._kernels" in sys.modules:
+            return
+        thread = threading.Thread(target=_load_kernels, name="peira-kernels")
+        _LOADER.append(thread)
+    thread.start()
 
 
 def _to_index(raw: npt.NDArray[np.uint64], n_clusters: int) -> npt.NDArray[np.uint64]:
@@ -465,7 +502,9 @@ def _stream_fingerprint(seed: int, n_clusters: int, n_resamples: int) -> str:
     h = hashlib.sha256(_FP_TAG)
     h.update(struct.pack("<QQ", n_resamples, n_clusters))
     step = max(1, BLOCK_DRAWS // n_clusters)
-    compiled = _compiled(n_clusters, n_resamples)
+    # the fingerprint's rows alone decide: a few rows are counted with numpy even when
+    # the rest of the plan will come from the compiled kernels (same counts)
+    compiled = _compiled(n_clusters, rows)
     for a in range(0, rows, step):
         block = _count_block(seed, n_clusters, a, min(rows, a + step), compiled=compiled)
         h.update(np.ascontiguousarray(block, dtype="<u4").tobytes())
@@ -531,6 +570,8 @@ def make_plan(
         raise PeiraValueError("make_plan: at most 2**32 - 1 clusters")
     b = _check_int("n_resamples", n_resamples, 1)
     s = _check_int("seed", seed, 0)
+    if _compiled(len(labs), b):
+        preload_kernels()
     return ResamplePlan(labs, b, s, _check_unit(unit), _stream_fingerprint(s, len(labs), b))
 
 
