@@ -92,7 +92,7 @@ def _count_k(state: Any, n_clusters: int, out: Any) -> bool:  # pragma: no cover
     narrow = np.iinfo(out.dtype).max < (1 << 32)  # a count could wrap: check each row
     for r in range(rows):
         row = out[r]
-        before = 0
+        before: Any = 0
         if narrow:
             for i in range(c):
                 before += np.int64(row[i])
@@ -101,7 +101,7 @@ def _count_k(state: Any, n_clusters: int, out: Any) -> bool:  # pragma: no cover
             row[((raw >> _S32) * cu) >> _S32] += one
         if narrow:
             # a count that passed the top wrapped, and the row lost a multiple of 2^bits
-            after = 0
+            after: Any = 0
             for i in range(c):
                 after += np.int64(row[i])
             if after != before + c:
