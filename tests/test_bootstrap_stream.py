@@ -310,3 +310,72 @@ def test_labels_sort_in_code_point_order_like_python() -> None:
         make_plan(pl.Series(["a", None]), n_resamples=4)
     with pytest.raises(TypeError, match="must be strings, not None"):
         make_plan(["a", None], n_resamples=4)  # type: ignore[list-item]
+
+
+def test_index_of_finds_each_label_as_a_dictionary_does() -> None:
+    """Plan indices by binary search over the sorted labels (or, for a plan made by hand
+    from unsorted labels, by a join): what a dict of label → position gives."""
+    from peira.bootstrap.plan import ResamplePlan
+    from peira.errors import PlanMismatchError
+
+    rng = np.random.default_rng(3)
+    words = ["a", "A", "ab", "b", "é", "z", "Z0", "zz", "\u00e9t\u00e9", "0", ""]
+    plan = make_plan(words, n_resamples=4)
+    where = {label: i for i, label in enumerate(plan.clusters)}
+    query = [words[i] for i in rng.integers(0, len(words), 200)]
+    assert plan.index_of(query).tolist() == [where[q] for q in query]
+    assert plan.index_of(pl.Series(plan.clusters)).tolist() == list(range(len(words)))
+    hand = ResamplePlan(("z", "a", "m"), 4, 0, "cluster", "-")
+    assert hand.index_of(["m", "z", "a", "m"]).tolist() == [2, 0, 1, 2]
+    for p in (plan, hand):
+        for bad in (["a", "q"], ["a", None], ["zzz"], ["\x00"]):
+            with pytest.raises(PlanMismatchError, match="1 scenario_id value"):
+                p.index_of(bad)
+
+
+@pytest.mark.parametrize(
+    ("unit", "runs", "names", "shared"),
+    [
+        ("case", ["run1", "run2"], ["asr"], True),
+        ("case", None, ["asr", "robustness", "abstention_rate_attacked"], False),
+        ("cluster", None, ["asr", "robustness"], False),
+    ],
+)
+def test_jackknife_values_are_the_leave_one_cluster_out_ratios(
+    rlog: tuple[pl.DataFrame, pl.DataFrame],
+    unit: str,
+    runs: list[str] | None,
+    names: list[str],
+    shared: bool,
+) -> None:
+    """The jackknife (n × C), computed once per distinct row of sums when clusters share
+    rows (unit="case": single-case clusters), is the leave-one-out ratio of every cluster
+    recomputed from the pairs, and the estimate where a run has no pairs in a cluster."""
+    from peira.bootstrap.ratio import _TYPE_GAIN, _distinct, _Engine
+
+    cases, pairs = rlog
+    plan = plan_for_cases(cases, unit=unit, n_resamples=50, seed=3)  # type: ignore[arg-type]
+    some = pairs.filter(~((pl.col("run_id") == "run2") & (pl.col("case_id").str.ends_with("7"))))
+    if runs is not None:
+        some = some.filter(pl.col("run_id").is_in(runs))
+    eng = _Engine(some, plan, [], names, False)
+    (block,) = eng.blocks
+    # clusters share rows of sums (computed once per distinct row), or they do not
+    assert (_distinct(block.s, block.s.shape[0] // _TYPE_GAIN) is not None) is shared
+    jack = eng.prepare(block, None, True).jack
+    assert jack is not None and jack.shape == (len(eng.runs) * len(names), plan.n_clusters)
+    for r, run in enumerate(eng.runs):
+        rows = some.filter(pl.col("run_id") == run)
+        ci = plan.index_of(rows[plan.column])
+        for m, name in enumerate(names):
+            metric = RATIO_METRICS[name]
+            num = rows.select(metric.numerator.cast(pl.Float64)).to_series().to_numpy()
+            den = rows.select(metric.denominator.cast(pl.Float64)).to_series().to_numpy()
+            n_c = np.bincount(ci, np.nan_to_num(num), plan.n_clusters)
+            d_c = np.bincount(ci, np.nan_to_num(den), plan.n_clusters)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                loo = (n_c.sum() - n_c) / (d_c.sum() - d_c)
+                full = n_c.sum() / d_c.sum()
+            want = np.where(d_c.sum() - d_c != 0, loo, np.nan)
+            want[np.bincount(ci, minlength=plan.n_clusters) == 0] = full
+            assert np.array_equal(jack[r * len(names) + m], want, equal_nan=True), (run, name)

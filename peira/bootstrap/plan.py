@@ -442,11 +442,8 @@ class ResamplePlan:
                 yield a, b, f.result()
 
     @cached_property
-    def _labels(self) -> pl.DataFrame:
-        return pl.DataFrame(
-            {"label": list(self.clusters), "_i": np.arange(self.n_clusters, dtype=np.int64)},
-            schema={"label": pl.String, "_i": pl.Int64},
-        )
+    def _labels(self) -> pl.Series:
+        return pl.Series("label", self.clusters, dtype=pl.String)
 
     def _check_range(self, start: int, stop: int | None) -> int:
         stop = self.n_resamples if stop is None else stop
@@ -468,16 +465,28 @@ class ResamplePlan:
     def index_of(self, labels: pl.Series | Sequence[str], *, source: str = "data") -> I64:
         """Plan index of each label; raises :class:`PlanMismatchError` on unknown labels."""
         s = pl.Series("label", labels, dtype=pl.String)
-        idx = s.to_frame().join(self._labels, on="label", how="left", maintain_order="left")["_i"]
-        if idx.null_count():
-            bad = s.filter(idx.is_null()).unique(maintain_order=True)
+        known = self._labels
+        if s.len() == known.len() and s.equals(known):  # the plan's own labels, in order
+            return np.arange(s.len(), dtype=np.int64)
+        # the labels are sorted (code-point order, as polars sorts strings): a binary
+        # search finds each one's place, and the label there says whether it is known
+        if known.is_sorted():
+            pos = known.search_sorted(s, side="left").clip(upper_bound=known.len() - 1)
+            hit = (known.gather(pos) == s).fill_null(False)
+        else:  # a plan made by hand from unsorted labels
+            index = known.to_frame().with_row_index("_i")
+            pos = s.to_frame().join(index, on="label", how="left", maintain_order="left")["_i"]
+            hit = pos.is_not_null()
+            pos = pos.fill_null(0)
+        if not hit.all():
+            bad = s.filter(~hit).unique(maintain_order=True)
             raise PlanMismatchError(
                 f"{source}: {bad.len()} {self.column} value(s) are not in the resample plan "
                 f"(first: {bad[0]!r}); the plan holds {self.n_clusters} {self.unit}s of the "
                 "cases table for one split. Filter the pairs to that split, or build the plan "
                 "from the cases these pairs come from (plan_for_cases)."
             )
-        return idx.to_numpy().astype(np.int64)
+        return pos.to_numpy().astype(np.int64)
 
 
 def _sorted_labels(clusters: Iterable[str]) -> tuple[str, ...]:

@@ -129,11 +129,21 @@ class _Products:
 
 def _dedupe(cols: F64) -> tuple[F64, I64]:
     """Unique rows of ``cols`` (k × n) and the inverse index; exact."""
+    found = _distinct(cols, None)
+    assert found is not None
+    return found
+
+
+def _distinct(cols: F64, limit: int | None) -> tuple[F64, I64] | None:
+    """:func:`_dedupe`, or None as soon as the rows are seen to have more than ``limit``
+    distinct values (before any exact comparison)."""
     if cols.shape[0] == 0:
         return cols, np.empty(0, np.int64)
     probe = np.random.Generator(np.random.PCG64(0)).random(cols.shape[1])
     h = cols @ probe
     _, first, inv = np.unique(h, return_index=True, return_inverse=True)
+    if limit is not None and first.size > limit:
+        return None
     uniq = cols[first]
     inv = np.asarray(inv, dtype=np.int64).ravel()
     step = max(1, (1 << 20) // max(1, cols.shape[1]))  # compared a slice at a time
@@ -245,9 +255,28 @@ class _Engine:
         est = ratio(tot[:n], tot[n:])
         jack = None
         if jackknife:
-            jack = np.repeat(est[:, None], self.plan.n_clusters, axis=1)
-            jack[:, block.supp] = ratio(tot[:n] - sub[:, :n], tot[n:] - sub[:, n:]).T
+            jack = self._jackknife(block, sub, tot, est)
         return _Products(uniq, inv[:n], inv[n:], est, jack)
+
+    def _jackknife(self, block: _Block, sub: F64, tot: F64, est: F64) -> F64:
+        """n × C leave-one-cluster-out values of the n metric columns of ``sub``
+        (supp × 2n: numerators, then denominators), ``est`` where a cluster has no rows.
+
+        The value without cluster c depends on c's row of sums only, so clusters
+        that share one (single-case clusters: a handful of flag patterns) share
+        it: computed once per distinct row and gathered, the same numbers.
+        """
+        n, c = est.size, self.plan.n_clusters
+        found = _distinct(sub, sub.shape[0] // _TYPE_GAIN)
+        rows, inv = (sub, None) if found is None else found
+        vals = ratio(tot[:n] - rows[:, :n], tot[n:] - rows[:, n:]).T  # n × distinct rows
+        if inv is not None:
+            vals = np.take(vals, inv, axis=1)
+        if block.supp.size == c:
+            return np.ascontiguousarray(vals)
+        jack = np.repeat(est[:, None], c, axis=1)
+        jack[:, block.supp] = vals
+        return jack
 
     def products(self, block: _Block, cols: I64 | None, jackknife: bool) -> _Products:
         """:meth:`prepare` and :meth:`fill` for one block."""
