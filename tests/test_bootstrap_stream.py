@@ -379,3 +379,26 @@ def test_jackknife_values_are_the_leave_one_cluster_out_ratios(
             want = np.where(d_c.sum() - d_c != 0, loo, np.nan)
             want[np.bincount(ci, minlength=plan.n_clusters) == 0] = full
             assert np.array_equal(jack[r * len(names) + m], want, equal_nan=True), (run, name)
+
+
+@pytest.mark.parametrize("unit", ["case", "cluster"])
+def test_one_run_replicates_are_the_resampled_ratios(
+    rlog: tuple[pl.DataFrame, pl.DataFrame], unit: str
+) -> None:
+    """One run whose clusters come in plan order (its sums are the engine's rows as they
+    are): θ_b = (W_b · num) / (W_b · den) recomputed from W, and the jackknife likewise."""
+    cases, pairs = rlog
+    one = pairs.filter(pl.col("run_id") == "run1")
+    plan = plan_for_cases(cases, unit=unit, n_resamples=300, seed=8)  # type: ignore[arg-type]
+    metric = RATIO_METRICS["robustness"]
+    reps = replicates(one, plan, metric)
+    num = one.select(metric.numerator.cast(pl.Float64)).to_series().fill_null(0).to_numpy()
+    den = one.select(metric.denominator.cast(pl.Float64)).to_series().fill_null(0).to_numpy()
+    ci = plan.index_of(one[plan.column])
+    n_c, d_c = np.bincount(ci, num, plan.n_clusters), np.bincount(ci, den, plan.n_clusters)
+    w = plan.W.astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        theta = np.where(w @ d_c > 0, (w @ n_c) / (w @ d_c), np.nan)
+        jack = np.where(d_c.sum() - d_c != 0, (n_c.sum() - n_c) / (d_c.sum() - d_c), np.nan)
+    assert np.array_equal(reps.theta[0], theta, equal_nan=True)
+    assert np.array_equal(reps.jackknife[0], jack, equal_nan=True)

@@ -58,6 +58,7 @@ _NUMPY_VALUES = 1 << 21  # sums checked for their precision with numpy up to thi
 _POST_ROWS = 128  # replicate rows per worker task (bounds memory: rows × B float64)
 _PROD_BYTES = 1 << 28  # products (K × B float64) formed per pass over the plan
 _TYPE_GAIN = 4  # count draws per type of cluster when there are C / 4 types or fewer
+_ABS_ROWS = 1 << 16  # clusters per slice when bounding the sums
 
 
 def _keys(by: str | Sequence[str] | None) -> list[str]:
@@ -232,14 +233,22 @@ class _Engine:
             self.blocks.append(_Block(None, supp, full[supp], present))
         # float32 is exact when every value is k·2^-p and every partial sum < 2^(24-p)
         self.precision = _dyadic_precision(v)
-        bound = sum((np.abs(b.s).sum(axis=0) for b in groups), np.zeros(r * 2 * nm))
+        bound = np.zeros(r * 2 * nm)
+        for b in groups:  # a slice of clusters at a time: no temporary as large as the sums
+            for a in range(0, b.s.shape[0], _ABS_ROWS):
+                bound += np.abs(b.s[a : a + _ABS_ROWS]).sum(axis=0)
         self.abs_total = float(bound.max()) if bound.size else 0.0
 
     @staticmethod
     def _block(key: tuple[Any, ...] | None, ci: I64, ri: I64, v: F64, r: int, nm: int) -> _Block:
-        supp, loc = np.unique(ci, return_inverse=True)
-        s = np.zeros((supp.size, r, 2 * nm))
-        s[loc.ravel(), ri] = v
+        if r == 1 and bool((ci[1:] > ci[:-1]).all()):  # one run, its clusters in order
+            supp = ci.copy()
+            s = np.array(v, dtype=np.float64, order="C")
+        else:
+            supp, loc = np.unique(ci, return_inverse=True)
+            loc = loc.ravel()
+            s = np.zeros((supp.size * r, 2 * nm))
+            s[loc * r + ri] = v  # row (cluster, run) of the supp × R × 2M array
         present = np.zeros(r, dtype=bool)
         present[ri] = True
         return _Block(key, supp, s.reshape(supp.size, r * 2 * nm), present)
