@@ -402,3 +402,22 @@ def test_one_run_replicates_are_the_resampled_ratios(
         jack = np.where(d_c.sum() - d_c != 0, (n_c.sum() - n_c) / (d_c.sum() - d_c), np.nan)
     assert np.array_equal(reps.theta[0], theta, equal_nan=True)
     assert np.array_equal(reps.jackknife[0], jack, equal_nan=True)
+
+
+def test_plans_of_one_size_and_seed_share_their_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """W depends on (seed, C, B) only: a second plan of that size and seed, whatever its
+    labels, reads the first one's (held within CACHE_DRAWS bytes in all)."""
+    a = make_plan([f"a{i:03d}" for i in range(211)], n_resamples=700, seed=41)
+    b = make_plan([f"b{i:03d}" for i in range(211)], n_resamples=700, seed=41)
+    assert b.W is a.W and not b.W.flags.writeable
+    fresh = plan_module._generate_counts(41, 211, 700)
+    assert np.array_equal(a.W, fresh)
+    draws = a.draws()
+    assert np.array_equal(a.W, np.stack([np.bincount(r, minlength=211) for r in draws]))
+    other = make_plan([f"a{i:03d}" for i in range(211)], n_resamples=700, seed=42)
+    assert not np.array_equal(other.W, a.W)
+    monkeypatch.setattr(plan_module, "CACHE_DRAWS", 2 * 211 * 700)
+    monkeypatch.setattr(plan_module, "_W_MEMO", type(plan_module._W_MEMO)())
+    for seed in range(4):
+        make_plan([f"a{i:03d}" for i in range(211)], n_resamples=700, seed=seed).W  # noqa: B018
+    assert [k[0] for k in plan_module._W_MEMO] == [2, 3]  # the least recently used went

@@ -30,7 +30,7 @@ import struct
 import sys
 import threading
 import warnings
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -227,8 +227,36 @@ def _narrow(counts: I64) -> npt.NDArray[np.unsignedinteger[Any]]:
     return counts.astype(dtype)
 
 
+_W_MEMO: OrderedDict[tuple[int, ...], npt.NDArray[np.unsignedinteger[Any]]] = OrderedDict()
+_W_MEMO_LOCK = threading.Lock()
+
+
 def _counts(seed: int, n_clusters: int, n_resamples: int) -> npt.NDArray[np.unsignedinteger[Any]]:
-    """The whole B × C count matrix (read-only)."""
+    """The whole B × C count matrix (read-only).
+
+    ``W`` depends on (seed, C, B) only, not on the labels: plans of the same
+    size and seed (a split's plan made twice, by the leaderboard and by the
+    holdout check) share one, kept while the matrices held stay within
+    :data:`CACHE_DRAWS` bytes in all (least recently used dropped first).
+    """
+    key = (seed, n_clusters, n_resamples, BLOCK_DRAWS, NUMPY_DRAWS)  # how it is generated too
+    with _W_MEMO_LOCK:
+        held = _W_MEMO.get(key)
+        if held is not None:
+            _W_MEMO.move_to_end(key)
+            return held
+    w = _generate_counts(seed, n_clusters, n_resamples)
+    if w.nbytes <= CACHE_DRAWS:
+        with _W_MEMO_LOCK:
+            _W_MEMO[key] = w
+            while sum(x.nbytes for x in _W_MEMO.values()) > CACHE_DRAWS:
+                _W_MEMO.popitem(last=False)
+    return w
+
+
+def _generate_counts(
+    seed: int, n_clusters: int, n_resamples: int
+) -> npt.NDArray[np.unsignedinteger[Any]]:
     rows = max(1, BLOCK_DRAWS // n_clusters)
     compiled = _compiled(n_clusters, n_resamples)
     parts = [
