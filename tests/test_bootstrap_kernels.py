@@ -19,6 +19,7 @@ from peira.bootstrap._kernels import (
     ece_mass_block,
     pcg_state,
     raw_draws,
+    tie_groups,
     transpose_block,
 )
 
@@ -168,21 +169,41 @@ def test_dyadic_precision_is_the_smallest_power(values: list[float], want: int |
     assert dyadic_precision(mixed, 8) == reference(mixed) == 4
 
 
-@pytest.mark.parametrize(("n", "c", "rows"), [(60, 12, 9), (240, 30, 20), (5, 3, 1)])
-def test_auroc_one_pass_over_transposed_weights(n: int, c: int, rows: int) -> None:
+@pytest.mark.parametrize(
+    ("n", "c", "rows", "decimals", "dtype"),
+    [
+        (60, 12, 9, 1, np.uint8),
+        (240, 30, 20, 1, np.uint8),
+        (5, 3, 1, 1, np.uint8),
+        (300, 300, 40, None, np.uint8),  # continuous: no tie, single-observation clusters
+        (240, 30, 20, 1, np.int64),  # wide counts: the 64-bit products
+        (300, 300, 40, None, np.int64),
+    ],
+)
+def test_auroc_one_pass_over_transposed_weights(
+    n: int, c: int, rows: int, decimals: int | None, dtype: type
+) -> None:
     """The same integers as the two-loop kernel and as all pairs, ties across clusters."""
     rng = np.random.default_rng(n)
-    ci = rng.integers(0, c, n)
-    conf = np.round(rng.random(n), 1)
+    ci = rng.integers(0, c, n) if decimals is not None else rng.permutation(c)[:n]
+    conf = rng.random(n) if decimals is None else np.round(rng.random(n), decimals)
     pos = rng.random(n) < 0.4
-    w = rng.integers(0, 4, (rows, c)).astype(np.uint8)
+    w = rng.integers(0, 4, (rows, c)).astype(dtype)
     w[0] = 0
     wt = transpose_block(w)
     assert np.array_equal(wt, w.T) and wt.flags.c_contiguous
     order = np.lexsort((pos, conf))
     starts = np.ones(n, dtype=np.uint8)
     starts[1:] = conf[order][1:] != conf[order][:-1]
-    got = auroc_sorted_block(wt, ci[order], pos[order].astype(np.uint8), starts)
+    groups = tie_groups(pos[order], starts)
+    mixed = {
+        i
+        for i in range(n)
+        if starts[i] and len(set(pos[order][conf[order] == conf[order][i]])) == 2
+    }
+    assert {int(i) for i in np.flatnonzero(groups == 1)} == mixed
+    assert np.array_equal(groups > 0, starts == 1)
+    got = auroc_sorted_block(wt, ci[order], pos[order].astype(np.uint8), groups)
     neg = np.flatnonzero(~pos)
     by = neg[np.argsort(conf[neg], kind="stable")]
     lo = np.searchsorted(conf[by], conf[pos], "left")
