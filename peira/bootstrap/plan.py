@@ -517,7 +517,7 @@ class ResamplePlan:
         return pos.to_numpy().astype(np.int64)
 
 
-def _sorted_labels(clusters: Iterable[str]) -> tuple[str, ...]:
+def _sorted_labels(clusters: Iterable[str]) -> pl.Series:
     """Sorted unique labels (code-point order, as Python sorts str), checked to be strings."""
     if isinstance(clusters, pl.Series) and clusters.dtype == pl.String:
         series = clusters
@@ -530,7 +530,7 @@ def _sorted_labels(clusters: Iterable[str]) -> tuple[str, ...]:
     if series.null_count():
         raise PeiraTypeError("cluster labels must be strings, not None")
     # polars orders strings by their UTF-8 bytes, which is code-point order
-    return tuple(series.unique().sort().to_list())
+    return series.unique().sort().rename("label")
 
 
 def _stream_fingerprint(seed: int, n_clusters: int, n_resamples: int) -> str:
@@ -600,7 +600,8 @@ def make_plan(
     >>> plan.clusters, plan.W.shape, [int(r.sum()) for r in plan.W]
     (('s1', 's2', 's3'), (4, 3), [3, 3, 3, 3])
     """
-    labs = _sorted_labels(clusters)
+    series = _sorted_labels(clusters)
+    labs = tuple(series.to_list())
     if not labs:
         raise PeiraValueError("make_plan: no clusters")
     if len(labs) >= 1 << 32:
@@ -609,7 +610,9 @@ def make_plan(
     s = _check_int("seed", seed, 0)
     if _compiled(len(labs), b):
         preload_kernels()
-    return ResamplePlan(labs, b, s, _check_unit(unit), _stream_fingerprint(s, len(labs), b))
+    plan = ResamplePlan(labs, b, s, _check_unit(unit), _stream_fingerprint(s, len(labs), b))
+    plan.__dict__["_labels"] = series  # the labels as polars holds them (:meth:`index_of`)
+    return plan
 
 
 def plan_for_cases(
