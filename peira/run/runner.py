@@ -495,6 +495,7 @@ async def run_async(
             await _pool_ready()
         except BaseException:
             pool.close()
+            await pool.wait_closed()
             raise
     t0 = time.perf_counter()
     ticker = (
@@ -518,6 +519,8 @@ async def run_async(
             threads.close()
         if pool_started is not None and not pool_started.done():
             pool_started.cancel()
+        if pool is not None:
+            await pool.wait_closed()
         if ticker is not None:
             ticker.cancel()
             if ticker.done() and not ticker.cancelled() and ticker.exception() is not None:

@@ -66,6 +66,7 @@ class _Worker(asyncio.SubprocessProtocol):
         self.out: list[bytes] = []
         self.alive = True
         self.usable = False  # started, and not dead
+        self.gone: asyncio.Future[None] = pool.loop.create_future()  # exited, pipes closed
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.SubprocessTransport)
@@ -112,6 +113,8 @@ class _Worker(asyncio.SubprocessProtocol):
             self.ready.set_exception(
                 RunError(f"a worker process (pid {pid}) exited with code {code} before it started")
             )
+        if not self.gone.done():
+            self.gone.set_result(None)
         err = f"worker process {pid} exited with code {code}"
         calls, self.inflight = self.inflight, {}
         for fut, slots in calls.values():
@@ -132,6 +135,8 @@ class _Worker(asyncio.SubprocessProtocol):
             self.stdin.write(data)
 
     def close(self) -> None:
+        if not self.ready.done():
+            self.ready.cancel()  # stopped before it started: nobody waits for it any more
         if self.transport is not None:
             self.transport.close()  # closes the pipes, kills the process if still running
 
@@ -174,6 +179,7 @@ class ProcessCalls:
         self._ids = 0
         self._closed = False
         self._starting: set[asyncio.Task[None]] = set()
+        self._stopping: list[_Worker] = []
         self.restarts = 0
 
     async def _spawn(self) -> _Worker:
@@ -193,6 +199,7 @@ class ProcessCalls:
             await asyncio.wait_for(asyncio.shield(w.ready), START_TIMEOUT)
         except BaseException:
             w.close()
+            self._stopping.append(w)
             raise
         return w
 
@@ -227,6 +234,7 @@ class ProcessCalls:
     def _lost(self, w: _Worker) -> None:
         with contextlib.suppress(ValueError):
             self._workers.remove(w)
+        w.close()  # it has exited: this frees its transport
         if self._closed or not w.ready.done() or w.ready.exception() is not None:
             return
         self.restarts += 1
@@ -257,4 +265,12 @@ class ProcessCalls:
             task.cancel()
         for w in list(self._workers):
             w.close()
+            self._stopping.append(w)
         self._workers.clear()
+
+    async def wait_closed(self, timeout: float = 10.0) -> None:
+        """After :meth:`close`: wait until the stopped workers have exited."""
+        gone = [w.gone for w in self._stopping if not w.gone.done()]
+        self._stopping.clear()
+        if gone:
+            await asyncio.wait(gone, timeout=timeout)
