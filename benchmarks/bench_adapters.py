@@ -69,6 +69,12 @@ def self_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def children_cpu() -> float:
+    """User + system CPU seconds of the finished (waited-for) child processes."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 # ---------------------------------------------------------------- workers (fresh processes)
 
 
@@ -83,12 +89,41 @@ def _bodies(dataset: str) -> list[dict[str, Any]]:
     return [adapter._params(r, "json_schema") for r in reqs]
 
 
+def worker_sdk_procs(args: argparse.Namespace) -> dict[str, Any]:
+    """(p3): ``--procs`` processes, each its own client and its share of the bodies and
+    threads; the calls phase runs from the moment every process is ready."""
+    k = args.procs
+    kids = [
+        subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--worker", "sdk-post",
+             "--url", args.url, "--dataset", args.dataset, "--shard", f"{i}/{k}",
+             "--concurrency", str(args.concurrency // k + (i < args.concurrency % k))],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
+        )  # fmt: skip
+        for i in range(k)
+    ]
+    for kid in kids:  # each prints "ready" once imported, connected and holding its bodies
+        assert kid.stdout is not None and kid.stdout.readline().strip() == "ready"
+    t0 = time.perf_counter()
+    for kid in kids:
+        assert kid.stdin is not None
+        kid.stdin.write("go\n")
+        kid.stdin.flush()
+    outs = [json.loads(kid.communicate()[0].strip().splitlines()[-1]) for kid in kids]
+    phase = time.perf_counter() - t0
+    return {"rows": sum(o["rows"] for o in outs), "calls": sum(o["calls"] for o in outs),
+            "phase_s": phase}  # fmt: skip
+
+
 def worker_sdk(args: argparse.Namespace) -> dict[str, Any]:
     from concurrent.futures import ThreadPoolExecutor
 
     import openai
 
     bodies = _bodies(args.dataset)
+    if args.shard:
+        i, k = (int(x) for x in args.shard.split("/"))
+        bodies = bodies[i::k]
     client = openai.OpenAI(api_key="bench", base_url=args.url, max_retries=0, timeout=60)
     if args.worker == "sdk-create":
 
@@ -99,6 +134,9 @@ def worker_sdk(args: argparse.Namespace) -> dict[str, Any]:
         def call(body: dict[str, Any]) -> Any:
             return client.post("/chat/completions", body=body, cast_to=object)
 
+    if args.shard:  # a process of (p3): wait for the start signal
+        print("ready", flush=True)
+        sys.stdin.readline()
     t0 = time.perf_counter()
     with ThreadPoolExecutor(args.concurrency) as pool:
         out = list(pool.map(call, bodies))
@@ -124,6 +162,8 @@ def worker_run(args: argparse.Namespace) -> dict[str, Any]:
     ]  # fmt: skip
     if args.cache:
         argv += ["--cache", args.cache]
+    if args.run_workers:
+        argv += ["--workers", str(args.run_workers)]
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         rc = main(argv)
@@ -155,9 +195,14 @@ def worker(args: argparse.Namespace) -> None:
     import peira.run  # noqa: F401
 
     c0, t0 = self_cpu(), time.perf_counter()
-    got = worker_sdk(args) if args.worker.startswith("sdk") else worker_run(args)
+    if args.worker == "sdk-procs":
+        got = worker_sdk_procs(args)
+    else:
+        got = worker_sdk(args) if args.worker.startswith("sdk") else worker_run(args)
     got["body_s"] = time.perf_counter() - t0
-    got["cpu_s"] = self_cpu() - c0  # every thread of the process, imports excluded
+    # every thread of the process, imports excluded; with its child processes (all of their
+    # CPU, their start-up included)
+    got["cpu_s"] = self_cpu() - c0 + children_cpu()
     got["startup_cpu_s"] = c0
     print(json.dumps(got))
 
@@ -188,11 +233,15 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.05)
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--variants", type=int, default=1000)
+    ap.add_argument("--workers", type=int, default=2, help="worker processes of (b)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
     ap.add_argument("--dataset", help=argparse.SUPPRESS)
     ap.add_argument("--log", help=argparse.SUPPRESS)
     ap.add_argument("--cache", help=argparse.SUPPRESS)
+    ap.add_argument("--procs", type=int, default=2, help=argparse.SUPPRESS)
+    ap.add_argument("--run-workers", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--shard", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         worker(args)
@@ -220,10 +269,14 @@ def main() -> None:
         p1 = measure("sdk-create", common, pid)
         p2 = measure("sdk-post", common, pid)
         a = measure("run", common, pid, log=str(tmp / "a.parquet"))
+        p3 = measure("sdk-procs", common, pid, procs=str(args.workers))
+        b = measure("run", common, pid, log=str(tmp / "b.parquet"), **{"run-workers": str(args.workers)})
+        b1 = measure("run", common, pid, log=str(tmp / "b1.parquet"), **{"run-workers": "1"})
         cache = str(tmp / "cache")
         fill = measure("run", common, pid, log=str(tmp / "fill.parquet"), cache=cache)
         c = measure("run", common, pid, log=str(tmp / "c.parquet"), cache=cache)
-        assert a["calls"] == n and c["cached"] == n and c["calls"] == 0, (a, c)
+        assert a["calls"] == b["calls"] == b1["calls"] == n, (a, b, b1)
+        assert c["cached"] == n and c["calls"] == 0, c
         uptime1 = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     finally:
         server.terminate()
@@ -238,10 +291,14 @@ def main() -> None:
         )
 
     ideal = args.concurrency / args.latency
+    k = args.workers
     rows = [
         row(f"(p1) bare SDK, `chat.completions.create`, {args.concurrency} threads", p1),
         row(f"(p2) bare SDK, `client.post(..., cast_to=object)`, {args.concurrency} threads", p2),
         row("(a) `peira run`, OpenAICompatible", a),
+        row(f"(p3) bare SDK `client.post`, {k} processes x {args.concurrency // k} threads", p3),
+        row(f"(b) `peira run --workers {k}`", b),
+        row("(b1) `peira run --workers 1`", b1),
         row(f"(fill) `peira run --cache`: {fill['calls']:,} calls + {fill['cached']:,} hits", fill),
         row("(c) `peira run --cache`, fully cached rerun", c),
     ]
