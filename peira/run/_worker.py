@@ -1,8 +1,8 @@
 """A worker process of :class:`peira.run.workers.ProcessCalls` (its :func:`main`).
 
-It reads length-prefixed pickles on stdin — first ``(sys.path, the pickled
-adapter)``, then one ``(call id, Request)`` per call — and writes one
-``(kind, call id, payload)`` per message on its original stdout: ``ready``
+It reads length-prefixed pickles on stdin — first the pickled adapter, then
+one ``(call id, Request)`` per call — and writes one ``(kind, call id,
+payload)`` per message on its original stdout: ``ready``
 (or ``init-error`` with the reason) once the adapter is rebuilt, then
 ``done`` with ``(value, exception)`` for every call, in the order the calls
 finish. Calls run on threads, one per call in flight, reused from call to
@@ -18,7 +18,6 @@ import os
 import pickle
 import queue
 import signal
-import sys
 import threading
 from typing import Any
 
@@ -151,10 +150,8 @@ def main() -> None:
     init = requests.next()
     if init is None:
         return
-    path, blob = init
-    sys.path[:] = [p for p in path if p not in sys.path] + sys.path
     try:
-        adapter = pickle.loads(blob)
+        adapter = pickle.loads(init)
     except BaseException as exc:
         replies.send(("init-error", 0, f"{type(exc).__name__}: {exc}"))
         return

@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import json
 import os
 import pickle
 import sys
@@ -44,6 +45,14 @@ from ._worker import HEADER, _StandIn, frame
 from .protocol import Request
 
 __all__ = ["ProcessCalls", "WorkerExited"]
+
+_PATH_ENV = "PEIRA_WORKER_SYS_PATH"
+_BOOT = (
+    "import json, os, sys\n"
+    f"sys.path[:0] = json.loads(os.environ.pop({_PATH_ENV!r}))\n"
+    "from peira.run._worker import main\n"
+    "main()\n"
+)
 
 START_TIMEOUT = 120.0
 """Seconds a worker may take to start and rebuild its adapter."""
@@ -183,17 +192,16 @@ class ProcessCalls:
         self.restarts = 0
 
     async def _spawn(self) -> _Worker:
-        env = dict(os.environ)
-        # the worker must find peira itself where this process found it
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+        # the worker looks modules up as this process does (its sys.path first): it
+        # imports the peira this process runs, and the adapter's own module
+        env = {**os.environ, _PATH_ENV: json.dumps(sys.path)}
         _, w = await self.loop.subprocess_exec(
             lambda: _Worker(self),
-            sys.executable, "-c", "from peira.run._worker import main; main()",
+            sys.executable, "-c", _BOOT,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=None,
             env=env,
         )  # fmt: skip
-        w.stdin.write(frame((list(sys.path), self._blob)))
+        w.stdin.write(frame(self._blob))
         self._workers.append(w)
         try:
             await asyncio.wait_for(asyncio.shield(w.ready), START_TIMEOUT)
