@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import pickle
 import os
+import pickle
 import signal
 import subprocess
 import sys

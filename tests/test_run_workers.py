@@ -208,9 +208,11 @@ def test_a_call_that_kills_every_worker_is_a_malformed_row(ds: Dataset, tmp_path
                backoff=0.0)  # fmt: skip
     bad = res.responses.filter(pl.col("malformed"))
     assert bad.height == n_rows
-    assert bad["error"].str.contains(
-        r"^transient error: worker process \d+ exited with code -9 \(2 attempts\)$"
-    ).all()
+    assert (
+        bad["error"]
+        .str.contains(r"^transient error: worker process \d+ exited with code -9 \(2 attempts\)$")
+        .all()
+    )
     assert res.n_malformed == n_rows and res.n_total - n_rows == (~res.responses["malformed"]).sum()
 
 
