@@ -29,7 +29,8 @@ so an interrupted run resumes where it stopped.
 Determinism: the runner adds no randomness to results. A deterministic
 adapter (e.g. :mod:`peira.adapters`, which derive every draw from the request
 content and the sample index) gives the same log whatever the concurrency,
-the dispatch order or the interruptions. ``latency_ms`` is the adapter's own
+the dispatch order, the interruptions or the worker processes
+(:mod:`peira.run.workers`) that make the calls. ``latency_ms`` is the adapter's own
 figure when its :class:`Decision` reports one, else the measured wall time.
 """
 
