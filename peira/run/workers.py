@@ -40,7 +40,7 @@ import pickle
 import sys
 from typing import Any
 
-from ..errors import RunError, TransientError
+from ..errors import RunError, WorkerExited
 from ._worker import HEADER, _StandIn, frame
 from .protocol import Request
 
@@ -56,10 +56,6 @@ _BOOT = (
 
 START_TIMEOUT = 120.0
 """Seconds a worker may take to start and rebuild its adapter."""
-
-
-class WorkerExited(TransientError):
-    """A worker process died with calls in flight (retried like any transient error)."""
 
 
 class _Worker(asyncio.SubprocessProtocol):
