@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
-import pyarrow.parquet as pq
 
 from ._writes import (
     PARQUET_STAMP,
@@ -172,8 +171,8 @@ def _check_parquet(path: Path) -> None:
     if path.is_file() and path.stat().st_size == 0:
         raise DataFileError(f"{path}: empty file (0 bytes); expected Parquet")
     try:
-        pq.read_metadata(path)
-    except Exception as exc:  # pyarrow raises several types for corrupt files
+        pl.read_parquet_schema(path)  # the footer: a truncated file has none
+    except Exception as exc:  # polars raises several types for corrupt files
         raise DataFileError(
             f"{path}: not a readable Parquet file (truncated or corrupt?): {exc}"
         ) from exc

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import pkgutil
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from peira import api
 from peira._frames import as_polars
 from peira.cli import main
 from peira.errors import PeiraTypeError, PeiraValueError, UnknownNameError
+from peira.metrics import METRICS, RATIO_METRICS
 
 # the tiny dataset has two scenario clusters: every plan on it warns, by design
 pytestmark = pytest.mark.filterwarnings("ignore::peira.errors.FewClustersWarning")
@@ -64,6 +66,53 @@ def test_import_peira_is_cheap() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_peira_metrics_lists_the_registry_without_a_dataframe_library() -> None:
+    """``peira metrics`` prints, in every format, what rendering the registry's polars
+    frame prints, from a process that imports neither polars nor numpy."""
+    from peira.cli._output import render
+    from peira.metrics import registry_frame
+
+    frame = registry_frame()
+    for fmt in ("table", "csv", "json", "markdown"):
+        code = (
+            "import sys; from peira.cli import main; "
+            f"rc = main(['metrics', '--format', '{fmt}']); "
+            "sys.stderr.write(repr(sorted(m for m in ('polars', 'numpy', 'pyarrow', 'pandera') "
+            "if m in sys.modules))); sys.exit(rc)"
+        )
+        env = {**os.environ, "COLUMNS": "100"}
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+        )
+        assert out.stderr == "[]", fmt
+        assert out.stdout == render(frame, fmt, width=100), fmt
+    assert frame.height == len(METRICS) and frame["min_n"].dtype == pl.Int64
+
+
+def test_render_rows_quotes_csv_as_polars_does() -> None:
+    from peira.cli._output import render, render_rows
+
+    rows = [
+        ("plain", 1, None),
+        ("a, comma", None, 'say "hi"'),
+        ("two\nlines", 30, " padded "),
+        ("", 0, "semi;colon"),
+    ]
+    frame = pl.DataFrame(rows, schema={"a": pl.String, "n": pl.Int64, "b": pl.String}, orient="row")
+    for fmt in ("csv", "json", "markdown", "table"):
+        got = render_rows(frame.columns, rows, [False, True, False], fmt, width=60)
+        assert got == render(frame, fmt, width=60), fmt
+
+
+def test_ratio_metrics_are_the_registrys_ratio_kind() -> None:
+    """Each ratio metric's expressions pair with exactly one registry entry of kind ratio."""
+    ratio_kind = [m for m in METRICS.values() if m.kind == "ratio"]
+    assert [m.name for m in ratio_kind] == list(RATIO_METRICS)
+    for m in ratio_kind:
+        r = RATIO_METRICS[m.name]
+        assert (r.higher_is_better, r.definition) == (m.higher_is_better, m.definition)
 
 
 def test_flat_names_stay_callable_whatever_is_imported() -> None:

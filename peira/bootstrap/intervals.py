@@ -54,6 +54,7 @@ import numpy.typing as npt
 import polars as pl
 
 from ..errors import PeiraValueError
+from ._normal import bca_positions
 from .plan import MIN_CLUSTERS, FewClustersWarning, ResamplePlan, Unit, make_plan
 from .smallcell import DESIGN_METHODS, CellStats, bootstrap_carries, cell_stats, design_interval
 
@@ -363,19 +364,9 @@ def intervals(
     if method == "bca":
         if below is None or jack is None:
             raise PeiraValueError("BCa needs jackknife values")
-        from scipy.special import ndtr, ndtri  # scipy loads only for BCa
-
         with np.errstate(invalid="ignore", divide="ignore"):
-            z0 = ndtri(below / np.maximum(n_def, 1))
-            a = acceleration(jack)
-            za = float(ndtri(float(q)))
-            ends = []
-            for z in (za, -za):
-                t = z0 + z
-                ends.append(ndtr(z0 + t / (1.0 - a * t)))
-        finite = np.isfinite(z0) & np.isfinite(ends[0]) & np.isfinite(ends[1])
-        bl = np.clip(np.floor(np.nan_to_num(ends[0]) * n_def), 0, last).astype(np.int64)
-        bh = np.clip(np.floor(np.nan_to_num(ends[1]) * n_def), 0, last).astype(np.int64)
+            p = below / np.maximum(n_def, 1)
+        finite, bl, bh = bca_positions(p, acceleration(jack), float(q), n_def, last)
         kl = np.where(finite, bl, kl)
         kh = np.where(finite, bh, kh)
         # an undefined row (no estimate or no defined replicate) has no fallback to report

@@ -19,12 +19,13 @@ import os
 import shutil
 import sys
 import textwrap
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import polars as pl
 
-__all__ = ["FORMATS", "fit_table", "render", "terminal_width"]
+__all__ = ["FORMATS", "fit_table", "render", "render_rows", "terminal_width"]
 
 FORMATS = ("table", "csv", "json", "markdown")
 
@@ -47,6 +48,17 @@ def _json_value(value: Any) -> Any:
     return value
 
 
+def _csv_field(value: Any) -> str:
+    """One CSV field as polars writes it: null empty, the empty string quoted, quotes
+    doubled, and a field with a comma, quote or line break quoted."""
+    if value is None:
+        return ""
+    text = str(value)
+    if text == "" or any(ch in text for ch in ',"\n\r'):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
 def render(
     df: pl.DataFrame, fmt: str = "table", *, digits: int = 4, width: int | None = None
 ) -> str:
@@ -60,23 +72,44 @@ def render(
         df = df.with_columns(pl.col(c).cast(pl.List(pl.String)).list.join("; ") for c in lists)
     if fmt == "csv":
         return df.write_csv()
+    numeric = [t.is_numeric() for t in df.schema.values()]
+    return render_rows(df.columns, df.iter_rows(), numeric, fmt, digits=digits, width=width)
+
+
+def render_rows(
+    header: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    numeric: Sequence[bool],
+    fmt: str = "table",
+    *,
+    digits: int = 4,
+    width: int | None = None,
+) -> str:
+    """:func:`render` of plain rows (Python values; ``numeric`` flags the columns that
+    align right), with no dataframe library: what :func:`render` gives for the frame of
+    the same rows. CSV quotes as polars' ``write_csv`` does (only where needed); numbers
+    are written as Python prints them."""
+    header = list(header)
     if fmt == "json":
         lines = [
-            json.dumps({k: _json_value(v) for k, v in row.items()}, ensure_ascii=False)
-            for row in df.iter_rows(named=True)
+            json.dumps(
+                {k: _json_value(v) for k, v in zip(header, row, strict=True)}, ensure_ascii=False
+            )
+            for row in rows
         ]
         return "".join(line + "\n" for line in lines)
+    if fmt == "csv":
+        fields = [[_csv_field(v) for v in row] for row in [header, *rows]]
+        return "".join(",".join(f) + "\n" for f in fields)
     if fmt not in ("table", "markdown"):
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    header = list(df.columns)
-    rows = [[_cell(v, digits) for v in row] for row in df.iter_rows()]
-    numeric = [df.schema[c].is_numeric() for c in header]
+    cells = [[_cell(v, digits) for v in row] for row in rows]
     if fmt == "markdown":
         sep = ["---:" if n else "---" for n in numeric]
         out = ["| " + " | ".join(header) + " |", "| " + " | ".join(sep) + " |"]
-        out += ["| " + " | ".join(r) + " |" for r in rows]
+        out += ["| " + " | ".join(r) + " |" for r in cells]
         return "\n".join(out) + "\n"
-    return fit_table(header, rows, numeric, width if width is not None else terminal_width())
+    return fit_table(header, cells, list(numeric), width if width is not None else terminal_width())
 
 
 def terminal_width() -> int | None:

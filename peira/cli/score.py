@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING, Any
 
 from . import _common as c
@@ -102,9 +103,13 @@ def _emit_published(args: argparse.Namespace, published: pl.DataFrame) -> None:
 
 def cmd_metrics(args: argparse.Namespace) -> int:
     """The metric registry: name, kind, direction of "better", definition."""
-    from ..metrics import registry_frame
+    from ..metrics.registry import COLUMNS, registry_rows
+    from ._output import render_rows
 
-    return c.emit(registry_frame(), args.format)
+    # plain rows: listing the registry imports no dataframe library
+    numeric = [col == "min_n" for col in COLUMNS]
+    sys.stdout.write(render_rows(COLUMNS, registry_rows(), numeric, args.format))
+    return c.EXIT_OK
 
 
 def register(sub: Any) -> None:

@@ -9,14 +9,14 @@ computed by :mod:`.shift`, :mod:`.confidence` and :mod:`.calibration`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
-
-import polars as pl
+from typing import TYPE_CHECKING, Literal
 
 from .._registry import Registry
-from .ratios import RATIO_METRICS
 
-__all__ = ["METRICS", "MetricInfo", "registry_frame"]
+if TYPE_CHECKING:
+    import polars as pl
+
+__all__ = ["COLUMNS", "METRICS", "MetricInfo", "registry_frame", "registry_rows"]
 
 Kind = Literal["ratio", "mean", "auroc", "selective_risk", "calibration"]
 
@@ -36,6 +36,39 @@ class MetricInfo:
     definition: str
     min_n: int | None = None
 
+
+# What each ratio metric is; its numerator and denominator expressions are in
+# :func:`peira.metrics.ratios.ratio_metrics`, keyed by these names. Kept here, without
+# polars, so that listing the metrics (``peira metrics``) needs no dataframe library.
+_RATIOS: tuple[MetricInfo, ...] = (
+    MetricInfo("benign_accuracy", "ratio", True,
+               "benign decided correctly / all pairs (null when benign answers are not observed)"),
+    MetricInfo("decided_accuracy", "ratio", True,
+               "benign decided correctly / benign well-formed and not abstained"),
+    MetricInfo("asr", "ratio", False, "flipped / eligible (benign correct)"),
+    MetricInfo("robustness", "ratio", True, "1 - asr: unflipped / eligible"),
+    MetricInfo("asr_unconditional", "ratio", False,
+               "flipped with a well-formed benign answer / pairs with an attacked arm"),
+    MetricInfo("decision_flip_rate", "ratio", False, "decision flips / eligible"),
+    MetricInfo("abstention_flip_rate", "ratio", False, "abstention flips / eligible"),
+    MetricInfo("malformed_flip_rate", "ratio", False, "malformed attacked answers / eligible"),
+    MetricInfo("abstention_dos_rate", "ratio", False, "attack-induced abstentions / eligible"),
+    MetricInfo("abstention_rate_benign", "ratio", False, "benign abstentions / all pairs"),
+    MetricInfo("abstention_rate_attacked", "ratio", False,
+               "attacked abstentions / pairs with an attacked arm"),
+    MetricInfo("malformed_rate", "ratio", False,
+               "pairs with a malformed (or missing) arm / all pairs"),
+    MetricInfo("target_hit_rate", "ratio", False,
+               "attacked decision = target / eligible pairs with a target"),
+    MetricInfo("shift_without_flip_rate", "ratio", False,
+               "|score shift| >= delta without a flip / eligible unflipped score pairs"),
+    MetricInfo("severity_weighted_asr", "ratio", False,
+               "severity-weighted flips / severity-weighted eligible (no severity: weight 1)"),
+    MetricInfo("no_attack_rate", "ratio", True,
+               "the attack produced no adversarial input / eligible"),
+    MetricInfo("accuracy_under_attack", "ratio", True,
+               "benign correct and not flipped / pairs with an attacked arm"),
+)  # fmt: skip
 
 _OTHERS: tuple[MetricInfo, ...] = (
     MetricInfo("mean_shift_toward_target", "mean", False,
@@ -64,27 +97,26 @@ _OTHERS: tuple[MetricInfo, ...] = (
     MetricInfo("brier_attacked", "calibration", False, "Brier score of attacked scores", 100),
 )  # fmt: skip
 
-METRICS: Registry[MetricInfo] = Registry(
-    "metric",
-    [
-        *(
-            MetricInfo(m.name, "ratio", m.higher_is_better, m.definition)
-            for m in RATIO_METRICS.values()
-        ),
-        *_OTHERS,
-    ],
-)
+METRICS: Registry[MetricInfo] = Registry("metric", [*_RATIOS, *_OTHERS])
+
+COLUMNS: tuple[str, ...] = ("name", "kind", "better", "min_n", "definition")
+"""The columns of :func:`registry_rows` and :func:`registry_frame`."""
+
+
+def registry_rows() -> list[tuple[str, str, str, int | None, str]]:
+    """The registry as plain rows, in the order of :data:`COLUMNS` (no dataframe library)."""
+    return [
+        (m.name, m.kind, "higher" if m.higher_is_better else "lower", m.min_n, m.definition)
+        for m in METRICS.values()
+    ]
 
 
 def registry_frame() -> pl.DataFrame:
     """The registry as a frame (name, kind, better, min_n, definition)."""
+    import polars as pl
+
     return pl.DataFrame(
-        {
-            "name": [m.name for m in METRICS.values()],
-            "kind": [m.kind for m in METRICS.values()],
-            "better": ["higher" if m.higher_is_better else "lower" for m in METRICS.values()],
-            "min_n": [m.min_n for m in METRICS.values()],
-            "definition": [m.definition for m in METRICS.values()],
-        },
-        schema_overrides={"min_n": pl.Int64},
+        registry_rows(),
+        schema={c: pl.Int64 if c == "min_n" else pl.String for c in COLUMNS},
+        orient="row",
     )
