@@ -114,7 +114,9 @@ def worker_sdk_procs(args: argparse.Namespace) -> dict[str, Any]:
     outs = [json.loads(kid.communicate()[0].strip().splitlines()[-1]) for kid in kids]
     phase = time.perf_counter() - t0
     return {"rows": sum(o["rows"] for o in outs), "calls": sum(o["calls"] for o in outs),
-            "phase_s": phase}  # fmt: skip
+            "phase_s": phase,
+            # what the processes spent after their imports (their bodies, the calls)
+            "kids_body_cpu_s": sum(o["cpu_s"] for o in outs)}  # fmt: skip
 
 
 def worker_sdk(args: argparse.Namespace) -> dict[str, Any]:
@@ -204,12 +206,35 @@ def worker(args: argparse.Namespace) -> None:
     got["body_s"] = time.perf_counter() - t0
     # every thread of the process, imports excluded; with its child processes (all of their
     # CPU, their start-up included)
-    got["cpu_s"] = self_cpu() - c0 + children_cpu()
+    got["kids_all_cpu_s"] = children_cpu()
+    got["cpu_s"] = self_cpu() - c0 + got["kids_all_cpu_s"]
     got["startup_cpu_s"] = c0
     print(json.dumps(got))
 
 
 # ---------------------------------------------------------------- the orchestrator
+
+
+def worker_startup_cpu(url: str, k: int) -> float:
+    """CPU seconds that starting ``k`` worker processes of ``peira run --workers`` takes
+    (the interpreter, imports of openai, polars and peira, the adapter rebuilt), read
+    from ``/proc`` when each has said it is ready."""
+    import asyncio
+
+    from peira.adapters import OpenAICompatible
+    from peira.run.workers import ProcessCalls
+
+    async def go() -> float:
+        adapter = OpenAICompatible("bench-model", base_url=url)
+        pool = ProcessCalls(adapter, k, asyncio.get_running_loop())
+        await pool.start()
+        pids = [w.transport.get_pid() for w in pool._workers if w.transport is not None]
+        cpu = sum(proc_cpu(p) for p in pids)
+        pool.close()
+        await pool.wait_closed()
+        return cpu
+
+    return asyncio.run(go())
 
 
 def measure(kind: str, common: list[str], server_pid: int, **extra: str) -> dict[str, Any]:
@@ -283,6 +308,7 @@ def main() -> None:
             cache = str(tmp / f"cache{r}")
             got["fill"] = measure("run", common, pid, log=str(tmp / f"f{r}.parquet"), cache=cache)
             got["c"] = measure("run", common, pid, log=str(tmp / f"c{r}.parquet"), cache=cache)
+            got["w"] = {"rate": worker_startup_cpu(url, 1)}  # "rate": sorted like the rest
             for k in ("a", "b", "b1"):
                 assert got[k]["calls"] == n, got[k]
             assert got["c"]["cached"] == n and got["c"]["calls"] == 0, got["c"]
@@ -294,8 +320,8 @@ def main() -> None:
             out["rates"] = [f["rate"] for f in (g[name] for g in rounds)]
             return out
 
-        p1, p2, a, p3, b, b1, fill, c = (
-            median(k) for k in ("p1", "p2", "a", "p3", "b", "b1", "fill", "c")
+        p1, p2, a, p3, b, b1, fill, c, w = (
+            median(k) for k in ("p1", "p2", "a", "p3", "b", "b1", "fill", "c", "w")
         )
         uptime1 = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     finally:
@@ -331,8 +357,18 @@ def main() -> None:
         return 1000 * f[key] / f["rows"]
 
     cores = os.cpu_count() or 1
-    need_b = 500 * (ms(b) + ms(b, "server_cpu_s")) / 1000
-    need_p3 = 500 * (ms(p3) + ms(p3, "server_cpu_s")) / 1000
+    start_w = w["rate"]  # CPU seconds to start one worker process (median round)
+    # the calls phase alone: (b) without its workers' start-up (an estimate: the start-up is
+    # measured apart), (p3) from what its processes spent after their imports
+    b_calls = ms(b) - 1000 * k * start_w / b["rows"]
+    b1_calls = ms(b1) - 1000 * start_w / b1["rows"]
+    p3_calls = 1000 * (p3["kids_body_cpu_s"] + p3["cpu_s"] - p3["kids_all_cpu_s"]) / p3["rows"]
+    need_b = 500 * (b_calls + ms(b, "server_cpu_s")) / 1000
+    need_a = 500 * (ms(a) + ms(a, "server_cpu_s")) / 1000
+    need_p3 = 500 * (p3_calls + ms(p3, "server_cpu_s")) / 1000
+    ones = [float(f["load"].split()[i]) for g in rounds for f in g.values() if "load" in f
+            for i in (0, 4)]  # fmt: skip
+    lo, hi = min(ones), max(ones)
     text = f"""# OpenAI-compatible adapter: throughput over loopback HTTP
 
 `python benchmarks/bench_adapters.py` — {platform.python_implementation()} {platform.python_version()},
@@ -367,15 +403,23 @@ the server.
 - The fill run made {fill["calls"]:,} calls and served {fill["cached"]:,} rows from entries it had
   just written (variants of equal content share an entry).
 
+Starting one worker process took {start_w:.2f} s of CPU (median of the rounds,
+measured apart: the interpreter, imports of openai, polars and peira, the
+adapter rebuilt); without it, (b) spent about {b_calls:.2f} ms of client CPU a row in
+its calls phase (runner and {k} workers; (b1) {b1_calls:.2f} ms), and the processes of
+(p3) {p3_calls:.2f} ms after their imports.
+
 Reading the figures. One Python process asks on one core at a time (the
 GIL): (a) spent {ms(a):.2f} ms of CPU a row, (p2) {ms(p2):.2f} ms — most of it the SDK and
 httpx, not the runner. `--workers` moves the SDK calls to worker processes
-(`peira.run.workers`) so that both cores ask; it costs more CPU in all
-({ms(b):.2f} ms a row for (b), worker start-up included; {ms(p3):.2f} ms for the bare
-(p3)) but no longer waits for one core. Arithmetic, not a measurement:
-500 calls/s at (b)'s CPU per row, client and server, needs {need_b:.2f} cores
-to itself ({need_p3:.2f} for the bare SDK in {k} processes); the machine has {cores}, and the
-load average beside each figure counts the other work that shared them.
+(`peira.run.workers`) so that both cores ask; it costs more CPU a row (the
+trip through the pipes, and the runner's process beside the workers) but no
+longer waits for one core. Arithmetic, not a measurement: 500 calls/s at
+(b)'s calls-phase CPU a row, client and server, needs {need_b:.2f} cores to itself
+({need_p3:.2f} for the bare SDK in {k} processes, {need_a:.2f} for (a) — in one process,
+more than its one core); the machine has {cores}, and the load average beside
+each figure ({lo:.1f} to {hi:.1f} in this run, 1-minute average) counts the other work
+that shared them.
 
 What the runner does per call, and what was removed (profiled with py-spy and
 cProfile): `chat.completions.create` converted every body to its typed
