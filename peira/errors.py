@@ -72,6 +72,7 @@ __all__ = [
     "UnknownNameError",
     "UnknownTableError",
     "ValidationError",
+    "WorkerExited",
 ]
 
 EXIT_VIOLATIONS = 1  # the data break the contract
@@ -334,3 +335,8 @@ class TransientError(PeiraError):
     The runner retries it; one that outlasts the retries makes the row
     malformed, so it never reaches the caller of :func:`peira.run.run`.
     """
+
+
+class WorkerExited(TransientError):
+    """A worker process of :mod:`peira.run.workers` died with calls in flight; the
+    runner retries them like any transient failure."""

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -340,9 +342,34 @@ def test_a_run_rescored_with_its_parser_changes_nothing(
 _MAIN = "import sys\nfrom peira.cli import main\nsys.exit(main(sys.argv[1:]))\n"
 
 
+def _children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (Linux ``/proc``)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+def _gone(pid: int, within: float) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return True
+        if stat.rsplit(")", 1)[1].split()[0] == "Z":  # exited, not yet reaped
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@pytest.mark.parametrize("workers", [0, 2])
 def test_kill_9_and_resume_then_no_key_in_any_file_or_output(
-    small: Dataset, tmp_path: Path
+    workers: int, small: Dataset, tmp_path: Path
 ) -> None:
+    """With worker processes too: they exit when the runner is killed, and see
+    the key in their environment only (not on their command line)."""
     out = tmp_path / "run" / "log.parquet"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENAI_API_KEY": KEY}
     env.pop("OPENAI_BASE_URL", None)
@@ -355,16 +382,22 @@ def test_kill_9_and_resume_then_no_key_in_any_file_or_output(
             "--dataset", str(small.path), "--out", str(out), "--samples", "3",
             "--concurrency", "2", "--checkpoint-seconds", "0.1", "--no-progress",
             "--cache", str(tmp_path / "cache"), "--max-cost-usd", "100",
+            "--workers", str(workers),
         ]  # fmt: skip
         with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as p:
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and not any(parts_dir(out).glob("part-*.parquet")):
                 assert p.poll() is None, "the run ended before it could be killed"
                 time.sleep(0.01)
+            kids = _children(p.pid)
+            for kid in kids:
+                outputs.append(Path(f"/proc/{kid}/cmdline").read_bytes())
             p.send_signal(signal.SIGKILL)
             o, e = p.communicate()
             outputs += [o, e]
         assert p.returncode == -signal.SIGKILL and not out.exists()
+        assert len(kids) == workers
+        assert all(_gone(kid, 30) for kid in kids), "a worker outlived its runner"
         saved = sum(read_parquet(f).height for f in parts_dir(out).glob("part-*.parquet"))
         assert 0 < saved < 3 * small.variants.height
         done = subprocess.run(argv, env=env, capture_output=True, timeout=120)
@@ -398,3 +431,17 @@ def test_kill_9_and_resume_then_no_key_in_any_file_or_output(
     assert scanned >= 2
     for blob in outputs:
         assert KEY.encode() not in blob
+
+
+def test_pickled_adapter_holds_no_key_and_rebuilds_the_same(
+    server: ChatServer, keyed: None
+) -> None:
+    a = _adapter(server, price_in=1.0, price_out=2.0, seed=3, extra_body={"top_k": 5})
+    blob = pickle.dumps(a)
+    assert KEY.encode() not in blob and b"no-key" not in blob
+    b = pickle.loads(blob)
+    assert b.config() == a.config() and b is not a
+    da, db = a.decide(SCORE), b.decide(SCORE)
+    assert dataclasses.replace(da, latency_ms=None) == dataclasses.replace(db, latency_ms=None)
+    # the same body; the copy read the key from the environment (the server checks it)
+    assert server.requests[-1] == server.requests[-2]

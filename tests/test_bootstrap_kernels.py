@@ -19,6 +19,7 @@ from peira.bootstrap._kernels import (
     ece_mass_block,
     pcg_state,
     raw_draws,
+    tie_groups,
     transpose_block,
 )
 
@@ -168,21 +169,41 @@ def test_dyadic_precision_is_the_smallest_power(values: list[float], want: int |
     assert dyadic_precision(mixed, 8) == reference(mixed) == 4
 
 
-@pytest.mark.parametrize(("n", "c", "rows"), [(60, 12, 9), (240, 30, 20), (5, 3, 1)])
-def test_auroc_one_pass_over_transposed_weights(n: int, c: int, rows: int) -> None:
+@pytest.mark.parametrize(
+    ("n", "c", "rows", "decimals", "dtype"),
+    [
+        (60, 12, 9, 1, np.uint8),
+        (240, 30, 20, 1, np.uint8),
+        (5, 3, 1, 1, np.uint8),
+        (300, 300, 40, None, np.uint8),  # continuous: no tie, single-observation clusters
+        (240, 30, 20, 1, np.int64),  # wide counts: the 64-bit products
+        (300, 300, 40, None, np.int64),
+    ],
+)
+def test_auroc_one_pass_over_transposed_weights(
+    n: int, c: int, rows: int, decimals: int | None, dtype: type
+) -> None:
     """The same integers as the two-loop kernel and as all pairs, ties across clusters."""
     rng = np.random.default_rng(n)
-    ci = rng.integers(0, c, n)
-    conf = np.round(rng.random(n), 1)
+    ci = rng.integers(0, c, n) if decimals is not None else rng.permutation(c)[:n]
+    conf = rng.random(n) if decimals is None else np.round(rng.random(n), decimals)
     pos = rng.random(n) < 0.4
-    w = rng.integers(0, 4, (rows, c)).astype(np.uint8)
+    w = rng.integers(0, 4, (rows, c)).astype(dtype)
     w[0] = 0
     wt = transpose_block(w)
     assert np.array_equal(wt, w.T) and wt.flags.c_contiguous
     order = np.lexsort((pos, conf))
     starts = np.ones(n, dtype=np.uint8)
     starts[1:] = conf[order][1:] != conf[order][:-1]
-    got = auroc_sorted_block(wt, ci[order], pos[order].astype(np.uint8), starts)
+    groups = tie_groups(pos[order], starts)
+    mixed = {
+        i
+        for i in range(n)
+        if starts[i] and len(set(pos[order][conf[order] == conf[order][i]])) == 2
+    }
+    assert {int(i) for i in np.flatnonzero(groups == 1)} == mixed
+    assert np.array_equal(groups > 0, starts == 1)
+    got = auroc_sorted_block(wt, ci[order], pos[order].astype(np.uint8), groups)
     neg = np.flatnonzero(~pos)
     by = neg[np.argsort(conf[neg], kind="stable")]
     lo = np.searchsorted(conf[by], conf[pos], "left")
@@ -204,3 +225,78 @@ def test_ratio_precision_numpy_and_compiled_agree(monkeypatch: pytest.MonkeyPatc
         monkeypatch.setattr(ratio, "_NUMPY_VALUES", 0)
         assert ratio._dyadic_precision(v) == small == dyadic_precision(v, 8)
         monkeypatch.undo()
+
+
+# ---------------------------------------------------------------- loading on a thread
+
+_LARGE = """
+import sys, threading
+import peira.bootstrap.plan as p
+plan = p.make_plan([f"s{i:05d}" for i in range(40_000)], n_resamples=1_000, seed=3)
+assert p._compiled(plan.n_clusters, plan.n_resamples)
+loaders = [t for t in threading.enumerate() if t.name == "peira-kernels"]
+print(len(p._LOADER), "numba" in sys.modules or bool(loaders))
+for t in p._LOADER:
+    t.join()
+print("peira.bootstrap._kernels" in sys.modules)
+print(sum(int(b.sum()) for _, _, b in plan.iter_counts(types=[i % 3 for i in range(40_000)])))
+"""
+
+_SMALL = """
+import sys
+import peira.bootstrap.plan as p
+plan = p.make_plan([f"s{i:03d}" for i in range(300)], n_resamples=1_000, seed=3)
+print(len(p._LOADER), "numba" in sys.modules, plan.fingerprint[:12])
+"""
+
+_BROKEN = """
+import sys
+sys.modules["numba"] = None  # as when numba cannot be imported
+import peira.bootstrap.plan as p
+plan = p.make_plan([f"s{i:05d}" for i in range(40_000)], n_resamples=1_000, seed=3)
+for t in p._LOADER:
+    t.join()
+print(len(p._LOADER), "peira.bootstrap._kernels" in sys.modules)
+try:
+    next(plan.iter_counts(types=[i % 3 for i in range(40_000)]))
+except ImportError as e:
+    print("ImportError", "numba" in str(e))
+"""
+
+
+def _python(code: str) -> list[str]:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True
+    )
+    return done.stdout.split("\n")
+
+
+def test_a_large_plan_loads_the_kernels_on_a_thread() -> None:
+    """Making a plan the compiled kernels will count starts loading them; counting after
+    the thread is done gives every draw (B·C of them)."""
+    out = _python(_LARGE)
+    assert out[:3] == ["1 True", "True", str(40_000 * 1_000)]
+
+
+def test_a_small_plan_imports_no_numba() -> None:
+    out = _python(_SMALL)
+    n, numba, fp = out[0].split()
+    assert (n, numba) == ("0", "False")
+    assert fp == _plan_fp(300, 1_000, 3)[:12]
+
+
+def test_a_failed_load_surfaces_in_the_caller() -> None:
+    """The thread keeps its failure to itself; the first kernel call imports again and
+    raises where the caller sees it."""
+    out = _python(_BROKEN)
+    assert out[:2] == ["1 False", "ImportError True"]
+
+
+def _plan_fp(c: int, b: int, seed: int) -> str:
+    from peira.bootstrap import make_plan, plan_fingerprint
+
+    plan = make_plan([f"s{i:03d}" for i in range(c)], n_resamples=b, seed=seed)
+    return plan_fingerprint(plan.W[:32], b)

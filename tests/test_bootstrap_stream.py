@@ -22,6 +22,7 @@ from peira.bootstrap import (
     make_plan,
     nonratio_intervals,
     paired_differences,
+    plan_fingerprint,
     plan_for_cases,
     ratio_intervals,
     replicates,
@@ -115,6 +116,24 @@ def test_numpy_counts_are_the_compiled_kernels_counts(
         expect = np.stack([np.bincount(row, minlength=width) for row in cells])
         assert np.array_equal(numpy, expect)
     assert plan_module._compiled(c, b) is (c * b > plan_module.NUMPY_DRAWS)
+
+
+def test_a_large_plan_fingerprints_its_first_rows_with_numpy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fingerprint's 32 rows are counted with numpy even when the plan is counted in the
+    compiled kernels: the hash of the kernels' rows, and of numpy's own PCG64 draws."""
+    monkeypatch.setattr(plan_module, "NUMPY_DRAWS", 32 * 500)
+    c, b = 500, 200  # B·C above NUMPY_DRAWS, its first 32 rows not
+    labels = [f"s{i:03d}" for i in range(c)]
+    plan = make_plan(labels, n_resamples=b, seed=5)
+    assert plan_module._compiled(c, b)
+    kernel = plan_module._count_block(5, c, 0, 32, compiled=True)
+    assert plan.fingerprint == plan_fingerprint(kernel, b)
+    draws = plan.draws(0, 32)
+    by_numpy = np.stack([np.bincount(row, minlength=c) for row in draws])
+    assert plan.fingerprint == plan_fingerprint(by_numpy, b)
+    assert np.array_equal(plan.counts(0, 32), by_numpy)  # the kernels' rows, as counted later
 
 
 def test_counts_per_type_sum_the_columns_of_each_type(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -291,3 +310,114 @@ def test_labels_sort_in_code_point_order_like_python() -> None:
         make_plan(pl.Series(["a", None]), n_resamples=4)
     with pytest.raises(TypeError, match="must be strings, not None"):
         make_plan(["a", None], n_resamples=4)  # type: ignore[list-item]
+
+
+def test_index_of_finds_each_label_as_a_dictionary_does() -> None:
+    """Plan indices by binary search over the sorted labels (or, for a plan made by hand
+    from unsorted labels, by a join): what a dict of label → position gives."""
+    from peira.bootstrap.plan import ResamplePlan
+    from peira.errors import PlanMismatchError
+
+    rng = np.random.default_rng(3)
+    words = ["a", "A", "ab", "b", "é", "z", "Z0", "zz", "\u00e9t\u00e9", "0", ""]
+    plan = make_plan(words, n_resamples=4)
+    where = {label: i for i, label in enumerate(plan.clusters)}
+    query = [words[i] for i in rng.integers(0, len(words), 200)]
+    assert plan.index_of(query).tolist() == [where[q] for q in query]
+    assert plan.index_of(pl.Series(plan.clusters)).tolist() == list(range(len(words)))
+    hand = ResamplePlan(("z", "a", "m"), 4, 0, "cluster", "-")
+    assert hand.index_of(["m", "z", "a", "m"]).tolist() == [2, 0, 1, 2]
+    for p in (plan, hand):
+        for bad in (["a", "q"], ["a", None], ["zzz"], ["\x00"]):
+            with pytest.raises(PlanMismatchError, match="1 scenario_id value"):
+                p.index_of(bad)
+
+
+@pytest.mark.parametrize(
+    ("unit", "runs", "names", "shared"),
+    [
+        ("case", ["run1", "run2"], ["asr"], True),
+        ("case", None, ["asr", "robustness", "abstention_rate_attacked"], False),
+        ("cluster", None, ["asr", "robustness"], False),
+    ],
+)
+def test_jackknife_values_are_the_leave_one_cluster_out_ratios(
+    rlog: tuple[pl.DataFrame, pl.DataFrame],
+    unit: str,
+    runs: list[str] | None,
+    names: list[str],
+    shared: bool,
+) -> None:
+    """The jackknife (n × C), computed once per distinct row of sums when clusters share
+    rows (unit="case": single-case clusters), is the leave-one-out ratio of every cluster
+    recomputed from the pairs, and the estimate where a run has no pairs in a cluster."""
+    from peira.bootstrap.ratio import _TYPE_GAIN, _distinct, _Engine
+
+    cases, pairs = rlog
+    plan = plan_for_cases(cases, unit=unit, n_resamples=50, seed=3)  # type: ignore[arg-type]
+    some = pairs.filter(~((pl.col("run_id") == "run2") & (pl.col("case_id").str.ends_with("7"))))
+    if runs is not None:
+        some = some.filter(pl.col("run_id").is_in(runs))
+    eng = _Engine(some, plan, [], names, False)
+    (block,) = eng.blocks
+    # clusters share rows of sums (computed once per distinct row), or they do not
+    assert (_distinct(block.s, block.s.shape[0] // _TYPE_GAIN) is not None) is shared
+    jack = eng.prepare(block, None, True).jack
+    assert jack is not None and jack.shape == (len(eng.runs) * len(names), plan.n_clusters)
+    for r, run in enumerate(eng.runs):
+        rows = some.filter(pl.col("run_id") == run)
+        ci = plan.index_of(rows[plan.column])
+        for m, name in enumerate(names):
+            metric = RATIO_METRICS[name]
+            num = rows.select(metric.numerator.cast(pl.Float64)).to_series().to_numpy()
+            den = rows.select(metric.denominator.cast(pl.Float64)).to_series().to_numpy()
+            n_c = np.bincount(ci, np.nan_to_num(num), plan.n_clusters)
+            d_c = np.bincount(ci, np.nan_to_num(den), plan.n_clusters)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                loo = (n_c.sum() - n_c) / (d_c.sum() - d_c)
+                full = n_c.sum() / d_c.sum()
+            want = np.where(d_c.sum() - d_c != 0, loo, np.nan)
+            want[np.bincount(ci, minlength=plan.n_clusters) == 0] = full
+            assert np.array_equal(jack[r * len(names) + m], want, equal_nan=True), (run, name)
+
+
+@pytest.mark.parametrize("unit", ["case", "cluster"])
+def test_one_run_replicates_are_the_resampled_ratios(
+    rlog: tuple[pl.DataFrame, pl.DataFrame], unit: str
+) -> None:
+    """One run whose clusters come in plan order (its sums are the engine's rows as they
+    are): θ_b = (W_b · num) / (W_b · den) recomputed from W, and the jackknife likewise."""
+    cases, pairs = rlog
+    one = pairs.filter(pl.col("run_id") == "run1")
+    plan = plan_for_cases(cases, unit=unit, n_resamples=300, seed=8)  # type: ignore[arg-type]
+    metric = RATIO_METRICS["robustness"]
+    reps = replicates(one, plan, metric)
+    num = one.select(metric.numerator.cast(pl.Float64)).to_series().fill_null(0).to_numpy()
+    den = one.select(metric.denominator.cast(pl.Float64)).to_series().fill_null(0).to_numpy()
+    ci = plan.index_of(one[plan.column])
+    n_c, d_c = np.bincount(ci, num, plan.n_clusters), np.bincount(ci, den, plan.n_clusters)
+    w = plan.W.astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        theta = np.where(w @ d_c > 0, (w @ n_c) / (w @ d_c), np.nan)
+        jack = np.where(d_c.sum() - d_c != 0, (n_c.sum() - n_c) / (d_c.sum() - d_c), np.nan)
+    assert np.array_equal(reps.theta[0], theta, equal_nan=True)
+    assert np.array_equal(reps.jackknife[0], jack, equal_nan=True)
+
+
+def test_plans_of_one_size_and_seed_share_their_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """W depends on (seed, C, B) only: a second plan of that size and seed, whatever its
+    labels, reads the first one's (held within CACHE_DRAWS bytes in all)."""
+    a = make_plan([f"a{i:03d}" for i in range(211)], n_resamples=700, seed=41)
+    b = make_plan([f"b{i:03d}" for i in range(211)], n_resamples=700, seed=41)
+    assert b.W is a.W and not b.W.flags.writeable
+    fresh = plan_module._generate_counts(41, 211, 700)
+    assert np.array_equal(a.W, fresh)
+    draws = a.draws()
+    assert np.array_equal(a.W, np.stack([np.bincount(r, minlength=211) for r in draws]))
+    other = make_plan([f"a{i:03d}" for i in range(211)], n_resamples=700, seed=42)
+    assert not np.array_equal(other.W, a.W)
+    monkeypatch.setattr(plan_module, "CACHE_DRAWS", 2 * 211 * 700)
+    monkeypatch.setattr(plan_module, "_W_MEMO", type(plan_module._W_MEMO)())
+    for seed in range(4):
+        make_plan([f"a{i:03d}" for i in range(211)], n_resamples=700, seed=seed).W  # noqa: B018
+    assert [k[0] for k in plan_module._W_MEMO] == [2, 3]  # the least recently used went

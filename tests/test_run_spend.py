@@ -179,16 +179,18 @@ def test_concurrent_runs_share_one_cache_safely(
 # ---------------------------------------------------------------- cost limit
 
 
+@pytest.mark.parametrize("workers", [0, 2])
 def test_max_cost_stops_before_the_limit_and_resumes(
-    server: ChatServer, ds: Dataset, tmp_path: Path
+    workers: int, server: ChatServer, ds: Dataset, tmp_path: Path
 ) -> None:
+    """With worker processes too: the runner's process keeps the budget."""
     out = tmp_path / "log.parquet"
     a = _oa(server, price_in=100.0, price_out=400.0)  # USD per million tokens
     est = [estimate(a, Request("v", "choice", p, tuple(o), "{}")) for p, o in
            zip(ds.variants["prompt"], ds.variants["options"], strict=True)]  # fmt: skip
     limit = 0.25
     with pytest.raises(BudgetExceeded) as info:
-        run(a, ds, out, max_cost_usd=limit, concurrency=4, progress=False)
+        run(a, ds, out, max_cost_usd=limit, concurrency=4, progress=False, workers=workers)
     exc = info.value
     parts = pl.concat([read_parquet(f) for f in parts_dir(out).glob("part-*.parquet")])
     spent = float(parts["cost_usd"].sum())
@@ -200,10 +202,10 @@ def test_max_cost_stops_before_the_limit_and_resumes(
     # resuming under the same limit never passes it (calls that were in flight may have
     # cost less than reserved, leaving room for a cheaper one); a higher limit finishes
     with pytest.raises(BudgetExceeded) as again:
-        run(a, ds, out, max_cost_usd=limit, progress=False)
+        run(a, ds, out, max_cost_usd=limit, progress=False, workers=workers)
     assert again.value.spent_usd <= limit and again.value.n_done == len(server.requests)
     done = again.value.n_done
-    res = run(a, ds, out, max_cost_usd=10.0, progress=False)
+    res = run(a, ds, out, max_cost_usd=10.0, progress=False, workers=workers)
     assert res.n_resumed == done and len(server.requests) == 40
     assert res.responses["cost_usd"].sum() <= 10.0
 
@@ -304,6 +306,20 @@ def test_rate_limits_space_the_calls(tmp_path: Path, rpm: float | None, tpm: flo
     assert len(t) == 12
     for k in range(1, len(t)):
         assert t[k] - t[0] >= 0.1 * k - 0.01
+
+
+def test_rate_limits_hold_with_worker_processes(server: ChatServer, tmp_path: Path) -> None:
+    small = generate(6, 1, seed=1)
+    d = write_dataset(small.cases, small.variants, tmp_path / "ds")
+    res = run(_oa(server), d, tmp_path / "l.parquet", concurrency=8, rpm=600.0, workers=2,
+              progress=False)  # fmt: skip
+    assert res.n_malformed == 0
+    t = sorted(server.times)  # arrivals at the server, from either worker
+    assert len(t) == 12
+    # 600 rpm: one request per 0.1 s at most, as dispatched; an arrival may differ from
+    # its dispatch by the trip through a worker (a first call also opens its connection)
+    for k in range(1, len(t)):
+        assert t[k] - t[0] >= 0.1 * k - 0.05
 
 
 def test_retry_after_is_honoured_with_jitter(

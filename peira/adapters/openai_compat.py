@@ -177,6 +177,15 @@ class OpenAICompatible:
             raise PeiraError(f"timeout must be > 0 seconds, got {timeout!r}")
         openai = _import_openai()
         self._openai = openai
+        # what a worker process rebuilds it from (no key: it reads its own environment)
+        self._init_args: dict[str, Any] = {
+            "model": model, "base_url": base_url, "api_key_env": api_key_env,
+            "structured": structured, "system": system, "temperature": temperature,
+            "top_p": top_p, "max_tokens": max_tokens,
+            "max_completion_tokens": max_completion_tokens, "seed": seed,
+            "extra_body": extra_body, "price_in": price_in, "price_out": price_out,
+            "parser": parser, "timeout": timeout, "name": name, "version": version,
+        }  # fmt: skip
         self.model = model
         self.name = name or model
         self.version = version or "unpinned"
@@ -212,6 +221,11 @@ class OpenAICompatible:
         # per (primitive, options): benchmarks have a few option sets, reused by every call
         self._systems: dict[tuple[Any, ...], str] = {}
         self._formats: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its constructor arguments: the copy builds its own client and
+        reads the key from its own environment (a worker process inherits it)."""
+        return (_rebuild, (self._init_args,))
 
     # ------------------------------------------------------------ protocol
 
@@ -394,6 +408,10 @@ class OpenAICompatible:
             headers = getattr(getattr(exc, "response", None), "headers", None)
             return RetryableError(text, status=status, retry_after=retry_after_seconds(headers))
         return ProviderError(text)
+
+
+def _rebuild(kwargs: dict[str, Any]) -> OpenAICompatible:
+    return OpenAICompatible(**kwargs)
 
 
 def _obj(value: Any) -> dict[str, Any]:

@@ -34,7 +34,9 @@ __all__ = [
     "pcg_state",
     "raw_draws",
     "sum_types_block",
+    "tie_groups",
     "transpose_block",
+    "warm",
 ]
 
 I64 = npt.NDArray[np.int64]
@@ -87,14 +89,24 @@ def _count_k(state: Any, n_clusters: int, out: Any) -> bool:  # pragma: no cover
     hi, lo, inc_hi, inc_lo = state[0], state[1], state[2], state[3]
     rows, c = out.shape
     cu = np.uint64(n_clusters)
-    top = np.iinfo(out.dtype).max
+    one = out.dtype.type(1)
+    narrow = np.iinfo(out.dtype).max < (1 << 32)  # a count could wrap: check each row
     for r in range(rows):
+        row = out[r]
+        before: Any = 0
+        if narrow:
+            for i in range(c):
+                before += np.int64(row[i])
         for _ in range(c):
             hi, lo, raw = _step(hi, lo, inc_hi, inc_lo)
-            i = ((raw >> _S32) * cu) >> _S32
-            if out[r, i] == top:
+            row[((raw >> _S32) * cu) >> _S32] += one
+        if narrow:
+            # a count that passed the top wrapped, and the row lost a multiple of 2^bits
+            after: Any = 0
+            for i in range(c):
+                after += np.int64(row[i])
+            if after != before + c:
                 return False
-            out[r, i] += 1
     return True
 
 
@@ -165,43 +177,48 @@ def _auroc_k(
 
 
 @_jit
-def _transpose_k(w: Any, out: Any) -> None:  # pragma: no cover - compiled
-    m, c = w.shape
-    for c0 in range(0, c, 64):  # a tile of columns at a time: rows read in runs
-        c1 = min(c, c0 + 64)
-        for b in range(m):
-            for j in range(c0, c1):
-                out[j, b] = w[b, j]
-
-
-@_jit
 def _auroc_t_k(
-    wt: Any, ci: Any, pos: Any, starts: Any, u2: Any, den: Any
+    wt: Any, ci: Any, pos: Any, groups: Any, narrow: bool, u2: Any, den: Any
 ) -> None:  # pragma: no cover - compiled
     n = ci.size
     m = wt.shape[1]
-    below = np.zeros(m, np.int64)  # negative weight at lower confidences
-    tie = np.zeros(m, np.int64)  # negative weight at the current confidence
+    acc = np.zeros(m, np.int64)  # negative weight so far: lower confidences, and the current
+    low = np.zeros(m, np.int64)  # negative weight below the current confidence (mixed groups)
     s = np.zeros(m, np.int64)  # Σ w_i (2·below_i + tie_i) over positives
     p = np.zeros(m, np.int64)
+    two = np.uint64(1)
+    mixed = False
     for k in range(n):
         row = wt[ci[k]]
-        if starts[k]:
+        g = groups[k]
+        if g == 1:  # a confidence held by both classes: its negatives come first
+            mixed = True
             for b in range(m):
-                below[b] += tie[b]
-                tie[b] = 0
+                low[b] = acc[b]
+        elif g == 2:
+            mixed = False
         if pos[k]:
-            for b in range(m):
-                x = np.int64(row[b])
-                p[b] += x
-                s[b] += x * (2 * below[b] + tie[b])
+            if mixed:  # 2·below + tie = acc + low
+                for b in range(m):
+                    x = np.int64(row[b])
+                    p[b] += x
+                    s[b] += x * (acc[b] + low[b])
+            elif narrow:  # no tie: 2·acc; acc < 2^32, so one 32 × 32-bit product
+                for b in range(m):
+                    y = np.uint64(row[b])
+                    p[b] += np.int64(y)
+                    s[b] += np.int64((y * np.uint64(np.uint32(acc[b]))) << two)
+            else:
+                for b in range(m):
+                    x = np.int64(row[b])
+                    p[b] += x
+                    s[b] += 2 * x * acc[b]
         else:
             for b in range(m):
-                tie[b] += row[b]
+                acc[b] += row[b]
     for b in range(m):
-        neg = below[b] + tie[b]
-        u2[b] = 2 * neg * p[b] - s[b]
-        den[b] = p[b] * neg
+        u2[b] = 2 * acc[b] * p[b] - s[b]
+        den[b] = p[b] * acc[b]
 
 
 @_jit
@@ -216,6 +233,7 @@ def _ece_mass_k(
             t += np.int64(w[b, supp[j]]) * cnt[j]
         total[b] = t
         k = 0
+        e = 0  # edge k, (k·t) // K: divided once per edge, not once per row
         cw: Any = 0
         cd = 0.0
         last_w = 0
@@ -227,12 +245,10 @@ def _ece_mass_k(
             wi = np.int64(w[b, ci[i]])
             new_w = cw + wi
             new_d = cd + wi * d[i]
-            while k <= n_bins:
-                e = (k * t) // n_bins
-                if e >= new_w:
-                    break
+            while k <= n_bins and e < new_w:
                 g[b, k] = cd + (e - cw) * d[i]
                 k += 1
+                e = (k * t) // n_bins
             cw = new_w
             cd = new_d
         while k <= n_bins:  # edges at the very end: the last row, as searchsorted clips
@@ -249,13 +265,35 @@ _KERNELS = {
     "raw": _raw_k,
     "auroc": _auroc_k,
     "auroc_t": _auroc_t_k,
-    "transpose": _transpose_k,
     "ece_mass": _ece_mass_k,
 }
 
 
 def _compiled() -> dict[str, Any]:
     return _KERNELS
+
+
+def warm() -> None:
+    """Load the machine code of every kernel, as the library calls them, from the cache.
+
+    The first kernel called in a process pays for numba's start-up (its type
+    registries, about half a second) and each further one a few milliseconds;
+    :func:`peira.bootstrap.plan.preload_kernels` runs this on a background
+    thread while the data are read, so that the first pass over a large plan
+    does not wait for it. Calls on tiny inputs of the dtypes the library passes.
+    """
+    state = pcg_state(0, 0)
+    w = np.ones((2, 3), dtype=np.uint8)
+    i = np.zeros(1, dtype=np.int64)
+    flags = np.zeros(1, dtype=np.uint8)
+    for small in (np.uint8, np.uint16, np.int64):
+        count_types_block(state, 3, 2, np.zeros(3, dtype=small), 1)
+        sum_types_block(w, np.zeros(3, dtype=small), 1)
+    count_block(state, 3, 2)
+    dyadic_precision(np.ones(3), 8)
+    auroc_block(w, i, i, i, i)
+    auroc_sorted_block(transpose_block(w), i, flags, flags)  # groups: uint8 like flags
+    ece_mass_block(w, i, np.zeros(1), 3)
 
 
 def pcg_state(seed: int, skip: int) -> npt.NDArray[np.uint64]:
@@ -349,30 +387,49 @@ def auroc_block(
 def transpose_block(w: npt.NDArray[Any]) -> npt.NDArray[Any]:
     """``w.T`` as a C-contiguous array (C × rows): a cluster's weights in every resample
     of the block side by side."""
-    out = np.empty((w.shape[1], w.shape[0]), dtype=w.dtype)
-    if w.size:
-        _compiled()["transpose"](np.ascontiguousarray(w), out)
+    return np.ascontiguousarray(w.T)
+
+
+def tie_groups(pos: npt.NDArray[Any], starts: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
+    """Per observation (ascending confidence, negatives first at a tie): 1 where a
+    confidence value held by both classes begins, 2 where another value begins, else 0.
+
+    ``starts``: 1 where a new confidence value begins (the first observation included).
+    """
+    n = pos.size
+    out = np.zeros(n, dtype=np.uint8)
+    if not n:
+        return out
+    first = np.flatnonzero(np.asarray(starts, dtype=bool))
+    bounds = np.append(first, n)
+    has_pos = np.logical_or.reduceat(np.asarray(pos, dtype=bool), first)
+    has_neg = np.logical_or.reduceat(~np.asarray(pos, dtype=bool), first)
+    out[bounds[:-1]] = np.where(has_pos & has_neg, 1, 2)
     return out
 
 
 def auroc_sorted_block(
-    wt: npt.NDArray[Any], ci: I64, pos: npt.NDArray[np.uint8], starts: npt.NDArray[np.uint8]
+    wt: npt.NDArray[Any], ci: I64, pos: npt.NDArray[np.uint8], groups: npt.NDArray[np.uint8]
 ) -> tuple[I64, I64]:
     """:func:`auroc_block` from the transposed weights ``wt`` (C × rows), in one pass.
 
     The observations in ascending confidence, negatives before positives at
     equal confidence: ``ci`` their clusters, ``pos`` 1 for a positive,
-    ``starts`` 1 where a new confidence value begins. Per observation, the
-    weights of its cluster in every resample of the block are adjacent, so
-    the work per resample is a few vector operations: the negative weight
-    below the current confidence and at it gives each positive its share,
+    ``groups`` their :func:`tie_groups`. Per observation, the weights of its
+    cluster in every resample of the block are adjacent, so the work per
+    resample is a few vector operations: with ``acc`` the negative weight up
+    to the current confidence (its own negatives included) and ``low`` the
+    weight below it, each positive adds w_i (acc + low) = w_i (2·below_i + tie_i)
+    — 2·w_i·acc where no negative shares its confidence — and
     2U = Σ_i w_i (2N − 2·below_i − tie_i), in integers.
     """
     m = wt.shape[1]
     u2 = np.zeros(m, dtype=np.int64)
     den = np.zeros(m, dtype=np.int64)
     if m and ci.size:
-        _compiled()["auroc_t"](wt, ci, pos, starts, u2, den)
+        top = np.iinfo(wt.dtype).max if wt.dtype.kind in "ui" else 1 << 62
+        narrow = int(np.count_nonzero(pos == 0)) * int(top) < (1 << 32)  # acc fits 32 bits
+        _compiled()["auroc_t"](wt, ci, pos, groups, narrow, u2, den)
     return u2, den
 
 

@@ -166,22 +166,23 @@ def _auroc_stat(ci: I64, conf: F64, flipped: npt.NDArray[np.bool_], c: int) -> _
     lo = np.searchsorted(neg_conf, conf[pos], "left").astype(np.int64)
     hi = np.searchsorted(neg_conf, conf[pos], "right").astype(np.int64)
 
-    # many observations per cluster: one pass over them all in confidence order, each
-    # reading its cluster's weights in every resample of the block at once
-    merged = ci.size >= 4 * np.unique(ci).size
-    if merged:
-        both = np.lexsort((flipped, conf))  # by confidence, unflipped first at a tie
-        sc = conf[both]
-        m_ci = np.ascontiguousarray(ci[both])
-        m_pos = np.ascontiguousarray(flipped[both], dtype=np.uint8)
-        starts = np.ones(both.size, dtype=np.uint8)
-        starts[1:] = sc[1:] != sc[:-1]
+    # blocks of many resamples: one pass over every observation in confidence order, each
+    # reading its cluster's weights in every resample of the block at once (the block
+    # transposed once, for every statistic); a few resamples: the two-loop kernel
+    both = np.lexsort((flipped, conf))  # by confidence, unflipped first at a tie
+    sc = conf[both]
+    m_ci = np.ascontiguousarray(ci[both])
+    m_pos = np.ascontiguousarray(flipped[both], dtype=np.uint8)
+    starts = np.ones(both.size, dtype=np.uint8)
+    starts[1:] = sc[1:] != sc[:-1]
 
-    from ._kernels import auroc_block, auroc_sorted_block  # numba, on first use
+    from ._kernels import auroc_block, auroc_sorted_block, tie_groups  # numba, on first use
+
+    groups = tie_groups(m_pos, starts)
 
     def finish(lin: F64 | None, w: _Weights) -> tuple[F64, F64]:
-        if merged and w.w.shape[0] >= 16:
-            u2, den = auroc_sorted_block(w.t, m_ci, m_pos, starts)
+        if w.w.shape[0] >= 16:
+            u2, den = auroc_sorted_block(w.t, m_ci, m_pos, groups)
         else:
             u2, den = auroc_block(w.w, neg_ci, pos_ci, lo, hi)
         out = np.full(u2.size, np.nan)

@@ -27,8 +27,10 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
+import sys
+import threading
 import warnings
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -61,6 +63,7 @@ __all__ = [
     "make_plan",
     "plan_fingerprint",
     "plan_for_cases",
+    "preload_kernels",
     "warn_few_clusters",
 ]
 
@@ -97,6 +100,40 @@ def _workers() -> int:
     except AttributeError:  # pragma: no cover - not on Linux
         n = os.cpu_count() or 1
     return max(1, min(8, n))
+
+
+_LOADER: list[threading.Thread] = []
+_LOADER_LOCK = threading.Lock()
+
+
+def _load_kernels() -> None:
+    try:
+        from . import _kernels  # numba
+
+        _kernels.warm()
+    except Exception:  # the first caller imports again and meets the error itself
+        return
+
+
+def preload_kernels() -> None:
+    """Start loading the compiled kernels on a background thread, once per process.
+
+    Importing numba and loading the kernels' cached machine code takes about
+    a second of a process that will count a large plan; started when such a
+    plan is made, it overlaps the reading and reducing of the data that
+    follow (polars releases the GIL). Nothing waits for the thread: whoever
+    needs a kernel imports :mod:`peira.bootstrap._kernels` as before, and
+    Python's import lock and numba's compiler lock make it wait for the part
+    in progress. A failure on the thread is left to that import to raise, in
+    the caller's thread. The thread is not a daemon: the interpreter lets it
+    finish before exiting.
+    """
+    with _LOADER_LOCK:
+        if _LOADER or "peira.bootstrap._kernels" in sys.modules:
+            return
+        thread = threading.Thread(target=_load_kernels, name="peira-kernels")
+        _LOADER.append(thread)
+    thread.start()
 
 
 def _to_index(raw: npt.NDArray[np.uint64], n_clusters: int) -> npt.NDArray[np.uint64]:
@@ -190,8 +227,36 @@ def _narrow(counts: I64) -> npt.NDArray[np.unsignedinteger[Any]]:
     return counts.astype(dtype)
 
 
+_W_MEMO: OrderedDict[tuple[int, ...], npt.NDArray[np.unsignedinteger[Any]]] = OrderedDict()
+_W_MEMO_LOCK = threading.Lock()
+
+
 def _counts(seed: int, n_clusters: int, n_resamples: int) -> npt.NDArray[np.unsignedinteger[Any]]:
-    """The whole B × C count matrix (read-only)."""
+    """The whole B × C count matrix (read-only).
+
+    ``W`` depends on (seed, C, B) only, not on the labels: plans of the same
+    size and seed (a split's plan made twice, by the leaderboard and by the
+    holdout check) share one, kept while the matrices held stay within
+    :data:`CACHE_DRAWS` bytes in all (least recently used dropped first).
+    """
+    key = (seed, n_clusters, n_resamples, BLOCK_DRAWS, NUMPY_DRAWS)  # how it is generated too
+    with _W_MEMO_LOCK:
+        held = _W_MEMO.get(key)
+        if held is not None:
+            _W_MEMO.move_to_end(key)
+            return held
+    w = _generate_counts(seed, n_clusters, n_resamples)
+    if w.nbytes <= CACHE_DRAWS:
+        with _W_MEMO_LOCK:
+            _W_MEMO[key] = w
+            while sum(x.nbytes for x in _W_MEMO.values()) > CACHE_DRAWS:
+                _W_MEMO.popitem(last=False)
+    return w
+
+
+def _generate_counts(
+    seed: int, n_clusters: int, n_resamples: int
+) -> npt.NDArray[np.unsignedinteger[Any]]:
     rows = max(1, BLOCK_DRAWS // n_clusters)
     compiled = _compiled(n_clusters, n_resamples)
     parts = [
@@ -405,11 +470,8 @@ class ResamplePlan:
                 yield a, b, f.result()
 
     @cached_property
-    def _labels(self) -> pl.DataFrame:
-        return pl.DataFrame(
-            {"label": list(self.clusters), "_i": np.arange(self.n_clusters, dtype=np.int64)},
-            schema={"label": pl.String, "_i": pl.Int64},
-        )
+    def _labels(self) -> pl.Series:
+        return pl.Series("label", self.clusters, dtype=pl.String)
 
     def _check_range(self, start: int, stop: int | None) -> int:
         stop = self.n_resamples if stop is None else stop
@@ -431,19 +493,31 @@ class ResamplePlan:
     def index_of(self, labels: pl.Series | Sequence[str], *, source: str = "data") -> I64:
         """Plan index of each label; raises :class:`PlanMismatchError` on unknown labels."""
         s = pl.Series("label", labels, dtype=pl.String)
-        idx = s.to_frame().join(self._labels, on="label", how="left", maintain_order="left")["_i"]
-        if idx.null_count():
-            bad = s.filter(idx.is_null()).unique(maintain_order=True)
+        known = self._labels
+        if s.len() == known.len() and s.equals(known):  # the plan's own labels, in order
+            return np.arange(s.len(), dtype=np.int64)
+        # the labels are sorted (code-point order, as polars sorts strings): a binary
+        # search finds each one's place, and the label there says whether it is known
+        if known.is_sorted():
+            pos = known.search_sorted(s, side="left").clip(upper_bound=known.len() - 1)
+            hit = (known.gather(pos) == s).fill_null(False)
+        else:  # a plan made by hand from unsorted labels
+            index = known.to_frame().with_row_index("_i")
+            pos = s.to_frame().join(index, on="label", how="left", maintain_order="left")["_i"]
+            hit = pos.is_not_null()
+            pos = pos.fill_null(0)
+        if not hit.all():
+            bad = s.filter(~hit).unique(maintain_order=True)
             raise PlanMismatchError(
                 f"{source}: {bad.len()} {self.column} value(s) are not in the resample plan "
                 f"(first: {bad[0]!r}); the plan holds {self.n_clusters} {self.unit}s of the "
                 "cases table for one split. Filter the pairs to that split, or build the plan "
                 "from the cases these pairs come from (plan_for_cases)."
             )
-        return idx.to_numpy().astype(np.int64)
+        return pos.to_numpy().astype(np.int64)
 
 
-def _sorted_labels(clusters: Iterable[str]) -> tuple[str, ...]:
+def _sorted_labels(clusters: Iterable[str]) -> pl.Series:
     """Sorted unique labels (code-point order, as Python sorts str), checked to be strings."""
     if isinstance(clusters, pl.Series) and clusters.dtype == pl.String:
         series = clusters
@@ -456,7 +530,7 @@ def _sorted_labels(clusters: Iterable[str]) -> tuple[str, ...]:
     if series.null_count():
         raise PeiraTypeError("cluster labels must be strings, not None")
     # polars orders strings by their UTF-8 bytes, which is code-point order
-    return tuple(series.unique().sort().to_list())
+    return series.unique().sort().rename("label")
 
 
 def _stream_fingerprint(seed: int, n_clusters: int, n_resamples: int) -> str:
@@ -465,7 +539,9 @@ def _stream_fingerprint(seed: int, n_clusters: int, n_resamples: int) -> str:
     h = hashlib.sha256(_FP_TAG)
     h.update(struct.pack("<QQ", n_resamples, n_clusters))
     step = max(1, BLOCK_DRAWS // n_clusters)
-    compiled = _compiled(n_clusters, n_resamples)
+    # the fingerprint's rows alone decide: a few rows are counted with numpy even when
+    # the rest of the plan will come from the compiled kernels (same counts)
+    compiled = _compiled(n_clusters, rows)
     for a in range(0, rows, step):
         block = _count_block(seed, n_clusters, a, min(rows, a + step), compiled=compiled)
         h.update(np.ascontiguousarray(block, dtype="<u4").tobytes())
@@ -524,14 +600,19 @@ def make_plan(
     >>> plan.clusters, plan.W.shape, [int(r.sum()) for r in plan.W]
     (('s1', 's2', 's3'), (4, 3), [3, 3, 3, 3])
     """
-    labs = _sorted_labels(clusters)
+    series = _sorted_labels(clusters)
+    labs = tuple(series.to_list())
     if not labs:
         raise PeiraValueError("make_plan: no clusters")
     if len(labs) >= 1 << 32:
         raise PeiraValueError("make_plan: at most 2**32 - 1 clusters")
     b = _check_int("n_resamples", n_resamples, 1)
     s = _check_int("seed", seed, 0)
-    return ResamplePlan(labs, b, s, _check_unit(unit), _stream_fingerprint(s, len(labs), b))
+    if _compiled(len(labs), b):
+        preload_kernels()
+    plan = ResamplePlan(labs, b, s, _check_unit(unit), _stream_fingerprint(s, len(labs), b))
+    plan.__dict__["_labels"] = series  # the labels as polars holds them (:meth:`index_of`)
+    return plan
 
 
 def plan_for_cases(

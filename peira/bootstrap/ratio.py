@@ -58,6 +58,7 @@ _NUMPY_VALUES = 1 << 21  # sums checked for their precision with numpy up to thi
 _POST_ROWS = 128  # replicate rows per worker task (bounds memory: rows × B float64)
 _PROD_BYTES = 1 << 28  # products (K × B float64) formed per pass over the plan
 _TYPE_GAIN = 4  # count draws per type of cluster when there are C / 4 types or fewer
+_ABS_ROWS = 1 << 16  # clusters per slice when bounding the sums
 
 
 def _keys(by: str | Sequence[str] | None) -> list[str]:
@@ -129,11 +130,21 @@ class _Products:
 
 def _dedupe(cols: F64) -> tuple[F64, I64]:
     """Unique rows of ``cols`` (k × n) and the inverse index; exact."""
+    found = _distinct(cols, None)
+    assert found is not None
+    return found
+
+
+def _distinct(cols: F64, limit: int | None) -> tuple[F64, I64] | None:
+    """:func:`_dedupe`, or None as soon as the rows are seen to have more than ``limit``
+    distinct values (before any exact comparison)."""
     if cols.shape[0] == 0:
         return cols, np.empty(0, np.int64)
     probe = np.random.Generator(np.random.PCG64(0)).random(cols.shape[1])
     h = cols @ probe
     _, first, inv = np.unique(h, return_index=True, return_inverse=True)
+    if limit is not None and first.size > limit:
+        return None
     uniq = cols[first]
     inv = np.asarray(inv, dtype=np.int64).ravel()
     step = max(1, (1 << 20) // max(1, cols.shape[1]))  # compared a slice at a time
@@ -222,14 +233,22 @@ class _Engine:
             self.blocks.append(_Block(None, supp, full[supp], present))
         # float32 is exact when every value is k·2^-p and every partial sum < 2^(24-p)
         self.precision = _dyadic_precision(v)
-        bound = sum((np.abs(b.s).sum(axis=0) for b in groups), np.zeros(r * 2 * nm))
+        bound = np.zeros(r * 2 * nm)
+        for b in groups:  # a slice of clusters at a time: no temporary as large as the sums
+            for a in range(0, b.s.shape[0], _ABS_ROWS):
+                bound += np.abs(b.s[a : a + _ABS_ROWS]).sum(axis=0)
         self.abs_total = float(bound.max()) if bound.size else 0.0
 
     @staticmethod
     def _block(key: tuple[Any, ...] | None, ci: I64, ri: I64, v: F64, r: int, nm: int) -> _Block:
-        supp, loc = np.unique(ci, return_inverse=True)
-        s = np.zeros((supp.size, r, 2 * nm))
-        s[loc.ravel(), ri] = v
+        if r == 1 and bool((ci[1:] > ci[:-1]).all()):  # one run, its clusters in order
+            supp = ci.copy()
+            s = np.array(v, dtype=np.float64, order="C")
+        else:
+            supp, loc = np.unique(ci, return_inverse=True)
+            loc = loc.ravel()
+            s = np.zeros((supp.size * r, 2 * nm))
+            s[loc * r + ri] = v  # row (cluster, run) of the supp × R × 2M array
         present = np.zeros(r, dtype=bool)
         present[ri] = True
         return _Block(key, supp, s.reshape(supp.size, r * 2 * nm), present)
@@ -245,9 +264,28 @@ class _Engine:
         est = ratio(tot[:n], tot[n:])
         jack = None
         if jackknife:
-            jack = np.repeat(est[:, None], self.plan.n_clusters, axis=1)
-            jack[:, block.supp] = ratio(tot[:n] - sub[:, :n], tot[n:] - sub[:, n:]).T
+            jack = self._jackknife(block, sub, tot, est)
         return _Products(uniq, inv[:n], inv[n:], est, jack)
+
+    def _jackknife(self, block: _Block, sub: F64, tot: F64, est: F64) -> F64:
+        """n × C leave-one-cluster-out values of the n metric columns of ``sub``
+        (supp × 2n: numerators, then denominators), ``est`` where a cluster has no rows.
+
+        The value without cluster c depends on c's row of sums only, so clusters
+        that share one (single-case clusters: a handful of flag patterns) share
+        it: computed once per distinct row and gathered, the same numbers.
+        """
+        n, c = est.size, self.plan.n_clusters
+        found = _distinct(sub, sub.shape[0] // _TYPE_GAIN)
+        rows, inv = (sub, None) if found is None else found
+        vals = ratio(tot[:n] - rows[:, :n], tot[n:] - rows[:, n:]).T  # n × distinct rows
+        if inv is not None:
+            vals = np.take(vals, inv, axis=1)
+        if block.supp.size == c:
+            return np.ascontiguousarray(vals)
+        jack = np.repeat(est[:, None], c, axis=1)
+        jack[:, block.supp] = vals
+        return jack
 
     def products(self, block: _Block, cols: I64 | None, jackknife: bool) -> _Products:
         """:meth:`prepare` and :meth:`fill` for one block."""

@@ -104,6 +104,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             max_cost_usd=args.max_cost_usd,
             rpm=args.rpm,
             tpm=args.tpm,
+            workers=args.workers,
             force=args.force,
         )
     except KeyboardInterrupt as exc:
@@ -242,6 +243,13 @@ def register(sub: Any) -> None:
     )
     r.add_argument(
         "--concurrency", type=c.int_range(1, 10_000), default=8, help="calls in flight (1-10000)"
+    )
+    r.add_argument(
+        "--workers",
+        type=c.int_range(0, 256),
+        default=0,
+        help="make the calls in N worker processes (0: threads of this process; for a "
+        "client that binds a core, e.g. an HTTP SDK at hundreds of calls/s)",
     )
     r.add_argument(
         "--timeout",

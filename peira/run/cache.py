@@ -103,6 +103,10 @@ class ResponseCache:
     def _path(self, key: str) -> str:
         return os.path.join(self._dir, key[:2], key + ".json")
 
+    def has(self, key: str) -> bool:
+        """Whether an entry is stored under ``key`` (not whether it is readable)."""
+        return os.path.exists(self._path(key))
+
     def get(self, key: str) -> Decision | None:
         """The stored answer, or None (a missing or unreadable entry)."""
         try:

@@ -29,7 +29,8 @@ so an interrupted run resumes where it stopped.
 Determinism: the runner adds no randomness to results. A deterministic
 adapter (e.g. :mod:`peira.adapters`, which derive every draw from the request
 content and the sample index) gives the same log whatever the concurrency,
-the dispatch order or the interruptions. ``latency_ms`` is the adapter's own
+the dispatch order, the interruptions or the worker processes
+(:mod:`peira.run.workers`) that make the calls. ``latency_ms`` is the adapter's own
 figure when its :class:`Decision` reports one, else the measured wall time.
 """
 
@@ -71,6 +72,7 @@ from .protocol import (
 )
 from .rows import failed_row, requests_for, response_row
 from .spend import Budget, RateLimiter, estimate
+from .workers import ProcessCalls
 
 __all__ = ["RunResult", "run", "run_async"]
 
@@ -270,7 +272,7 @@ async def _call(
     max_backoff: float,
     stats: _Stats,
     slots: asyncio.Semaphore,
-    threads: _CallThreads | None = None,
+    threads: _CallThreads | ProcessCalls | None = None,
     limiter: RateLimiter | None = None,
     tokens: int = 0,
 ) -> tuple[dict[str, Any], Any, float]:
@@ -359,6 +361,7 @@ async def run_async(
     max_cost_usd: float | None = None,
     rpm: float | None = None,
     tpm: float | None = None,
+    workers: int = 0,
 ) -> RunResult:
     """:func:`run` as a coroutine, for callers that already run an event loop."""
     check_adapter(adapter)
@@ -367,6 +370,7 @@ async def run_async(
         ("concurrency", concurrency, 1),
         ("retries", retries, 0),
         ("checkpoint_every", checkpoint_every, 1),
+        ("workers", workers, 0),
     ):
         if isinstance(value, bool) or not isinstance(value, int) or value < lo:
             raise RunError(f"{name} must be an integer >= {lo}, got {value!r}")
@@ -378,6 +382,14 @@ async def run_async(
         raise RunError(
             f"checkpoint_seconds must be > 0 seconds (or None), got {checkpoint_seconds!r}"
         )
+    is_async = inspect.iscoroutinefunction(adapter.decide)
+    if workers and is_async:
+        raise RunError(
+            f"workers={workers}: worker processes run sync adapters; "
+            f"{type(adapter).__qualname__}.decide is async (run it without workers)"
+        )
+    loop = asyncio.get_running_loop()
+    pool = ProcessCalls(adapter, workers, loop) if workers else None  # pickled here: fails early
     ds = dataset if isinstance(dataset, Dataset) else read_dataset(dataset)
     model, version = adapter.name, adapter.version
     rid = run_id if run_id is not None else getattr(adapter, "run_id", None) or f"{model}-{version}"
@@ -405,11 +417,21 @@ async def run_async(
         if show
         else None
     )
-    is_async = inspect.iscoroutinefunction(adapter.decide)
     ident = {"run_id": rid, "model": model, "model_version": version}
     it: Iterator[Request] = iter(pending)
     slots = asyncio.Semaphore(concurrency)  # sync calls in flight, timed-out ones included
-    threads = None if is_async else _CallThreads(asyncio.get_running_loop())
+    threads: _CallThreads | ProcessCalls | None = (
+        None if is_async else pool if pool is not None else _CallThreads(loop)
+    )
+    pool_started: asyncio.Task[None] | None = None
+
+    async def _pool_ready() -> None:
+        """Start the worker processes once, at the first call that needs them."""
+        nonlocal pool_started
+        assert pool is not None
+        if pool_started is None:
+            pool_started = asyncio.ensure_future(pool.start())
+        await asyncio.shield(pool_started)
 
     async def worker() -> None:
         for req in it:
@@ -436,6 +458,8 @@ async def run_async(
             if got is None:
                 return None
             reserved = got
+        if pool is not None:
+            await _pool_ready()
         row, out, ms = await _call(
             adapter,
             is_async,
@@ -463,9 +487,18 @@ async def run_async(
             store.put(ckey, out, ms)
         return {**row, "cached": False} if store is not None else row
 
-    t0 = time.perf_counter()
     interrupted: RunInterrupted | None = None
     failure: BaseException | None = None
+    if pool is not None and _calls_ahead(pending, store):
+        # started before the calls phase, as an in-process adapter is built before it;
+        # a run served from the cache starts none
+        try:
+            await _pool_ready()
+        except BaseException:
+            pool.close()
+            await pool.wait_closed()
+            raise
+    t0 = time.perf_counter()
     ticker = (
         asyncio.create_task(ckpt.every_seconds(checkpoint_seconds))
         if checkpoint_seconds is not None
@@ -485,6 +518,10 @@ async def run_async(
         stats.elapsed = time.perf_counter() - t0
         if threads is not None:
             threads.close()
+        if pool_started is not None and not pool_started.done():
+            pool_started.cancel()
+        if pool is not None:
+            await pool.wait_closed()
         if ticker is not None:
             ticker.cancel()
             if ticker.done() and not ticker.cancelled() and ticker.exception() is not None:
@@ -527,6 +564,13 @@ async def run_async(
         n_cached=stats.cached,
         cost_usd=stats.cost,
     )
+
+
+def _calls_ahead(pending: list[Request], store: ResponseCache | None) -> bool:
+    """Whether some pending request has no entry in the cache (so a call will be made)."""
+    if store is None:
+        return bool(pending)
+    return any(not store.has(store.key(r)) for r in pending)
 
 
 async def _within(budget: Budget, est: Any) -> float | None:
@@ -590,6 +634,7 @@ def run(
     max_cost_usd: float | None = None,
     rpm: float | None = None,
     tpm: float | None = None,
+    workers: int = 0,
     force: bool = False,
 ) -> RunResult:
     """Run an adapter over every variant × sample of a dataset; write the response log.
@@ -654,6 +699,14 @@ def run(
         (:mod:`peira.run.spend`): :class:`BudgetExceeded`, resumable.
     rpm, tpm
         At most this many requests, and (estimated) tokens, per minute.
+    workers
+        Make the calls of a sync adapter in this many worker processes
+        (:mod:`peira.run.workers`) rather than on threads of this one (0, the
+        default). Worth it when the adapter's client spends enough CPU a call
+        to bind one core (an HTTP SDK at hundreds of calls a second); the
+        log, checkpoints, cache, budget and rates are the same either way. The
+        adapter must be picklable; the workers start before the first call
+        and stop when the run ends.
     force
         Replace an existing ``out`` that Peira did not write. Before any call,
         ``out`` is checked (:func:`peira.io.check_output`: writable, not the
@@ -721,6 +774,7 @@ def run(
         max_cost_usd=max_cost_usd,
         rpm=rpm,
         tpm=tpm,
+        workers=workers,
     )
     target = Path(out)
     inputs = dataset.path if isinstance(dataset, Dataset) else Path(dataset)
