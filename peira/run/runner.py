@@ -72,7 +72,7 @@ from .protocol import (
 )
 from .rows import failed_row, requests_for, response_row
 from .spend import Budget, RateLimiter, estimate
-from .workers import ProcessCalls
+from .workers import ProcessCalls, _settle
 
 __all__ = ["RunResult", "run", "run_async"]
 
@@ -212,18 +212,6 @@ class _CallThreads:
             idle, self._idle = self._idle, 0
         for _ in range(idle):
             self._tasks.put(None)
-
-
-def _settle(
-    fut: asyncio.Future[Any], slots: asyncio.Semaphore, value: Any, exc: BaseException | None
-) -> None:
-    slots.release()
-    if fut.done():  # the caller stopped waiting (a timeout)
-        return
-    if exc is not None:
-        fut.set_exception(exc)
-    else:
-        fut.set_result(value)
 
 
 @dataclass

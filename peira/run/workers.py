@@ -148,6 +148,8 @@ class _Worker(asyncio.SubprocessProtocol):
 
 def _settle(fut: asyncio.Future[Any], slots: asyncio.Semaphore | None, value: Any,
             exc: BaseException | None) -> None:  # fmt: skip
+    """Release the call's slot and give ``fut`` its answer or error (the thread and the
+    process callers of the runner both end a call here)."""
     if slots is not None:
         slots.release()
     if fut.done():  # the caller stopped waiting (a timeout)
