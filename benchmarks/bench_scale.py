@@ -12,7 +12,9 @@ same invocation, right after it:
   that would take the machine's memory is stopped and reported as such;
 - the 30 M-row reduction has DuckDB as its peer (``bench_reduction.py``).
 
-Usage: python benchmarks/bench_scale.py [--only NAME ...] [--out benchmarks/results/scale.json]
+Usage: python benchmarks/bench_scale.py [--only NAME ...] [--repeat N] [--out benchmarks/results/scale.json]
+With ``--repeat N`` each workload and its peer run N times, alternating, and the
+run of median wall time is recorded (with every run's wall and CPU time).
 Data are built under ``--data`` (default /tmp/peira-bench-scale) and kept for
 reruns; the TextAttack workload needs ``--textattack MIRROR`` (a checkout or
 bare mirror of https://github.com/QData/TextAttack-Search-Benchmark, whose
@@ -122,7 +124,12 @@ def baseline_tree(rev: str, data: Path) -> Path:
     return tree
 
 
-_CLI = "import sys; from peira.cli import main; sys.exit(main())"
+# the installed script: ``console`` where the tree has it (it ends the process without
+# the interpreter's teardown once numba is loaded), else ``main``
+_CLI = (
+    "import sys; import peira.cli as c; "
+    "c.console() if hasattr(c, 'console') else sys.exit(c.main())"
+)
 
 
 def command(code: str, args: list[str], tree: Path | None = None) -> list[str]:
@@ -216,11 +223,27 @@ def workloads(data: Path, textattack: Path | None) -> dict[str, dict[str, object
     return out
 
 
+def _median_run(runs: list[Measure]) -> dict[str, object]:
+    """The run of median wall time (the upper middle one of an even count), with every
+    run's wall and CPU time beside it."""
+    pick = sorted(runs, key=lambda m: m.seconds)[len(runs) // 2]
+    out = dict(pick.__dict__)
+    if len(runs) > 1:
+        out["runs_seconds"] = [round(m.seconds, 3) for m in runs]
+        out["runs_cpu_seconds"] = [round(m.cpu_seconds, 3) for m in runs]
+    return out
+
+
 def _fmt(m: dict[str, object]) -> str:
     t, gb, st = float(m["seconds"]), float(m["peak_gb"]), str(m["status"])  # type: ignore[arg-type]
     cpu = float(m.get("cpu_seconds", float("nan")))  # type: ignore[arg-type]
     load = f"load {float(m['load_before']):.1f}→{float(m['load_after']):.1f}"  # type: ignore[arg-type]
-    head = f"{t:.1f} s wall, {cpu:.1f} s CPU, {gb:.2f} GB ({load})"
+    runs = m.get("runs_seconds")
+    if isinstance(runs, list) and len(runs) > 1:
+        spread = f"median of {len(runs)} runs ({min(runs):.2f}–{max(runs):.2f} s)"
+        head = f"{t:.2f} s wall, {cpu:.1f} s CPU, {gb:.2f} GB ({spread}; {load})"
+    else:
+        head = f"{t:.1f} s wall, {cpu:.1f} s CPU, {gb:.2f} GB ({load})"
     return head if st == "ok" else f"{st}: {head}"
 
 
@@ -270,6 +293,7 @@ def main() -> None:
     ap.add_argument("--peer-cap-gb", type=float, default=8.0)
     ap.add_argument("--peer-timeout", type=float, default=900.0)
     ap.add_argument("--no-peer", action="store_true")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per workload (median kept)")
     ap.add_argument("--out", default=str(HERE / "results" / "scale.json"))  # and scale-run.md
     a = ap.parse_args()
     data = Path(a.data)
@@ -286,13 +310,24 @@ def main() -> None:
             continue
         code = str(w.get("script", _CLI))
         args = [str(x) for x in w.get("args", w.get("script_args", []))]  # type: ignore[attr-defined]
-        ours = run_child(command(code, args))
-        row: dict[str, object] = {"what": w["what"], "target": w["target"], "peira": ours.__dict__}
-        if tree is not None and w.get("peer", True):
-            peer = run_child(
-                command(code, args, tree), cap_gb=a.peer_cap_gb, timeout=a.peer_timeout
-            )
-            row["baseline"] = peer.__dict__
+        with_peer = tree is not None and bool(w.get("peer", True))
+        ours_runs: list[Measure] = []
+        peer_runs: list[Measure] = []
+        for _ in range(max(1, a.repeat)):  # alternating: a change of load meets both
+            ours_runs.append(run_child(command(code, args)))
+            if with_peer:
+                peer_runs.append(
+                    run_child(
+                        command(code, args, tree), cap_gb=a.peer_cap_gb, timeout=a.peer_timeout
+                    )
+                )
+        row: dict[str, object] = {
+            "what": w["what"],
+            "target": w["target"],
+            "peira": _median_run(ours_runs),
+        }
+        if with_peer:
+            row["baseline"] = _median_run(peer_runs)
         for m in ("peira", "baseline"):
             if m in row:
                 row[m]["output"] = str(row[m]["output"])[-300:]  # type: ignore[index]

@@ -54,6 +54,8 @@ __all__ = [
     "CACHE_DRAWS",
     "FINGERPRINT_ROWS",
     "MIN_CLUSTERS",
+    "TYPED_BLOCK_BYTES",
+    "TYPED_BLOCK_FACTOR",
     "TYPE_MEMO_BYTES",
     "FewClustersWarning",
     "PeiraWarning",
@@ -63,6 +65,7 @@ __all__ = [
     "make_plan",
     "plan_fingerprint",
     "plan_for_cases",
+    "preload_for",
     "preload_kernels",
     "warn_few_clusters",
 ]
@@ -84,6 +87,13 @@ NUMPY_DRAWS = 1 << 25
 kernels (:mod:`peira.bootstrap._kernels`), whose start-up (importing numba and loading
 the cached machine code, about a second) costs more than a small plan's whole count.
 Both give the same counts to the bit."""
+TYPED_BLOCK_FACTOR = 8
+"""Blocks counted per type (:meth:`ResamplePlan.iter_counts` with ``types``) hold this many
+times the rows of an untyped block: a block is a few rows × T integers rather than
+rows × C counts, so longer blocks cost little memory and pay each block's fixed costs
+(its generator state, a thread hand-off, the caller's per-block numpy work) less often."""
+TYPED_BLOCK_BYTES = 1 << 24
+"""At most this many bytes of int64 counts per typed block (rows × T × 8)."""
 TYPE_MEMO_BYTES = 1 << 26
 """A whole pass counted per type (:meth:`ResamplePlan.iter_counts` with ``types``) is kept
 when its B × T int32 counts fit in this many bytes: later passes over the same partition
@@ -134,6 +144,17 @@ def preload_kernels() -> None:
         thread = threading.Thread(target=_load_kernels, name="peira-kernels")
         _LOADER.append(thread)
     thread.start()
+
+
+def preload_for(n_clusters: int, n_resamples: int) -> None:
+    """:func:`preload_kernels` when a plan of this size will be counted by the kernels.
+
+    For callers that know the size of the plan before making it (the command
+    line reads the number of clusters off the cases table first), so that
+    loading the kernels overlaps reading and validating the data.
+    """
+    if n_clusters > 0 and _compiled(n_clusters, n_resamples):
+        preload_kernels()
 
 
 def _to_index(raw: npt.NDArray[np.uint64], n_clusters: int) -> npt.NDArray[np.uint64]:
@@ -357,6 +378,15 @@ class ResamplePlan:
         """Resamples per block for :meth:`iter_counts` (about :data:`BLOCK_DRAWS` draws)."""
         return max(1, BLOCK_DRAWS // max(1, self.n_clusters if width is None else width))
 
+    def _typed_rows(self, n_types: int) -> int:
+        """Resamples per block of a pass counted per type (:data:`TYPED_BLOCK_FACTOR`):
+        within :data:`TYPED_BLOCK_BYTES`, and short enough to give every worker thread
+        two blocks."""
+        rows = self.block_rows() * TYPED_BLOCK_FACTOR
+        rows = min(rows, TYPED_BLOCK_BYTES // (8 * max(1, n_types)))
+        rows = min(rows, -(-self.n_resamples // (2 * _workers())))
+        return max(1, rows)
+
     def counts(self, start: int = 0, stop: int | None = None) -> npt.NDArray[Any]:
         """Rows ``start .. stop - 1`` of ``W`` (equal to ``W[start:stop]``, without building W)."""
         stop = self._check_range(start, stop)
@@ -378,7 +408,8 @@ class ResamplePlan:
         Parameters
         ----------
         rows
-            Resamples per block (default :meth:`block_rows`).
+            Resamples per block (default :meth:`block_rows`, or with ``types``
+            :data:`TYPED_BLOCK_FACTOR` times that, see :meth:`_typed_rows`).
         types
             Optional type (0 … T − 1) of each of the C clusters: each block is
             then the (e − s) × T matrix of draws per type, ``W[s:e]`` summed
@@ -408,7 +439,12 @@ class ResamplePlan:
             small = np.uint8 if n_types <= 1 << 8 else np.uint16 if n_types <= 1 << 16 else None
             if small is not None:
                 t_arr = t_arr.astype(small)
-        step = self.block_rows() if rows is None else _check_int("rows", rows, 1)
+        if rows is not None:
+            step = _check_int("rows", rows, 1)
+        elif t_arr is not None:
+            step = self._typed_rows(n_types)
+        else:
+            step = self.block_rows()
         bounds = [(s, min(stop, s + step)) for s in range(start, stop, step)]
         if t_arr is None and self.cached:
             w = self.W

@@ -10,13 +10,17 @@ library, never each other.
 from __future__ import annotations
 
 import argparse
+import atexit
+import os
+import sys
+import threading
 from collections.abc import Sequence
 
 from .._version import __version__
 from . import data, flips, integrity, ranking, report, run, score
 from ._errors import guard
 
-__all__ = ["GROUPS", "build_parser", "main"]
+__all__ = ["GROUPS", "build_parser", "console", "main"]
 
 #: The command groups, in the order ``peira --help`` lists them.
 GROUPS = (ranking, score, flips, data, report, run, integrity)
@@ -35,9 +39,38 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``peira`` console script; returns the exit code."""
+    """Run the ``peira`` command on ``argv`` and return its exit code.
+
+    The Python-level entry point (tests, notebooks, build scripts); the
+    installed ``peira`` script is :func:`console`.
+    """
     from .._pandera import without_pandas
 
     without_pandas()  # start-up: pandera's pandas API is not used (peira/_pandera.py)
     args = build_parser().parse_args(argv)
     return guard(args.func, args)
+
+
+def console() -> None:
+    """The installed ``peira`` script: run :func:`main` and end the process.
+
+    When the compiled bootstrap kernels were loaded (numba, LLVM), tearing the
+    interpreter down costs about a third of a second for nothing: every output
+    is already written whole and closed (``peira._writes``). The process then
+    waits for its non-daemon threads, runs the ``atexit`` handlers, flushes the
+    standard streams and ends with :func:`os._exit`. Without numba it ends
+    through :func:`sys.exit` as any Python program does.
+    """
+    code = main()
+    if "numba" not in sys.modules:
+        sys.exit(code)
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more can be said
+            code = code or 1
+    os._exit(code)

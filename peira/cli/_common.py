@@ -276,20 +276,57 @@ def add_data_options(p: argparse.ArgumentParser, *, split: str, method: bool = F
 
 
 def dataset_and_log(args: argparse.Namespace) -> tuple[Path, Path]:
-    """The dataset directory and the response log that ``--dataset``/``--responses`` name."""
+    """The dataset directory and the response log that ``--dataset``/``--responses`` name.
+
+    Also starts loading the compiled bootstrap kernels when the command's plan
+    will need them (:func:`preload_for_plan`).
+    """
     from ..errors import DataFileError
     from ..io import demo_dir
 
     if args.dataset is None:
         d = demo_dir()
-        return d, Path(args.responses) if args.responses else d / "responses.parquet"
-    d = Path(args.dataset)
-    if args.responses is None:
-        default = d / "responses.parquet"
-        if not default.exists():
-            raise DataFileError(f"{d}: no responses.parquet; pass --responses LOG")
-        return d, default
-    return d, Path(args.responses)
+        log = Path(args.responses) if args.responses else d / "responses.parquet"
+    else:
+        d = Path(args.dataset)
+        if args.responses is None:
+            log = d / "responses.parquet"
+            if not log.exists():
+                raise DataFileError(f"{d}: no responses.parquet; pass --responses LOG")
+        else:
+            log = Path(args.responses)
+    preload_for_plan(d, args)
+    return d, log
+
+
+def preload_for_plan(dataset: Path, args: argparse.Namespace) -> None:
+    """Start loading the compiled bootstrap kernels if this command's plan is large.
+
+    The plan's size is known before anything is validated: B is ``--resamples``
+    and C the distinct ``scenario_id`` (``case_id`` with ``--unit case``) of the
+    cases table's split, read off its two columns. Loading the kernels (about a
+    second, most of it holding the GIL) then overlaps reading, validating and
+    reducing the log (:func:`peira.bootstrap.plan.preload_for`). Nothing is
+    reported here: an unreadable cases table is the reader's to report.
+    """
+    b = getattr(args, "resamples", None)
+    if not isinstance(b, int):
+        return
+    import polars as pl
+
+    from ..bootstrap.plan import preload_for
+
+    col = "case_id" if getattr(args, "unit", "cluster") == "case" else "scenario_id"
+    split = getattr(args, "split", None)
+    try:
+        lf = pl.scan_parquet(dataset / "cases.parquet")
+        if split in ("public", "holdout"):
+            lf = lf.filter(pl.col("split") == split)
+        n = lf.select(pl.col(col).n_unique()).collect().item()
+    except Exception:  # reported by the reader, with file, row and column
+        return
+    if isinstance(n, int):
+        preload_for(n, b)
 
 
 def data_kwargs(args: argparse.Namespace) -> dict[str, Any]:
