@@ -17,7 +17,6 @@ from peira.bootstrap._kernels import (
     count_types_block,
     dyadic_precision,
     ece_mass_block,
-    jump,
     pcg_state,
     raw_draws,
     tie_groups,
@@ -65,27 +64,13 @@ def test_a_full_uint8_count_asks_for_int64() -> None:
 @pytest.mark.parametrize("rows", [1, 2, 3, 4, 7])
 @pytest.mark.parametrize("skip", [0, 13])
 def test_counts_per_type(rows: int, skip: int) -> None:
-    """Rows are counted two at a time (the second generator jumped C draws ahead): even
-    and odd row counts, and a block that does not start on a row boundary of the stream."""
+    """One row and several, and a block that does not start at the stream's beginning."""
     c = 500
     types = np.random.default_rng(2).integers(0, 6, c)
     full = numpy_counts(numpy_raw(1, skip, rows * c), c, rows)
     want = np.stack([np.bincount(types, weights=r, minlength=6) for r in full]).astype(np.int64)
     got = count_types_block(pcg_state(1, skip), c, rows, types.astype(np.uint8), 6)
     assert np.array_equal(got, want)
-
-
-@pytest.mark.parametrize(
-    ("seed", "skip", "n"), [(0, 0, 0), (0, 0, 1), (3, 17, 60_000), (9, 5, 2**61 + 7)]
-)
-def test_jump_is_pcg64_advance(seed: int, skip: int, n: int) -> None:
-    bg = np.random.PCG64(np.random.SeedSequence(seed))
-    bg.advance(skip + n)
-    want = bg.state["state"]
-    got = jump(pcg_state(seed, skip), n)
-    assert (int(got[0]) << 64 | int(got[1])) == want["state"]
-    assert (int(got[2]) << 64 | int(got[3])) == want["inc"]
-    assert np.array_equal(raw_draws(got, 50), bg.random_raw(50))
 
 
 def brute_auroc(w: np.ndarray, ci: np.ndarray, conf: np.ndarray, pos: np.ndarray) -> np.ndarray:

@@ -31,7 +31,6 @@ __all__ = [
     "count_types_block",
     "dyadic_precision",
     "ece_mass_block",
-    "jump",
     "pcg_state",
     "raw_draws",
     "sum_types_block",
@@ -75,29 +74,6 @@ def _lcg(typingctx: Any, hi: Any, lo: Any, inc_hi: Any, inc_lo: Any) -> Any:
     return sig, codegen
 
 
-@intrinsic
-def _affine(typingctx: Any, hi: Any, lo: Any, m_hi: Any, m_lo: Any, a_hi: Any, a_lo: Any) -> Any:
-    """(hi:lo)·(m_hi:m_lo) + (a_hi:a_lo) mod 2^128 as (hi, lo): a jump of the LCG
-    by the coefficients :func:`_jump_coefficients` gives."""
-    u64 = types.uint64
-    sig = types.UniTuple(u64, 2)(u64, u64, u64, u64, u64, u64)
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        i128, i64 = ir.IntType(128), ir.IntType(64)
-        shift = ir.Constant(i128, 64)
-
-        def join(h: Any, lo_: Any) -> Any:
-            return builder.or_(builder.shl(builder.zext(h, i128), shift), builder.zext(lo_, i128))
-
-        new = builder.add(
-            builder.mul(join(args[0], args[1]), join(args[2], args[3])), join(args[4], args[5])
-        )
-        parts = [builder.trunc(builder.lshr(new, shift), i64), builder.trunc(new, i64)]
-        return context.make_tuple(builder, signature.return_type, parts)
-
-    return sig, codegen
-
-
 @_jit
 def _step(hi: Any, lo: Any, inc_hi: Any, inc_lo: Any) -> tuple[Any, Any, Any]:  # pragma: no cover
     """PCG64 (XSL-RR 128/64): advance the 128-bit LCG, return (hi, lo, output)."""
@@ -135,28 +111,11 @@ def _count_k(state: Any, n_clusters: int, out: Any) -> bool:  # pragma: no cover
 
 
 @_jit
-def _count_types_k(
-    state: Any, n_clusters: int, types: Any, out: Any, jmp: Any
-) -> None:  # pragma: no cover - compiled
-    # Rows two at a time: row r + 1 starts C draws after row r, where ``jmp`` takes the
-    # state in one step, so the two rows' generators advance side by side and their
-    # 128-bit multiplies overlap in the CPU instead of waiting on each other.
+def _count_types_k(state: Any, n_clusters: int, types: Any, out: Any) -> None:  # pragma: no cover
     hi, lo, inc_hi, inc_lo = state[0], state[1], state[2], state[3]
-    m_hi, m_lo, a_hi, a_lo = jmp[0], jmp[1], jmp[2], jmp[3]
     rows = out.shape[0]
     cu = np.uint64(n_clusters)
-    r = 0
-    while r + 1 < rows:
-        second: Any = _affine(hi, lo, m_hi, m_lo, a_hi, a_lo)  # type: ignore[call-arg]
-        hi2, lo2 = second[0], second[1]
-        for _ in range(n_clusters):
-            hi, lo, raw = _step(hi, lo, inc_hi, inc_lo)
-            hi2, lo2, raw2 = _step(hi2, lo2, inc_hi, inc_lo)
-            out[r, types[((raw >> _S32) * cu) >> _S32]] += 1
-            out[r + 1, types[((raw2 >> _S32) * cu) >> _S32]] += 1
-        hi, lo = hi2, lo2  # row r + 1 ended where row r + 2 begins
-        r += 2
-    if r < rows:
+    for r in range(rows):
         for _ in range(n_clusters):
             hi, lo, raw = _step(hi, lo, inc_hi, inc_lo)
             out[r, types[((raw >> _S32) * cu) >> _S32]] += 1
@@ -349,39 +308,6 @@ def pcg_state(seed: int, skip: int) -> npt.NDArray[np.uint64]:
     return np.array(parts, dtype=np.uint64)
 
 
-_MASK128 = (1 << 128) - 1
-
-
-def _jump_coefficients(inc: int, n: int) -> tuple[int, int]:
-    """(M, A) with state_{k+n} = M·state_k + A mod 2^128 for PCG64's LCG of increment
-    ``inc``: M = MULT^n, A = inc·(MULT^(n−1) + … + 1), by squaring (as PCG64.advance)."""
-    m_acc, a_acc = 1, 0
-    m_cur, a_cur = _MULT, inc
-    while n:
-        if n & 1:
-            m_acc = (m_acc * m_cur) & _MASK128
-            a_acc = (a_acc * m_cur + a_cur) & _MASK128
-        a_cur = ((m_cur + 1) * a_cur) & _MASK128
-        m_cur = (m_cur * m_cur) & _MASK128
-        n >>= 1
-    return m_acc, a_acc
-
-
-def _jump_parts(state: npt.NDArray[np.uint64], n: int) -> npt.NDArray[np.uint64]:
-    """(M hi, M lo, A hi, A lo) of :func:`_jump_coefficients` for ``state``'s increment."""
-    mask = (1 << 64) - 1
-    m, a = _jump_coefficients((int(state[2]) << 64) | int(state[3]), n)
-    return np.array([m >> 64, m & mask, a >> 64, a & mask], dtype=np.uint64)
-
-
-def jump(state: npt.NDArray[np.uint64], n: int) -> npt.NDArray[np.uint64]:
-    """``state`` (:func:`pcg_state`) after ``n`` more draws, without drawing them."""
-    mask = (1 << 64) - 1
-    m, a = _jump_coefficients((int(state[2]) << 64) | int(state[3]), n)
-    new = (m * ((int(state[0]) << 64) | int(state[1])) + a) & _MASK128
-    return np.array([new >> 64, new & mask, state[2], state[3]], dtype=np.uint64)
-
-
 def raw_draws(state: npt.NDArray[np.uint64], n: int) -> npt.NDArray[np.uint64]:
     """The next ``n`` raw 64-bit outputs from ``state`` (= ``PCG64.random_raw(n)``)."""
     out = np.empty(n, dtype=np.uint64)
@@ -416,8 +342,7 @@ def count_types_block(
     """rows × T: the draws of each row that fall on a cluster of each type."""
     out = np.zeros((rows, n_types), dtype=np.int64)
     if rows and n_clusters:
-        jmp = _jump_parts(state, n_clusters)  # from a row's start to the next one's
-        _compiled()["count_types"](state, n_clusters, types, out, jmp)
+        _compiled()["count_types"](state, n_clusters, types, out)
     return out
 
 
