@@ -43,7 +43,7 @@ import polars as pl
 from peira.io import read_dataset
 engine, data, out = sys.argv[1], sys.argv[2], sys.argv[3]
 cases = read_dataset(data).cases
-if engine == "spark":
+if engine in ("spark", "spark-in-place"):
     import os
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers: this interpreter
     from pyspark.sql import SparkSession
@@ -52,7 +52,8 @@ if engine == "spark":
                .config("spark.driver.memory", "4g")
                .config("spark.ui.showConsoleProgress", "false").getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
-    eng = SparkEngine(session=session, partitions=int(sys.argv[4]))
+    eng = SparkEngine(session=session, partitions=int(sys.argv[4]),
+                      in_place=engine == "spark-in-place")
     log = data + "/responses.parquet"
 elif engine == "local":
     from peira.engine.local import LocalEngine
@@ -149,7 +150,8 @@ def main() -> None:
         "--engines",
         default="local-scan,local,spark",
         help="comma-separated: local-scan (reduction alone, no validation), local "
-        "(LocalEngine: read, validate, reduce), spark",
+        "(LocalEngine: read, validate, reduce), spark, spark-in-place (SparkEngine("
+        "in_place=True): only keys that two input splits share are shuffled)",
     )
     ap.add_argument(
         "--reduction",
@@ -179,6 +181,8 @@ def main() -> None:
         "local-scan": "local, reduction alone (no validation)",
         "local": "local engine (read, validate, reduce)",
         "spark": "spark local[2] (validate, pair, reduce)",
+        "spark-in-place": "spark local[2], in_place=True (first pass, then validate, pair, "
+        "reduce each split where read; shuffle the shared keys)",
     }
     first = res[engines[0]]
     what = {

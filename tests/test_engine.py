@@ -112,6 +112,7 @@ def logs(draw: st.DrawFn) -> dict[str, Any]:
         "order": draw(st.sampled_from(["sorted", "shuffled"])),
         "layout": draw(st.sampled_from(["frame", "hive"])),
         "cluster": draw(st.sampled_from(["scenario_id", "case_id"])),
+        "in_place": draw(st.booleans()),
     }
 
 
@@ -125,7 +126,7 @@ def build(spec: dict[str, Any]) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 
 @settings(
-    max_examples=4,
+    max_examples=6,
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
@@ -142,10 +143,128 @@ def test_spark_sums_equal_local_on_random_logs(
         source: Any = str(hive(log, tmp_path_factory.mktemp("log") / "log"))
     else:
         source = log
-    got = spark.cluster_sums(source, cases, **kw)
+    spark.in_place = spec["in_place"]
+    try:
+        got = spark.cluster_sums(source, cases, **kw)
+    finally:
+        spark.in_place = False
     assert got.equals(local), spec
     # every pair is counted once: n_pairs adds up to the distinct (run, case, sample)
     assert got["n_pairs"].sum() == log.select("run_id", "case_id", "sample").n_unique()
+
+
+# ---------------------------------------------------------------- rows reduced where they were read
+
+
+def _keys_in(span: tuple[tuple[str, ...], tuple[str, ...]], key: tuple[str, ...]) -> bool:
+    return span[0] <= key <= span[1]
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    spans=st.lists(
+        st.tuples(st.integers(0, 3), st.integers(0, 9), st.integers(0, 3), st.integers(0, 9)),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_shared_ranges_are_the_keys_within_two_splits(spans: list[tuple[int, ...]]) -> None:
+    """Against brute force over every key of a small grid: a key is in a shared range
+    exactly when it lies within two or more splits' ranges."""
+    from peira.engine.spark import _overlaps
+
+    def key(run: int, case: int) -> tuple[str, str]:
+        return (f"r{run}", f"c{case:02d}")
+
+    ranges = [tuple(sorted([key(a, b), key(c, d)])) for a, b, c, d in spans]
+    shared = _overlaps(ranges)  # type: ignore[arg-type]
+    assert all(lo <= hi for lo, hi in shared)
+    assert all(shared[i][1] < shared[i + 1][0] for i in range(len(shared) - 1))  # merged
+    for run in range(4):
+        for case in range(10):
+            k = key(run, case)
+            within = sum(_keys_in(r, k) for r in ranges)  # type: ignore[arg-type]
+            assert any(_keys_in(r, k) for r in shared) == (within >= 2), (k, ranges, shared)
+
+
+def test_rows_left_to_the_shuffle_are_the_shared_and_null_keys() -> None:
+    """The kernel's filter (polars) against brute force over a grid of keys and nulls."""
+    from peira.engine.spark import _within_expr
+
+    runs, cases = ["r0", "r1", "r2", None], ["c00", "c05", "c10", "c5", None]
+    df = pl.DataFrame(
+        [(r, c) for r in runs for c in cases], schema=["run_id", "case_id"], orient="row"
+    )
+    spans = [(("r0", "c05"), ("r1", "c00")), (("r2", "c10"), ("r2", "c10"))]
+    got = df.select(_within_expr(("run_id", "case_id"), spans)).to_series().to_list()
+    want = [
+        r is None or c is None or any(lo <= (r, c) <= hi for lo, hi in spans)
+        for r, c in df.iter_rows()
+    ]
+    assert got == want and sum(want) == 8 + 5  # 8 rows with a null, 5 within the spans
+
+
+def test_a_split_read_differently_the_second_time_is_an_error() -> None:
+    """Rows outside the range the first pass saw for their piece (file × split) stop
+    the reduction (outside Spark a task has no partition index: -1 stands for it)."""
+    from peira.engine.spark import _check_split
+
+    df = pl.DataFrame(
+        {"run_id": ["r0", "r0", "r1", "r2"], "case_id": ["c3", "c9", "c0", "c5"]}
+    ).with_columns(_file=pl.Series(["f1", "f1", "f1", "f2"]))
+    cols = ("run_id", "case_id")
+    ok = {(-1, "f1"): (("r0", "c3"), ("r1", "c0")), (-1, "f2"): (("r2", "c5"), ("r2", "c5"))}
+    _check_split(df, (cols, ok))  # each file's rows lie within its range
+    for lo, hi in [(("r0", "c4"), ("r1", "c0")), (("r0", "c3"), ("r0", "c99"))]:
+        with pytest.raises(PeiraError, match="f1 into other input splits"):
+            _check_split(df, (cols, {**ok, (-1, "f1"): (lo, hi)}))
+    with pytest.raises(PeiraError, match="f2 into other input splits"):  # no range for it
+        _check_split(df, (cols, {(-1, "f1"): ok[(-1, "f1")], (0, "f2"): ok[(-1, "f2")]}))
+
+
+@pytest.mark.parametrize("order", ["sorted", "shuffled"])
+def test_spark_shuffles_only_the_keys_two_splits_share(
+    spark: SparkEngine, tmp_path: Path, order: str
+) -> None:
+    """A sorted log in four files: each file is reduced where it is read and only the
+    keys two files share are shuffled, whether Spark packs the small files into
+    fewer splits or cuts them into many; a shuffled one is shuffled whole. Same sums."""
+    cases, log = sampled_log(11, 3, 2, 0.05)
+    log = log.sort("run_id", "case_id", "sample", "arm")
+    if order == "shuffled":
+        log = log.sample(fraction=1.0, shuffle=True, seed=3)
+    d = tmp_path / "log"
+    d.mkdir()
+    # three cuts, each one row into a (run_id, case_id) of several rows (in sorted order),
+    # so that the files before and after it share that key
+    sizes = log.sort("run_id", "case_id").group_by("run_id", "case_id", maintain_order=True).len()
+    starts = sizes["len"].cum_sum().shift(1, fill_value=0)
+    inside = (starts + 1).filter(sizes["len"] >= 2).to_list()
+    cuts = [0, *[inside[len(inside) * q // 4] for q in (1, 2, 3)], log.height]
+    for i in range(4):
+        log.slice(cuts[i], cuts[i + 1] - cuts[i]).write_parquet(d / f"part-{i}.parquet")
+    kw: dict[str, Any] = {"by": ["split", "family"], "missing": "malformed"}
+    local = LocalEngine().cluster_sums(log, cases, **kw)
+    conf = spark.session().conf
+    before = conf.get("spark.sql.files.maxPartitionBytes")
+    default = spark.split_bytes
+    for split_bytes in (default, 2048):  # the engine's split size, and splits of 2 kB
+        spark.split_bytes, spark.in_place = split_bytes, True
+        try:
+            got = spark.cluster_sums(str(d), cases, **kw)
+        finally:
+            spark.split_bytes, spark.in_place = default, False
+        assert got.equals(local)
+        assert conf.get("spark.sql.files.maxPartitionBytes") == before  # restored
+        info = spark.last_reduction
+        assert info is not None and info["pieces"] >= 4, info
+        if order == "sorted":
+            assert info["reduced_in_place"] and info["pieces_mixed"] == 0, info
+            assert info["shared_ranges"] >= 3
+        else:
+            assert not info["reduced_in_place"] and info["pieces_mixed"] >= 3, info
+    assert spark.cluster_sums(str(d), cases, **kw).equals(local)  # by default: shuffled whole
+    assert spark.last_reduction == {"pieces": None, "reduced_in_place": False}
 
 
 # ---------------------------------------------------------------- bad input, as locally

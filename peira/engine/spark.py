@@ -2,14 +2,24 @@
 
 Spark reads the Parquet log from any path it can read (a local file,
 directory, hive-partitioned directory or glob; ``s3a://``, ``hdfs://``,
-``abfss://`` …), shuffles its rows by ``(run_id, case_id)`` so that both arms
-of every pair meet in one partition, and runs Peira's own polars code on each
-partition through Arrow (``mapInArrow``): the data-model validation
+``abfss://`` …), brings every row of a ``(run_id, case_id)`` into one partition
+and runs Peira's own polars code on each partition through Arrow
+(``mapInArrow``): the data-model validation
 (:func:`peira.schema.validate_responses`), the pairing
 (:func:`peira.pairs.scan_pairs`) and the per-cluster sums
 (:func:`peira.metrics.frame.cluster_sums`). Spark adds the partial sums up and
 returns one small frame; the bootstrap then runs locally on it. There is one
 implementation of the scoring rule, not a second one in Spark SQL.
+
+With ``in_place=True``, only the rows that need it are shuffled. For a log
+read from Parquet files, a first pass reads the key columns alone and notes
+the first and last key of each piece of the log (a file's rows in one input
+split); a key within one piece's range only has every row in that piece, so
+those rows are reduced where they were read, and only the keys within two or
+more pieces' ranges (the boundary keys of a sorted or run-partitioned log;
+everything, in a shuffled one) go through the shuffle (:func:`_overlaps`).
+Each piece is checked to hold the keys the first pass saw in it. A log given
+as a frame or a Spark DataFrame is shuffled whole.
 
 For ranking (:meth:`SparkEngine.run_sums`, what ``leaderboard``, ``compare``
 and ``tables`` read) the log is shuffled by ``case_id`` instead, so that every
@@ -140,12 +150,18 @@ def _kernel(
     missing: str,
     source: str,
     schema: dict[str, pl.DataType],
+    ranges: _Ranges | None = None,
+    shared: _Spans = (),
 ) -> Iterator[pa.RecordBatch]:
     """One partition (every row of some (run_id, case_id)) → its partial sums (``reduce``).
 
     Runs on the executors: validation, pairing and sums are Peira's own
     functions. Violations and incomplete pairs come back as rows, so that the
-    driver reports them the way the local engine does.
+    driver reports them the way the local engine does. ``ranges`` (an input
+    split reduced where it was read): the key columns and each piece's first
+    and last key, as the first pass saw them; the rows must lie within their
+    piece's range, and those with a key in ``shared`` (or a null key) are left
+    to the shuffle.
     """
     import pyarrow as pa
 
@@ -157,6 +173,11 @@ def _kernel(
         return
     df = pl.from_arrow(pa.concat_tables(tables))
     assert isinstance(df, pl.DataFrame)
+    if ranges is not None:
+        _check_split(df, ranges)
+        df = df.filter(~_within_expr(ranges[0], shared))
+        if not df.height:
+            return
     locations = None
     if "_file" in df.columns:
         locations = df.select(
@@ -207,6 +228,80 @@ def _kernel(
     yield from out.to_arrow().cast(target).to_batches()
 
 
+#: The key columns, and the (first key, last key) of each piece of the log the first
+#: pass read: the rows of one file in one input split, by (partition index, file).
+_Ranges = tuple[tuple[str, ...], dict[tuple[int, str], tuple[tuple[str, ...], tuple[str, ...]]]]
+
+
+#: Closed ranges of keys, (first, last).
+_Spans = Sequence[tuple[tuple[str, ...], tuple[str, ...]]]
+
+
+def _within_expr(cols: Sequence[str], spans: _Spans) -> pl.Expr:
+    """Rows whose key is null or within one of ``spans`` (never null itself)."""
+    expr = pl.any_horizontal(pl.col(c).is_null() for c in cols)
+    for lo, hi in spans:
+        at_hi = pl.all_horizontal(pl.col(c) == v for c, v in zip(cols, hi, strict=True))
+        expr = expr | (~_lex_before(cols, lo) & (_lex_before(cols, hi) | at_hi))
+    return expr.fill_null(True)
+
+
+def _lex_before(cols: Sequence[str], key: Sequence[str]) -> pl.Expr:
+    """Rows whose (cols) comes before ``key`` in lexicographic order."""
+    expr = pl.col(cols[-1]) < key[-1]
+    for c, v in zip(cols[-2::-1], key[-2::-1], strict=True):
+        expr = (pl.col(c) < v) | ((pl.col(c) == v) & expr)
+    return expr
+
+
+def _check_split(df: pl.DataFrame, ranges: _Ranges) -> None:
+    """Raise unless the rows of each file in this input split lie within the range the
+    first pass saw for that piece: a safe key's rows read elsewhere than before would
+    be paired apart."""
+    from pyspark import TaskContext
+
+    cols, pieces = ranges
+    ctx = TaskContext.get()
+    split = ctx.partitionId() if ctx is not None else -1
+    for (file,), rows in df.partition_by("_file", as_dict=True).items():
+        bounds = pieces.get((split, str(file)))
+        if bounds is not None:
+            lo, hi = bounds
+            after_hi = ~_lex_before(cols, hi) & pl.any_horizontal(
+                pl.col(c) != v for c, v in zip(cols, hi, strict=True)
+            )
+            if not rows.select((_lex_before(cols, lo) | after_hi).any()).item():
+                continue
+        raise PeiraError(
+            f"Spark read {file} into other input splits than in its first pass (split "
+            f"{split}): the log changed while it was read, or it does not split the same "
+            "way twice"
+        )
+
+
+def _overlaps(
+    spans: list[tuple[tuple[str, ...], tuple[str, ...]]],
+) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """The keys within two or more of ``spans`` (closed (first, last) ranges), as merged
+    closed ranges: the union of the pairwise intersections.
+
+    Taken in order of first key, span i meets an earlier span j in
+    [first_i, min(last_i, last_j)], and the earlier span reaching furthest
+    gives the largest of these, which holds the others.
+    """
+    out: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+    reach: tuple[str, ...] | None = None
+    for lo, hi in sorted(spans):
+        if reach is not None and lo <= reach:
+            top = min(hi, reach)
+            if out and lo <= out[-1][1]:
+                out[-1] = (out[-1][0], max(out[-1][1], top))
+            else:
+                out.append((lo, top))
+        reach = hi if reach is None else max(reach, hi)
+    return out
+
+
 class SparkEngine:
     """Reduce a log on Apache Spark (see the module notes).
 
@@ -222,6 +317,27 @@ class SparkEngine:
         How many partitions the log is shuffled into (default: as many as
         Spark's adaptive execution finds fit, at most the session's
         ``spark.sql.shuffle.partitions``).
+    in_place
+        Reduce each input split's keys where they were read and shuffle only
+        the keys that two splits share (see the module notes; Parquet paths
+        only). Off by default: on a two-core ``local[2]`` session it measured
+        slower than shuffling the whole log (benchmarks/results/spark.md),
+        because the shuffle it saves costs about what its first pass costs.
+    split_bytes
+        With ``in_place``, the largest input split in bytes of Parquet
+        (``spark.sql.files.maxPartitionBytes`` for the reduction's passes,
+        restored after; default 8 MiB): a split reduced where it was read is
+        held whole by one Python worker, so it is kept well below Spark's
+        128 MB. None leaves the session's setting alone.
+
+    Attributes
+    ----------
+    last_reduction
+        How the last reduction read the log: ``pieces`` (a file's rows in one
+        input split, with a non-null key), ``shared_ranges`` (ranges of keys
+        within two or more pieces' ranges, whose rows were shuffled),
+        ``pieces_mixed`` (pieces sharing more than one key with another), and
+        ``reduced_in_place`` (False: the whole log was shuffled).
     """
 
     name = "spark"
@@ -232,15 +348,25 @@ class SparkEngine:
         *,
         master: str | None = None,
         partitions: int | None = None,
+        in_place: bool = False,
+        split_bytes: int | None = 8 << 20,
     ) -> None:
         if partitions is not None and partitions < 1:
             raise PeiraValueError(f"partitions must be >= 1, not {partitions!r}")
+        if split_bytes is not None and split_bytes < 1:
+            raise PeiraValueError(f"split_bytes must be >= 1, not {split_bytes!r}")
         self._session = session
         self.master = master
         self.partitions = partitions
+        self.in_place = in_place
+        self.split_bytes = split_bytes
+        self.last_reduction: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
-        return f"SparkEngine(master={self.master!r}, partitions={self.partitions!r})"
+        return (
+            f"SparkEngine(master={self.master!r}, partitions={self.partitions!r}, "
+            f"in_place={self.in_place!r}, split_bytes={self.split_bytes!r})"
+        )
 
     # ------------------------------------------------------------ session
 
@@ -413,15 +539,37 @@ class SparkEngine:
         )
         ddl = ", ".join(f"`{c}` {_TYPES[t.base_type()][1]}" for c, t in schema.items())
         side = ["_kind", "_detail", "_case", "_sample"]
-        with _arrow_only():
+        in_place = self.in_place and isinstance(responses, str | os.PathLike)
+        with _arrow_only(), _split_size(spark, self.split_bytes if in_place else None):
+            info: dict[str, Any] = {"pieces": None}
+            split = None
+            # Parquet files split the same way in every pass over them; an in-memory
+            # frame or a given Spark DataFrame need not (Spark may evaluate a small
+            # one on the driver in one pass and in tasks in the next).
+            if in_place:
+                try:
+                    split = _split_plan(sdf, shuffle, info)
+                except Exception as exc:
+                    _explain_worker_failure(exc)
+                    raise
+            info["reduced_in_place"] = split is not None
+            self.last_reduction = info
+            moving, parts = sdf, None
+            if split is not None:
+                ranges, shared, unsafe = split
+                # every row goes to its split's kernel, which keeps the keys no other
+                # split holds (a filter here would cost Spark more than the kernel)
+                parts = sdf.mapInArrow(partial(kernel, ranges=ranges, shared=shared), ddl)
+                moving = sdf.filter(unsafe)
             # Without a count, adaptive execution sizes the partitions to the data
             # (a demo log: one or two; 30 M rows: about 64 MB each).
             shuffled = (
-                sdf.repartition(*shuffle)
+                moving.repartition(*shuffle)
                 if self.partitions is None
-                else sdf.repartition(self.partitions, *shuffle)
+                else moving.repartition(self.partitions, *shuffle)
             )
-            parts = shuffled.mapInArrow(kernel, ddl)
+            moved = shuffled.mapInArrow(kernel, ddl)
+            parts = moved if parts is None else parts.unionByName(moved)
             agg = parts.groupBy(*side, *keys).agg(
                 *[F.sum(c).alias(c) for c in sums], F.sum("_count").alias("_count")
             )
@@ -441,6 +589,86 @@ class SparkEngine:
         return out
 
 
+#: More ranges of shared keys than this, and the log is shuffled whole (a condition
+#: this long would cost more than it saves).
+_MAX_SHARED_RANGES = 1_000
+
+
+def _split_plan(
+    sdf: SparkDataFrame, cols: Sequence[str], info: dict[str, Any]
+) -> tuple[_Ranges, _Spans, Any] | None:
+    """Which rows can be reduced in the input split they were read in.
+
+    The first pass: the first and last key (``cols``) of each file's rows in
+    each input split, read off those columns alone (a split may hold several
+    small files, a large file spans several splits). Returns the ranges, the
+    shared keys (within two or more pieces' ranges) and a Spark condition for
+    the rows to shuffle (a null key, or a shared key), or None when everything
+    is to be shuffled: a key column is not a string, most pieces are *mixed* (they share more than one key with another piece: in
+    a shuffled log every piece spans nearly every key, while in a log sorted
+    by the keys neighbouring pieces share at most the key cut between them),
+    or the shared keys form more than ``_MAX_SHARED_RANGES`` ranges.
+    """
+    from functools import reduce as fold
+
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType
+
+    types = {f.name: f.dataType for f in sdf.schema.fields}
+    if not all(isinstance(types.get(c), StringType) for c in cols):
+        return None
+    key = F.struct(*[F.col(c) for c in cols])
+    found = (
+        sdf.where(fold(lambda x, y: x & y, [F.col(c).isNotNull() for c in cols]))
+        .groupBy(F.spark_partition_id().alias("_split"), "_file")
+        .agg(F.min(key).alias("_lo"), F.max(key).alias("_hi"))
+        .collect()
+    )
+    ranges = {
+        (int(r["_split"]), str(r["_file"])): (tuple(r["_lo"]), tuple(r["_hi"])) for r in found
+    }
+    if not ranges:
+        return None
+    shared = _overlaps(list(ranges.values()))
+    wide = [(a, b) for a, b in shared if a < b]
+    if len(shared) > _MAX_SHARED_RANGES:
+        wide = shared  # not counted: shuffled whole
+    mixed = sum(any(max(a, lo) < min(b, hi) for a, b in wide) for lo, hi in ranges.values())
+    info.update(pieces=len(ranges), shared_ranges=len(shared), pieces_mixed=mixed)
+    if 2 * mixed > len(ranges) or len(shared) > _MAX_SHARED_RANGES:
+        return None
+    return (tuple(cols), ranges), shared, _within(cols, shared)
+
+
+def _within(cols: Sequence[str], spans: list[tuple[tuple[str, ...], tuple[str, ...]]]) -> Any:
+    """A Spark condition: the row's key is null or within one of ``spans``."""
+    from functools import reduce as fold
+
+    from pyspark.sql import functions as F
+
+    def key_is(vals: Sequence[str]) -> Any:
+        return fold(
+            lambda x, y: x & y, [F.col(c) == F.lit(v) for c, v in zip(cols, vals, strict=True)]
+        )
+
+    def key_at_least(vals: Sequence[str]) -> Any:  # lexicographic >=, from the last column up
+        expr = F.col(cols[-1]) >= F.lit(vals[-1])
+        for c, v in zip(cols[-2::-1], vals[-2::-1], strict=True):
+            expr = (F.col(c) > F.lit(v)) | ((F.col(c) == F.lit(v)) & expr)
+        return expr
+
+    def key_at_most(vals: Sequence[str]) -> Any:
+        expr = F.col(cols[-1]) <= F.lit(vals[-1])
+        for c, v in zip(cols[-2::-1], vals[-2::-1], strict=True):
+            expr = (F.col(c) < F.lit(v)) | ((F.col(c) == F.lit(v)) & expr)
+        return expr
+
+    cond = fold(lambda x, y: x | y, [F.col(c).isNull() for c in cols])
+    for lo, hi in spans:
+        cond = cond | (key_is(lo) if lo == hi else key_at_least(lo) & key_at_most(hi))
+    return cond
+
+
 def _check(delta: float, missing: str) -> None:
     if missing not in ("error", "malformed"):
         raise PeiraValueError(f"missing must be 'error' or 'malformed', not {missing!r}")
@@ -454,6 +682,24 @@ def _no_pairs(cases: pl.DataFrame, delta: float) -> pl.DataFrame:
     from ..schema import empty
 
     return scan_pairs(empty("responses"), cases, delta=delta).collect()
+
+
+@contextmanager
+def _split_size(spark: SparkSession, split_bytes: int | None) -> Iterator[None]:
+    """The session's largest input split set to ``split_bytes`` for the block, then restored."""
+    if split_bytes is None:
+        yield
+        return
+    key = "spark.sql.files.maxPartitionBytes"
+    before = spark.conf.get(key)
+    spark.conf.set(key, str(split_bytes))
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
 
 
 @contextmanager
