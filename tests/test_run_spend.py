@@ -41,9 +41,22 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[ChatServer]:
         yield s
 
 
+_OPEN: list[OpenAICompatible] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_adapters() -> Iterator[None]:
+    """Close every adapter a test made (its pooled connections), when the test ends."""
+    yield
+    while _OPEN:
+        _OPEN.pop().close()
+
+
 def _oa(server: ChatServer, **kw: Any) -> OpenAICompatible:
     kw.setdefault("timeout", 5.0)
-    return OpenAICompatible("m", base_url=server.url, **kw)
+    a = OpenAICompatible("m", base_url=server.url, **kw)
+    _OPEN.append(a)
+    return a
 
 
 # ---------------------------------------------------------------- cache

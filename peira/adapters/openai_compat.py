@@ -222,6 +222,17 @@ class OpenAICompatible:
         self._systems: dict[tuple[Any, ...], str] = {}
         self._formats: dict[tuple[Any, ...], dict[str, Any]] = {}
 
+    def close(self) -> None:
+        """Close the HTTP client and its pooled connections (the command line does
+        this after a run; ``with OpenAICompatible(...) as adapter:`` does it too)."""
+        self._client.close()
+
+    def __enter__(self) -> OpenAICompatible:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as its constructor arguments: the copy builds its own client and
         reads the key from its own environment (a worker process inherits it)."""

@@ -66,12 +66,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     143); the runner has checkpointed the completed calls by then. A stop
     before ``--max-cost-usd`` would be passed exits with :data:`EXIT_BUDGET`.
     """
+    adapter, kwargs = _build_adapter(args, dataset=args.dataset)
+    with _closing(adapter):
+        return _run(args, adapter, kwargs)
+
+
+def _closing(adapter: Any) -> Any:
+    """Close an adapter the command built when the command ends (its HTTP connections)."""
+    import contextlib
+
+    close = getattr(adapter, "close", None)
+    return contextlib.closing(adapter) if callable(close) else contextlib.nullcontext()
+
+
+def _run(args: argparse.Namespace, adapter: Any, kwargs: dict[str, Any]) -> int:
     from ..holdout import HOLDOUT_KEY_ENV
     from ..integrity.keys import load_key  # not ..seal: that imports the bootstrap (scipy)
     from ..io import read_dataset
     from ..run import BudgetExceeded, parts_dir, plan_run, run
 
-    adapter, kwargs = _build_adapter(args, dataset=args.dataset)
     ds = read_dataset(args.dataset)
     if args.dry_run:
         plan = plan_run(adapter, ds, args.out, samples=args.samples, cache=args.cache,
@@ -157,10 +170,11 @@ def cmd_adapters_check(args: argparse.Namespace) -> int:
     from ..testing import check_adapter
 
     adapter, _ = _build_adapter(args, dataset=None)
-    report = check_adapter(
-        adapter, deterministic=not args.no_determinism, concurrency=args.concurrency,
-        raise_on_failure=False,
-    )  # fmt: skip
+    with _closing(adapter):
+        report = check_adapter(
+            adapter, deterministic=not args.no_determinism, concurrency=args.concurrency,
+            raise_on_failure=False,
+        )  # fmt: skip
     print(report)
     return c.EXIT_OK if report.ok else c.EXIT_VIOLATIONS
 
