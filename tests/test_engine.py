@@ -220,6 +220,9 @@ def test_a_split_read_differently_the_second_time_is_an_error() -> None:
             _check_split(df, (cols, {**ok, (-1, "f1"): (lo, hi)}))
     with pytest.raises(PeiraError, match="f2 into other input splits"):  # no range for it
         _check_split(df, (cols, {(-1, "f1"): ok[(-1, "f1")], (0, "f2"): ok[(-1, "f2")]}))
+    # a file whose rows in this split all lack a key has no range, and needs none
+    nulls = pl.DataFrame({"run_id": ["r9", None], "case_id": [None, "c1"], "_file": ["f3", "f3"]})
+    _check_split(pl.concat([df, nulls]), (cols, ok))
 
 
 @pytest.mark.parametrize("order", ["sorted", "shuffled"])
@@ -289,6 +292,33 @@ def test_spark_names_the_file_row_column_and_value_of_a_violation(
     assert str(remote.value) == str(local.value)
     assert f"{path}" in str(remote.value) and "row 5" in str(remote.value)
     assert "decision='maybe'" in str(remote.value)
+
+
+def test_spark_in_place_names_a_row_without_a_key_as_the_local_engine(
+    spark: SparkEngine, tmp_path: Path
+) -> None:
+    """A null key is left to the shuffle, whose validation names it as locally."""
+    cases, log = random_log(5, n_cases=12, n_runs=2)
+    log = log.sort("run_id", "case_id").with_columns(
+        pl.when(pl.int_range(pl.len()) == 7)
+        .then(None)
+        .otherwise(pl.col("case_id"))
+        .alias("case_id")
+    )
+    d = tmp_path / "log"
+    d.mkdir()
+    log.head(30).write_parquet(d / "part-0.parquet")
+    log.slice(30).write_parquet(d / "part-1.parquet")
+    with pytest.raises(ValidationError) as local:
+        LocalEngine().cluster_sums(d, cases)
+    spark.in_place = True
+    try:
+        with pytest.raises(ValidationError) as remote:
+            spark.cluster_sums(str(d), cases)
+    finally:
+        spark.in_place = False
+    assert spark.last_reduction is not None and spark.last_reduction["reduced_in_place"]
+    assert str(remote.value) == str(local.value) and "row 7" in str(remote.value)
 
 
 def test_spark_reports_missing_arms_as_the_local_engine(spark: SparkEngine) -> None:

@@ -257,13 +257,15 @@ def _lex_before(cols: Sequence[str], key: Sequence[str]) -> pl.Expr:
 def _check_split(df: pl.DataFrame, ranges: _Ranges) -> None:
     """Raise unless the rows of each file in this input split lie within the range the
     first pass saw for that piece: a safe key's rows read elsewhere than before would
-    be paired apart."""
+    be paired apart. Rows with a null key (which the first pass skips, and which go
+    to the shuffle) are not checked."""
     from pyspark import TaskContext
 
     cols, pieces = ranges
     ctx = TaskContext.get()
     split = ctx.partitionId() if ctx is not None else -1
-    for (file,), rows in df.partition_by("_file", as_dict=True).items():
+    keyed = df.filter(pl.all_horizontal(pl.col(c).is_not_null() for c in cols))
+    for (file,), rows in keyed.partition_by("_file", as_dict=True).items():
         bounds = pieces.get((split, str(file)))
         if bounds is not None:
             lo, hi = bounds
@@ -604,10 +606,11 @@ def _split_plan(
     small files, a large file spans several splits). Returns the ranges, the
     shared keys (within two or more pieces' ranges) and a Spark condition for
     the rows to shuffle (a null key, or a shared key), or None when everything
-    is to be shuffled: a key column is not a string, most pieces are *mixed* (they share more than one key with another piece: in
-    a shuffled log every piece spans nearly every key, while in a log sorted
-    by the keys neighbouring pieces share at most the key cut between them),
-    or the shared keys form more than ``_MAX_SHARED_RANGES`` ranges.
+    is to be shuffled: a key column is not a string, most pieces are *mixed*
+    (they share more than one key with another piece: in a shuffled log every
+    piece spans nearly every key, while in a log sorted by the keys
+    neighbouring pieces share at most the key cut between them), or the
+    shared keys form more than ``_MAX_SHARED_RANGES`` ranges.
     """
     from functools import reduce as fold
 
