@@ -179,3 +179,14 @@ def sampled_log(
         )
     log = pl.concat(parts)
     return cases, log.filter(pl.Series(rng.random(log.height) >= drop))
+
+
+#: Objects with a ``close()`` a test made (adapters and their HTTP connections);
+#: tests/conftest.py closes them when each test ends.
+MADE: list[Any] = []
+
+
+def made(obj: Any) -> Any:
+    """``obj``, to be closed when the test ends."""
+    MADE.append(obj)
+    return obj

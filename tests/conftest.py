@@ -39,6 +39,18 @@ def tiny(tmp_path: Path) -> Path:
     return d
 
 
+@pytest.fixture(autouse=True)
+def _close_what_the_test_made() -> Iterator[None]:
+    """Close what a test registered with :func:`tests.builders.made` (an adapter's
+    pooled connections would otherwise be finalised, with a ResourceWarning, in a
+    later test)."""
+    from tests.builders import MADE
+
+    yield
+    while MADE:
+        MADE.pop().close()
+
+
 @pytest.fixture(scope="session")
 def spark_engine() -> Iterator[Any]:
     """One local Spark session (``local[2]``) for every Spark test of the run.

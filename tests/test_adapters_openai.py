@@ -28,6 +28,7 @@ from peira.parse import parse_frame
 from peira.run import Request, parts_dir, run
 from peira.synth import generate
 from peira.testing import ChatServer, FastChatServer, Reply, check_adapter
+from tests.builders import made
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "sk-test-peira-0123456789abcdefXYZ"
@@ -48,25 +49,10 @@ def keyed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
 
 
-_OPEN: list[OpenAICompatible] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_adapters() -> Iterator[None]:
-    """Close every adapter a test made (its pooled connections), when the test ends."""
-    yield
-    while _OPEN:
-        _OPEN.pop().close()
-
-
-def _made(a: OpenAICompatible) -> OpenAICompatible:
-    _OPEN.append(a)
-    return a
-
-
 def _adapter(server: ChatServer, **kw: Any) -> OpenAICompatible:
     kw.setdefault("timeout", 5.0)
-    return _made(OpenAICompatible("test-model", base_url=server.url, **kw))
+    a: OpenAICompatible = made(OpenAICompatible("test-model", base_url=server.url, **kw))
+    return a
 
 
 def test_structured_output_schema_usage_and_cost(server: ChatServer, keyed: None) -> None:
@@ -240,7 +226,7 @@ def test_openai_base_url_from_the_environment(
     server: ChatServer, keyed: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENAI_BASE_URL", server.url)
-    a = _made(OpenAICompatible("test-model", timeout=5))
+    a = made(OpenAICompatible("test-model", timeout=5))
     assert a.decide(CHOICE).error is None and len(server.requests) == 1
     assert a.config()["base_url"].startswith(f"http://127.0.0.1:{server.port}/v1")
 
@@ -292,7 +278,7 @@ def test_chat_server_process_serves_with_latency(keyed: None) -> None:
         try:
             assert proc.stdout is not None
             url = proc.stdout.readline().strip()
-            a = _made(OpenAICompatible("test-model", base_url=url, timeout=5))
+            a = made(OpenAICompatible("test-model", base_url=url, timeout=5))
             t0 = time.perf_counter()
             d = a.decide(CHOICE)
             assert d.error is None and d.decision in CHOICE.options
@@ -439,7 +425,7 @@ def test_kill_9_and_resume_then_no_key_in_any_file_or_output(
     with ChatServer(api_key=KEY) as server, pytest.MonkeyPatch.context() as mp:
         mp.setenv("OPENAI_API_KEY", KEY)
         full = run(
-            _made(OpenAICompatible("test-model", base_url=server.url, price_in=1.5, price_out=6)),
+            made(OpenAICompatible("test-model", base_url=server.url, price_in=1.5, price_out=6)),
             small, tmp_path / "full.parquet", samples=3, progress=False,
         )  # fmt: skip
     cols = [c for c in full.responses.columns if c != "latency_ms"]

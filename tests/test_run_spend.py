@@ -24,6 +24,7 @@ from peira.run.runner import MAX_RETRY_AFTER, retry_wait
 from peira.run.spend import estimate
 from peira.synth import generate
 from peira.testing import ChatServer, Reply, check_adapter
+from tests.builders import made
 
 KEY = "sk-spend-test-key-9876543210"
 
@@ -41,21 +42,9 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[ChatServer]:
         yield s
 
 
-_OPEN: list[OpenAICompatible] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_adapters() -> Iterator[None]:
-    """Close every adapter a test made (its pooled connections), when the test ends."""
-    yield
-    while _OPEN:
-        _OPEN.pop().close()
-
-
 def _oa(server: ChatServer, **kw: Any) -> OpenAICompatible:
     kw.setdefault("timeout", 5.0)
-    a = OpenAICompatible("m", base_url=server.url, **kw)
-    _OPEN.append(a)
+    a: OpenAICompatible = made(OpenAICompatible("m", base_url=server.url, **kw))
     return a
 
 

@@ -417,16 +417,13 @@ class SparkEngine:
                 f"not {type(responses).__name__}"
             )
         path = os.fspath(responses)
-        key = "spark.sql.sources.partitionColumnTypeInference.enabled"
-        before = spark.conf.get(key) or "true"
-        spark.conf.set(key, "false")  # run_id=007 stays '007'; Peira casts the rest
-        try:
-            sdf = spark.read.parquet(path)
-        except Exception as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise DataFileError(f"{path}: Spark cannot read the response log: {first}") from exc
-        finally:
-            spark.conf.set(key, before)
+        # run_id=007 stays '007'; Peira casts the rest
+        with _setting(spark, "spark.sql.sources.partitionColumnTypeInference.enabled", "false"):
+            try:
+                sdf = spark.read.parquet(path)
+            except Exception as exc:
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise DataFileError(f"{path}: Spark cannot read the response log: {first}") from exc
         sdf = sdf.select(
             "*",
             F.col("_metadata.file_path").alias("_file"),
@@ -542,7 +539,8 @@ class SparkEngine:
         ddl = ", ".join(f"`{c}` {_TYPES[t.base_type()][1]}" for c, t in schema.items())
         side = ["_kind", "_detail", "_case", "_sample"]
         in_place = self.in_place and isinstance(responses, str | os.PathLike)
-        with _arrow_only(), _split_size(spark, self.split_bytes if in_place else None):
+        split_bytes = str(self.split_bytes) if in_place and self.split_bytes else None
+        with _arrow_only(), _setting(spark, "spark.sql.files.maxPartitionBytes", split_bytes):
             info: dict[str, Any] = {"pieces": None}
             split = None
             # Parquet files split the same way in every pass over them; an in-memory
@@ -688,14 +686,13 @@ def _no_pairs(cases: pl.DataFrame, delta: float) -> pl.DataFrame:
 
 
 @contextmanager
-def _split_size(spark: SparkSession, split_bytes: int | None) -> Iterator[None]:
-    """The session's largest input split set to ``split_bytes`` for the block, then restored."""
-    if split_bytes is None:
+def _setting(spark: SparkSession, key: str, value: str | None) -> Iterator[None]:
+    """The session's ``key`` set to ``value`` for the block, then restored (None: left alone)."""
+    if value is None:
         yield
         return
-    key = "spark.sql.files.maxPartitionBytes"
     before = spark.conf.get(key)
-    spark.conf.set(key, str(split_bytes))
+    spark.conf.set(key, value)
     try:
         yield
     finally:
