@@ -40,8 +40,8 @@ ABSTAIN = Request("v-3", "abstain", "Pay the claim?", ("pay", "deny"), "{}", 0)
 
 @pytest.fixture(autouse=True)
 def _collect_after_each_test() -> Iterator[None]:
-    """Collect garbage at each test's teardown, so a socket a test leaves open fails that
-    test (with its ResourceWarning) and not whichever later test the collector runs in."""
+    """Collect garbage at each test's teardown: a socket a test leaves to the collector is
+    finalised, with any ResourceWarning, in that test and not in a later one."""
     yield
     gc.collect()
 
