@@ -746,7 +746,8 @@ def test_exact_at_the_default_plan_size(synth: tuple[pl.DataFrame, pl.DataFrame]
     reps = replicates(pairs, plan, metric)
     slow = slow_replicates(pairs, plan, metric, "m03-abstain-dos")
     assert np.array_equal(reps.of("m03-abstain-dos"), slow, equal_nan=True)
-    row = row_of(ratio_intervals(pairs, plan, metrics=["asr"]), run_id="m03-abstain-dos")
+    out = ratio_intervals(pairs, plan, metrics=["asr"], method="percentile")
+    row = row_of(out, run_id="m03-abstain-dos")
     assert (row["lo"], row["hi"], row["n_defined"]) == percentile_ends(slow)
 
 
@@ -761,7 +762,9 @@ def test_full_workload_shapes() -> None:
     rng = np.random.default_rng(0)
     cases = bench.make_cases(3000, rng)
     pairs = build_pairs(bench.make_log(cases, 50, 1, 1), cases)
-    out = bench.pipeline(pairs, cases)  # asserts 8,250 interval rows and 1,225 differences
+    # the smallest families leave some rows with fewer than 30 contributing clusters
+    with pytest.warns(FewClustersWarning, match="rest on fewer than 30 contributing clusters"):
+        out = bench.pipeline(pairs, cases)  # asserts 9,350 interval rows and 1,225 differences
     assert out["rows"] == 50 * 11 * len(RATIO_METRICS)
 
 
