@@ -14,7 +14,11 @@ Usage::
 
 ``--reduction cluster_sums`` (default) is what ``peira score`` reads;
 ``run_sums`` (:mod:`peira.metrics.summary`) what ``leaderboard``, ``compare``
-and ``tables`` read (the local engine builds the pair table in memory for it).
+and ``tables`` read (the local engine pairs a large log a stretch of cases at a
+time for it; ``local-one-pass`` pairs the whole log in memory)::
+
+    python benchmarks/bench_spark.py DATA --reduction run_sums \
+        --engines local-one-pass,local,spark --out benchmarks/results/runsums.md
 
 The Spark session is ``local[2]`` with ``spark.driver.memory=4g`` (the
 executors live in the driver JVM in local mode). Record the machine's load
@@ -55,9 +59,10 @@ if engine in ("spark", "spark-in-place"):
     eng = SparkEngine(session=session, partitions=int(sys.argv[4]),
                       in_place=engine == "spark-in-place")
     log = data + "/responses.parquet"
-elif engine == "local":
+elif engine in ("local", "local-one-pass"):
     from peira.engine.local import LocalEngine
-    eng = LocalEngine()
+    # local-one-pass: run sums from the whole log in memory (no stretches of cases)
+    eng = LocalEngine() if engine == "local" else LocalEngine(bucket_rows=10**12)
     log = data + "/responses.parquet"
 else:  # local-scan: the reduction alone, streaming, no validation of the log's values
     from peira.metrics.frame import scan_cluster_sums
@@ -150,7 +155,8 @@ def main() -> None:
         "--engines",
         default="local-scan,local,spark",
         help="comma-separated: local-scan (reduction alone, no validation), local "
-        "(LocalEngine: read, validate, reduce), spark, spark-in-place (SparkEngine("
+        "(LocalEngine: read, validate, reduce), local-one-pass (run sums: the whole log "
+        "paired in memory), spark, spark-in-place (SparkEngine("
         "in_place=True): only keys that two input splits share are shuffled)",
     )
     ap.add_argument(
@@ -180,6 +186,7 @@ def main() -> None:
     names = {
         "local-scan": "local, reduction alone (no validation)",
         "local": "local engine (read, validate, reduce)",
+        "local-one-pass": "local engine, the whole log paired in memory (bucket_rows=10**12)",
         "spark": "spark local[2] (validate, pair, reduce)",
         "spark-in-place": "spark local[2], in_place=True (first pass, then validate, pair, "
         "reduce each split where read; shuffle the shared keys)",
@@ -222,6 +229,12 @@ def main() -> None:
                     f"Spark / {e}, whole process: {sp['wall_s'] / r['wall_s']:.2f}× the time, "
                     f"{sp['peak_gb'] / r['peak_gb']:.2f}× the memory."
                 )
+    if "local" in res and "local-one-pass" in res:
+        lo, one = res["local"], res["local-one-pass"]
+        lines.append(
+            f"local / local-one-pass, whole process: {lo['wall_s'] / one['wall_s']:.2f}× the "
+            f"time, {lo['peak_gb'] / one['peak_gb']:.2f}× the memory."
+        )
     lines += [
         f"Sums bit-identical across {', '.join(engines)}: {identical}.",
         f"Load average before: {load_before[0]:.1f} / {load_before[1]:.1f} / "

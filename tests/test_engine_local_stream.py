@@ -401,3 +401,75 @@ def test_logs_it_does_not_read_take_the_general_path(
     assert stream_cluster_sums([write(far, tmp_path, "far.parquet")], cases, [], **kw) is None
     got = LocalEngine().cluster_sums(files[0], cases)
     assert got.equals(scan_cluster_sums(read_responses(files[0], cases=cases), cases))
+
+
+# ---------------------------------------------------------------- run sums a stretch at a time
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(spec=logs(), bucket=st.sampled_from([1, 7, 40, 10**6]), absent=st.integers(0, 6))
+def test_run_sums_a_stretch_of_cases_at_a_time_equal_one_pass(
+    tmp_path_factory: Any, spec: dict[str, Any], bucket: int, absent: int
+) -> None:
+    """A log over ``bucket_rows`` rows is paired and summed a stretch of cases at a time:
+    the same run sums and sample counts as the whole log in one pass, bit for bit, with
+    runs that lack some cases (``_absent``), dropped arms, several samples and files."""
+    import peira.io
+
+    cases, log = sampled_log(spec["seed"], spec["n_runs"], spec["samples"], spec["drop"])
+    lacking = cases["case_id"].head(absent).implode()
+    log = log.filter(~((pl.col("run_id") == "run1") & pl.col("case_id").is_in(lacking)))
+    d = tmp_path_factory.mktemp("r") / "log"
+    d.mkdir()
+    k = spec["files"]
+    for i, part in enumerate(log.iter_slices(-(-log.height // k))):
+        part.write_parquet(d / f"part-{i}.parquet")
+    kw: dict[str, Any] = {"cluster": spec["cluster"], "missing": "malformed"}
+    one = LocalEngine(bucket_rows=10**12).run_sums(d, cases, **kw)
+
+    def whole(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the log was read whole")
+
+    with pytest.MonkeyPatch.context() as mp:
+        if log.height > bucket:  # else the log is small and read whole
+            mp.setattr(peira.io, "read_responses", whole)
+        got = LocalEngine(bucket_rows=bucket).run_sums(d, cases, **kw)
+    assert got.frame.equals(one.frame), spec
+    assert got.samples.equals(one.samples), spec
+    assert got.frame["n_pairs"].sum() == log.select("run_id", "case_id", "sample").n_unique()
+    if absent and spec["n_runs"] > 1:
+        assert got.frame.filter(pl.col("_absent") == "run1")["n_pairs"].sum() > 0
+
+
+def test_run_sums_of_a_large_log_that_breaks_a_rule_name_it_as_one_pass_does(
+    small: tuple[pl.DataFrame, pl.DataFrame], tmp_path: Path
+) -> None:
+    cases, log = small
+    bad = log.with_columns(
+        pl.when(pl.int_range(pl.len()) == 9).then(pl.lit("m-other")).otherwise(pl.col("model"))
+        .alias("model")
+    )  # fmt: skip
+    path = write(bad, tmp_path)
+    errors = []
+    for bucket in (10**12, 5):
+        with pytest.raises(ValidationError) as err:
+            LocalEngine(bucket_rows=bucket).run_sums(path, cases)
+        errors.append(err.value.failures)
+    assert errors[0].equals(errors[1])
+    hit = errors[0].filter(pl.col("column") == "model")
+    assert hit["check"].str.starts_with("model_constant").any() and hit["source"][0] == str(path)
+
+
+def test_bucket_rows_is_a_whole_number() -> None:
+    from peira.errors import PeiraValueError
+
+    assert repr(LocalEngine()) == "LocalEngine()"
+    assert repr(LocalEngine(bucket_rows=5)) == "LocalEngine(bucket_rows=5)"
+    for bad in (0, -1, 2.5, True, "10"):
+        with pytest.raises(PeiraValueError, match="bucket_rows must be a whole number"):
+            LocalEngine(bucket_rows=bad)  # type: ignore[arg-type]

@@ -29,9 +29,32 @@ class LocalEngine:
     :func:`peira.io.read_responses`, which names every violation, and
     :func:`peira.metrics.frame.scan_cluster_sums`; so does a frame (validated
     with :func:`peira.schema.validate_responses`).
+
+    Run sums (:meth:`run_sums`: the leaderboard, comparisons and tables) need
+    every pair, to tell which runs lack a case. A log of more than
+    ``bucket_rows`` rows is first checked by the streaming pass above, then
+    paired and summed a stretch of cases at a time (every run's rows of those
+    cases, read back with a filter on ``case_id``), and the stretches' sums
+    added up; memory holds one stretch's rows, not the log's. Sums are whole
+    or half numbers (or severity weights times them), so adding them up in
+    stretches gives the same floats as one pass.
+
+    Parameters
+    ----------
+    bucket_rows
+        Rows of a log above which :meth:`run_sums` works a stretch of cases at
+        a time, and about how many rows a stretch holds (a log's rows are
+        assumed spread evenly over its cases).
     """
 
     name = "local"
+
+    def __init__(self, bucket_rows: int = 2_000_000) -> None:
+        if isinstance(bucket_rows, bool) or not isinstance(bucket_rows, int) or bucket_rows < 1:
+            from ..errors import PeiraValueError
+
+            raise PeiraValueError(f"bucket_rows must be a whole number >= 1, not {bucket_rows!r}")
+        self.bucket_rows = bucket_rows
 
     def cluster_sums(
         self,
@@ -77,6 +100,9 @@ class LocalEngine:
         from ..schema import validate_responses
 
         if isinstance(responses, str | os.PathLike):
+            got = _bucketed(responses, cases, cluster, delta, missing, self.bucket_rows)
+            if got is not None:
+                return got
             log = read_responses(responses, cases=cases)
         else:
             log = validate_responses(as_polars(responses, name="responses"), cases=cases)
@@ -84,7 +110,83 @@ class LocalEngine:
         return RunSums.of(pairs, cluster=cluster)
 
     def __repr__(self) -> str:
-        return "LocalEngine()"
+        return (
+            "LocalEngine()"
+            if self.bucket_rows == 2_000_000
+            else (f"LocalEngine(bucket_rows={self.bucket_rows})")
+        )
+
+
+def _bucketed(
+    path: str | os.PathLike[str],
+    cases: pl.DataFrame,
+    cluster: str,
+    delta: float,
+    missing: Missing,
+    bucket_rows: int,
+) -> RunSums | None:
+    """A large log's run sums, a stretch of cases at a time (class notes); None where
+    the log is small, or the streaming pass does not read it or finds it breaks a
+    rule (the caller then reads it whole, and names every violation)."""
+    import polars as pl
+    import pyarrow.parquet as pq
+
+    from ..io import parquet_files
+    from ..metrics.summary import KEYS, SAMPLE_KEYS, RunSums, sample_counts, summarise
+    from ..pairs import build_pairs
+    from ..schema import conform
+
+    files = parquet_files(path)
+    try:
+        schemas = [pq.read_schema(f) for f in files]
+        n_rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+    except Exception:  # unreadable: the general path says which file and why
+        return None
+    if n_rows <= bucket_rows or any(not s.equals(schemas[0]) for s in schemas[1:]):
+        return None
+    # the streaming pass checks every rule of the data model, cross-row ones too
+    if _streamed(path, cases, ["split"], cluster, delta, missing) is None:
+        return None
+    scan = pl.scan_parquet([str(f) for f in files])
+    runs = scan.select(pl.col("run_id").unique()).collect()["run_id"].to_list()
+    # stretches of cases of about bucket_rows rows each, in the cases table's order
+    per_case = (
+        cases.select("case_id")
+        .join(scan.group_by("case_id").len().collect(), on="case_id", how="inner")
+        .filter(pl.col("len") > 0)
+    )
+    stretch = ((per_case["len"].cum_sum() - per_case["len"]) // bucket_rows).alias("stretch")
+    stretches = (
+        per_case.with_columns(stretch).group_by("stretch", maintain_order=True).agg("case_id")
+    )
+    sums: list[pl.DataFrame] = []
+    samples: list[pl.DataFrame] = []
+    seen = 0
+    for part in stretches["case_id"]:
+        rows = scan.filter(pl.col("case_id").is_in(part.implode())).collect()
+        seen += rows.height
+        pairs = build_pairs(conform(rows, "responses"), cases, delta=delta, missing=missing)
+        sums.append(summarise(pairs, cluster=cluster, runs=runs))
+        samples.append(sample_counts(pairs))
+    if seen != n_rows:  # cannot be: the streaming pass found every row's case known
+        raise AssertionError(f"{path}: {seen:,} of {n_rows:,} rows read back by case")
+    return RunSums(_add_up(sums, [*KEYS, cluster, "_absent"]), _add_up(samples, list(SAMPLE_KEYS)),
+                   cluster, observed=True)  # fmt: skip
+
+
+def _add_up(parts: list[pl.DataFrame], keys: list[str]) -> pl.DataFrame:
+    """Stretches' sums added up by their keys, in the order and types of one pass."""
+    import polars as pl
+
+    first = parts[0]
+    values = [c for c in first.columns if c not in keys]
+    return (
+        pl.concat(parts)
+        .group_by(keys)
+        .agg(pl.col(c).sum().cast(first.schema[c]) for c in values)
+        .select(first.columns)
+        .sort(keys, nulls_last=False)
+    )
 
 
 def _streamed(
