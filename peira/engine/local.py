@@ -43,8 +43,8 @@ class LocalEngine:
     ----------
     bucket_rows
         Rows of a log above which :meth:`run_sums` works a stretch of cases at
-        a time, and about how many rows a stretch holds (a log's rows are
-        assumed spread evenly over its cases).
+        a time; a stretch holds at most that many rows plus one case's (cases
+        are taken in the cases table's order, counting each one's rows).
     """
 
     name = "local"
@@ -110,11 +110,9 @@ class LocalEngine:
         return RunSums.of(pairs, cluster=cluster)
 
     def __repr__(self) -> str:
-        return (
-            "LocalEngine()"
-            if self.bucket_rows == 2_000_000
-            else (f"LocalEngine(bucket_rows={self.bucket_rows})")
-        )
+        if self.bucket_rows == 2_000_000:
+            return "LocalEngine()"
+        return f"LocalEngine(bucket_rows={self.bucket_rows})"
 
 
 def _bucketed(
@@ -150,10 +148,8 @@ def _bucketed(
     scan = pl.scan_parquet([str(f) for f in files])
     runs = scan.select(pl.col("run_id").unique()).collect()["run_id"].to_list()
     # stretches of cases of about bucket_rows rows each, in the cases table's order
-    per_case = (
-        cases.select("case_id")
-        .join(scan.group_by("case_id").len().collect(), on="case_id", how="inner")
-        .filter(pl.col("len") > 0)
+    per_case = cases.select("case_id").join(
+        scan.group_by("case_id").len().collect(), on="case_id", how="inner"
     )
     stretch = ((per_case["len"].cum_sum() - per_case["len"]) // bucket_rows).alias("stretch")
     stretches = (
