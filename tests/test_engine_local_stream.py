@@ -141,8 +141,13 @@ def logs(draw: st.DrawFn) -> dict[str, Any]:
     }
 
 
-def build(spec: dict[str, Any], root: Path) -> tuple[pl.DataFrame, pl.DataFrame, Path]:
+def build(
+    spec: dict[str, Any], root: Path, lacking: int = 0
+) -> tuple[pl.DataFrame, pl.DataFrame, Path]:
+    """The log of ``spec`` written as files; ``run1`` lacks the first ``lacking`` cases."""
     cases, log = sampled_log(spec["seed"], spec["n_runs"], spec["samples"], spec["drop"])
+    absent = cases["case_id"].head(lacking).implode()
+    log = log.filter(~((pl.col("run_id") == "run1") & pl.col("case_id").is_in(absent)))
     log = log.sort("run_id", "case_id", "sample", "arm")
     if spec["order"] == "shuffled":
         log = log.sample(fraction=1.0, shuffle=True, seed=spec["seed"])
@@ -418,17 +423,11 @@ def test_run_sums_a_stretch_of_cases_at_a_time_equal_one_pass(
 ) -> None:
     """A log over ``bucket_rows`` rows is paired and summed a stretch of cases at a time:
     the same run sums and sample counts as the whole log in one pass, bit for bit, with
-    runs that lack some cases (``_absent``), dropped arms, several samples and files."""
+    runs that lack some cases (``_absent``), dropped arms, several samples and files, in
+    any row order."""
     import peira.io
 
-    cases, log = sampled_log(spec["seed"], spec["n_runs"], spec["samples"], spec["drop"])
-    lacking = cases["case_id"].head(absent).implode()
-    log = log.filter(~((pl.col("run_id") == "run1") & pl.col("case_id").is_in(lacking)))
-    d = tmp_path_factory.mktemp("r") / "log"
-    d.mkdir()
-    k = spec["files"]
-    for i, part in enumerate(log.iter_slices(-(-log.height // k))):
-        part.write_parquet(d / f"part-{i}.parquet")
+    cases, log, d = build(spec, tmp_path_factory.mktemp("r"), lacking=absent)
     kw: dict[str, Any] = {"cluster": spec["cluster"], "missing": "malformed"}
     one = LocalEngine(bucket_rows=10**12).run_sums(d, cases, **kw)
 

@@ -35,9 +35,8 @@ class LocalEngine:
     ``bucket_rows`` rows is first checked by the streaming pass above, then
     paired and summed a stretch of cases at a time (every run's rows of those
     cases, read back with a filter on ``case_id``), and the stretches' sums
-    added up; memory holds one stretch's rows, not the log's. Sums are whole
-    or half numbers (or severity weights times them), so adding them up in
-    stretches gives the same floats as one pass.
+    added up (:meth:`peira.metrics.summary.RunSums.add_up`: the same floats as
+    one pass); memory holds one stretch's rows, not the log's.
 
     Parameters
     ----------
@@ -130,16 +129,19 @@ def _bucketed(
     import pyarrow.parquet as pq
 
     from ..io import parquet_files
-    from ..metrics.summary import KEYS, SAMPLE_KEYS, RunSums, sample_counts, summarise
+    from ..metrics.summary import RunSums
     from ..pairs import build_pairs
     from ..schema import conform
 
     files = parquet_files(path)
     try:
-        schemas = [pq.read_schema(f) for f in files]
-        n_rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+        opened = [pq.ParquetFile(f) for f in files]
     except Exception:  # unreadable: the general path says which file and why
         return None
+    schemas = [f.schema_arrow for f in opened]
+    n_rows = sum(f.metadata.num_rows for f in opened)
+    for f in opened:
+        f.close()
     if n_rows <= bucket_rows or any(not s.equals(schemas[0]) for s in schemas[1:]):
         return None
     # the streaming pass checks every rule of the data model, cross-row ones too
@@ -155,34 +157,16 @@ def _bucketed(
     stretches = (
         per_case.with_columns(stretch).group_by("stretch", maintain_order=True).agg("case_id")
     )
-    sums: list[pl.DataFrame] = []
-    samples: list[pl.DataFrame] = []
+    parts: list[RunSums] = []
     seen = 0
     for part in stretches["case_id"]:
         rows = scan.filter(pl.col("case_id").is_in(part.implode())).collect()
         seen += rows.height
         pairs = build_pairs(conform(rows, "responses"), cases, delta=delta, missing=missing)
-        sums.append(summarise(pairs, cluster=cluster, runs=runs))
-        samples.append(sample_counts(pairs))
+        parts.append(RunSums.of(pairs, cluster=cluster, runs=runs))
     if seen != n_rows:  # cannot be: the streaming pass found every row's case known
         raise AssertionError(f"{path}: {seen:,} of {n_rows:,} rows read back by case")
-    return RunSums(_add_up(sums, [*KEYS, cluster, "_absent"]), _add_up(samples, list(SAMPLE_KEYS)),
-                   cluster, observed=True)  # fmt: skip
-
-
-def _add_up(parts: list[pl.DataFrame], keys: list[str]) -> pl.DataFrame:
-    """Stretches' sums added up by their keys, in the order and types of one pass."""
-    import polars as pl
-
-    first = parts[0]
-    values = [c for c in first.columns if c not in keys]
-    return (
-        pl.concat(parts)
-        .group_by(keys)
-        .agg(pl.col(c).sum().cast(first.schema[c]) for c in values)
-        .select(first.columns)
-        .sort(keys, nulls_last=False)
-    )
+    return RunSums.add_up(parts)
 
 
 def _streamed(

@@ -267,13 +267,8 @@ def _check_split(df: pl.DataFrame, ranges: _Ranges) -> None:
     keyed = df.filter(pl.all_horizontal(pl.col(c).is_not_null() for c in cols))
     for (file,), rows in keyed.partition_by("_file", as_dict=True).items():
         bounds = pieces.get((split, str(file)))
-        if bounds is not None:
-            lo, hi = bounds
-            after_hi = ~_lex_before(cols, hi) & pl.any_horizontal(
-                pl.col(c) != v for c, v in zip(cols, hi, strict=True)
-            )
-            if not rows.select((_lex_before(cols, lo) | after_hi).any()).item():
-                continue
+        if bounds is not None and rows.select(_within_expr(cols, [bounds]).all()).item():
+            continue
         raise PeiraError(
             f"Spark read {file} into other input splits than in its first pass (split "
             f"{split}): the log changed while it was read, or it does not split the same "
@@ -652,21 +647,18 @@ def _within(cols: Sequence[str], spans: list[tuple[tuple[str, ...], tuple[str, .
             lambda x, y: x & y, [F.col(c) == F.lit(v) for c, v in zip(cols, vals, strict=True)]
         )
 
-    def key_at_least(vals: Sequence[str]) -> Any:  # lexicographic >=, from the last column up
-        expr = F.col(cols[-1]) >= F.lit(vals[-1])
+    def key_beyond(vals: Sequence[str], above: bool) -> Any:
+        """Lexicographic >= (``above``) or <= ``vals``, from the last column up."""
+        col = F.col(cols[-1])
+        expr = col >= F.lit(vals[-1]) if above else col <= F.lit(vals[-1])
         for c, v in zip(cols[-2::-1], vals[-2::-1], strict=True):
-            expr = (F.col(c) > F.lit(v)) | ((F.col(c) == F.lit(v)) & expr)
-        return expr
-
-    def key_at_most(vals: Sequence[str]) -> Any:
-        expr = F.col(cols[-1]) <= F.lit(vals[-1])
-        for c, v in zip(cols[-2::-1], vals[-2::-1], strict=True):
-            expr = (F.col(c) < F.lit(v)) | ((F.col(c) == F.lit(v)) & expr)
+            past = F.col(c) > F.lit(v) if above else F.col(c) < F.lit(v)
+            expr = past | ((F.col(c) == F.lit(v)) & expr)
         return expr
 
     cond = fold(lambda x, y: x | y, [F.col(c).isNull() for c in cols])
     for lo, hi in spans:
-        cond = cond | (key_is(lo) if lo == hi else key_at_least(lo) & key_at_most(hi))
+        cond = cond | (key_is(lo) if lo == hi else key_beyond(lo, True) & key_beyond(hi, False))
     return cond
 
 

@@ -24,7 +24,9 @@ expects every case under each of them).
 Every column is a sum, so partial summaries of disjoint parts of a log (the
 partitions of a Spark job, each holding every pair of its cases) add up to the
 summary of the whole log: the Spark engine runs :func:`summarise` on each
-partition and adds the parts up (:meth:`peira.engine.spark.SparkEngine.run_sums`).
+partition and adds the parts up (:meth:`peira.engine.spark.SparkEngine.run_sums`),
+and the local engine does so for a large log a stretch of cases at a time
+(:meth:`RunSums.add_up`).
 All sums are counts or severity weights, exact in float64 in any order.
 """
 
@@ -169,6 +171,19 @@ def sample_counts(pairs: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     )
 
 
+def _add_up(parts: Sequence[pl.DataFrame], keys: list[str]) -> pl.DataFrame:
+    """Frames of sums added up by their keys, in the order and types of one frame."""
+    first = parts[0]
+    values = [c for c in first.columns if c not in keys]
+    return (
+        pl.concat(parts)
+        .group_by(keys)
+        .agg(pl.col(c).sum().cast(first.schema[c]) for c in values)
+        .select(first.columns)
+        .sort(keys, nulls_last=False)
+    )
+
+
 def _ratio(num: pl.Expr, den: pl.Expr) -> pl.Expr:
     return pl.when(den > 0).then(num / den)
 
@@ -203,14 +218,27 @@ class RunSums:
         *,
         cluster: str | None = "scenario_id",
         metrics: Sequence[str | RatioMetric] | None = None,
+        runs: Sequence[str] | None = None,
     ) -> RunSums:
-        """The summary of a pair table."""
+        """The summary of a pair table (``runs``: as :func:`summarise`)."""
         names = pairs.lazy().collect_schema().names()
         return cls(
-            summarise(pairs, cluster=cluster, metrics=metrics),
+            summarise(pairs, cluster=cluster, metrics=metrics, runs=runs),
             sample_counts(pairs),
             cluster,
             "arms" in names,
+        )
+
+    @classmethod
+    def add_up(cls, parts: Sequence[RunSums]) -> RunSums:
+        """The summary of a log from those of disjoint parts of it, each holding every
+        pair of its cases and made with the log's ``runs`` (see the module notes)."""
+        first = parts[0]
+        keys = [*KEYS, *([first.cluster] if first.cluster is not None else []), "_absent"]
+        return replace(
+            first,
+            frame=_add_up([p.frame for p in parts], keys),
+            samples=_add_up([p.samples for p in parts], list(SAMPLE_KEYS)),
         )
 
     # ------------------------------------------------------------ selections
