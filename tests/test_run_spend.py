@@ -20,6 +20,7 @@ from peira.adapters import Constant, OpenAICompatible
 from peira.cli import main
 from peira.io import Dataset, read_parquet, write_dataset
 from peira.run import BudgetExceeded, Decision, Request, parts_dir, plan_run, run
+from peira.run.rows import requests_for
 from peira.run.runner import MAX_RETRY_AFTER, retry_wait
 from peira.run.spend import estimate
 from peira.synth import generate
@@ -188,8 +189,8 @@ def test_max_cost_stops_before_the_limit_and_resumes(
     """With worker processes too: the runner's process keeps the budget."""
     out = tmp_path / "log.parquet"
     a = _oa(server, price_in=100.0, price_out=400.0)  # USD per million tokens
-    est = [estimate(a, Request("v", "choice", p, tuple(o), "{}")) for p, o in
-           zip(ds.variants["prompt"], ds.variants["options"], strict=True)]  # fmt: skip
+    # the runner's own requests (choice, score and abstain: their estimates differ)
+    est = [estimate(a, r) for r in requests_for(ds, b"k" * 32)[0]]
     limit = 0.25
     with pytest.raises(BudgetExceeded) as info:
         run(a, ds, out, max_cost_usd=limit, concurrency=4, progress=False, workers=workers)
