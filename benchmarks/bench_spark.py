@@ -166,6 +166,11 @@ def main() -> None:
         help="cluster_sums (what score reads, default) or run_sums (what leaderboard, "
         "compare and tables read; local-scan does not apply)",
     )
+    ap.add_argument(
+        "--layout",
+        default="sorted",
+        help="how the log was written, for the record (e.g. 'shuffled, one case per cluster')",
+    )
     args = ap.parse_args()
     import polars as pl
 
@@ -203,7 +208,7 @@ def main() -> None:
     lines = [
         f"# Spark `local[2]` beside the local engine: log → {what}",
         "",
-        f"Log: {n_rows:,} rows (`benchmarks/biglog.py`, sorted), grouped by {grouping} "
+        f"Log: {n_rows:,} rows (`benchmarks/biglog.py`, {args.layout}), grouped by {grouping} "
         f"({first['rows']:,} rows of sums). Each engine in a fresh process; "
         f"memory is the peak resident size of the whole process tree, CPU its user + "
         f"system time (sampled every 0.2 s). Spark: "
