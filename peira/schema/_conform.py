@@ -12,16 +12,14 @@ import numpy as np
 import polars as pl
 from polars._typing import PolarsDataType
 
-from ._rules import EXTENSIONS as _EXTENSIONS
-from ._rules import OPTIONAL as _OPTIONAL
-from ._rules import SCHEMAS as _SCHEMAS
+from ._rules import EXTENSIONS, OPTIONAL, SCHEMAS
 
 __all__ = ["conform", "empty"]
 
 
 def empty(table: str) -> pl.DataFrame:
     """An empty frame with the columns and dtypes of ``table``."""
-    return pl.DataFrame(schema=_SCHEMAS[table])
+    return pl.DataFrame(schema=SCHEMAS[table])
 
 
 def _castable(src: PolarsDataType, dst: PolarsDataType) -> bool:
@@ -68,10 +66,10 @@ def conform(df: pl.DataFrame, table: str) -> pl.DataFrame:
     whole-number floats to integer and all-null columns are cast; anything
     else is left for validation to report. Columns are put in the canonical
     order, then the extension columns the frame carries
-    (:data:`RESPONSE_EXTENSIONS`), then any other column.
+    (:data:`RESPONSEEXTENSIONS`), then any other column.
     """
-    schema = _SCHEMAS[table]
-    known = {**schema, **_EXTENSIONS.get(table, {})}
+    schema = SCHEMAS[table]
+    known = {**schema, **EXTENSIONS.get(table, {})}
     exprs: list[pl.Expr] = []
     for name, dtype in known.items():
         if name in df.columns:
@@ -82,7 +80,7 @@ def conform(df: pl.DataFrame, table: str) -> pl.DataFrame:
                 exprs.append(pl.col(name).cast(dtype))
             else:
                 exprs.append(pl.col(name))
-        elif name in _OPTIONAL[table]:
-            exprs.append(pl.lit(_OPTIONAL[table][name], dtype=dtype).alias(name))
+        elif name in OPTIONAL[table]:
+            exprs.append(pl.lit(OPTIONAL[table][name], dtype=dtype).alias(name))
     extra = [c for c in df.columns if c not in known]
     return df.select(*exprs, *[pl.col(c) for c in extra])

@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from ..errors import ValidationError
-from ._rules import CHECK_COLUMN as _CHECK_COLUMN
-from ._rules import KEYS
+from ._rules import CHECK_COLUMN, KEYS
 
 if TYPE_CHECKING:
     from pandera.errors import SchemaErrors
@@ -33,6 +32,7 @@ __all__ = [
     "raise_if",
 ]
 
+#: The columns of a failures frame (:attr:`ValidationError.failures`).
 FAILURE_SCHEMA = {
     "table": pl.String(),
     "source": pl.String(),
@@ -42,19 +42,21 @@ FAILURE_SCHEMA = {
     "check": pl.String(),
     "value": pl.String(),
 }
-_FAILURE_SCHEMA = FAILURE_SCHEMA
 
 
 def fmt(value: Any) -> str:
+    """A cell's value as a failures frame shows it (``repr``; a list cell as a list)."""
     if isinstance(value, pl.Series):
         value = value.to_list()
     return repr(value)
 
 
+#: pandera's check names that a failures frame calls otherwise.
 _CHECK_RENAME = {"field_uniqueness": "unique", "str_length(1, None)": "non_empty"}
 
 
 def key_of(df: pl.DataFrame, table: str, row: int | None) -> str:
+    """The key columns of ``df``'s row ``row`` (``case_id='c1', arm='benign'``; "" if none)."""
     if row is None or row < 0 or row >= df.height:
         return ""
     parts = []
@@ -67,6 +69,12 @@ def key_of(df: pl.DataFrame, table: str, row: int | None) -> str:
 def from_pandera(
     err: SchemaErrors, df: pl.DataFrame, table: str, source: str, locations: pl.DataFrame | None
 ) -> pl.DataFrame:
+    """pandera's failure cases of ``df`` (conformed, as ``table``) as a failures frame.
+
+    ``locations`` (columns ``file``, ``row``), aligned with ``df``, maps each
+    row to the file and row it was read from; without it every row is in
+    ``source``.
+    """
     fc = err.failure_cases
     structural = fc.filter(
         pl.col("check").is_in(["column_in_dataframe", "column_in_schema"])
@@ -77,7 +85,7 @@ def from_pandera(
     )
     rows: list[dict[str, Any]] = []
     for rec in fc.iter_rows(named=True):
-        if structural and rec["index"] is None and rec["check"] in _CHECK_COLUMN:
+        if structural and rec["index"] is None and rec["check"] in CHECK_COLUMN:
             continue  # a table-level check that could not run on a mis-shaped table
         if rec["column"] in mistyped and not str(rec["check"]).startswith("dtype("):
             continue  # value checks of a column of the wrong type only repeat the dtype error
@@ -86,8 +94,8 @@ def from_pandera(
         if check.startswith("isin("):
             check = "value_in_set " + check[len("isin") :]
         column = str(rec["column"])
-        if rec["schema_context"] == "DataFrameSchema" and check in _CHECK_COLUMN:
-            column = _CHECK_COLUMN[check]
+        if rec["schema_context"] == "DataFrameSchema" and check in CHECK_COLUMN:
+            column = CHECK_COLUMN[check]
         row = rec["index"]
         value: str
         if row is not None and column in df.columns and 0 <= row < df.height:
@@ -121,12 +129,12 @@ def from_pandera(
                 "value": value,
             }
         )
-    return pl.DataFrame(rows, schema=_FAILURE_SCHEMA)
+    return pl.DataFrame(rows, schema=FAILURE_SCHEMA)
 
 
 def failures_frame(rows: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
     """Build a failures frame (the ``ValidationError.failures`` layout) from dicts."""
-    return pl.DataFrame(list(rows), schema=_FAILURE_SCHEMA)
+    return pl.DataFrame(list(rows), schema=FAILURE_SCHEMA)
 
 
 def describe_failures(failures: pl.DataFrame, *, examples: int = 3) -> str:

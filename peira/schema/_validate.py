@@ -54,7 +54,6 @@ def passes(df: pl.DataFrame, table: str) -> bool:
     pandera itself, which reports every violation.
     """
     rules = RULES[table]
-
     names = set(df.columns)
     if rules.strict and names - set(rules.columns):
         return False
