@@ -44,7 +44,13 @@ import polars as pl
 
 from ..metrics.ratios import RatioMetric
 from ..pairs import _SHIFT_TOL, CASE_COLUMNS, RULE_INPUTS, _default, pair_flags
-from ..schema import RESPONSE_EXTENSIONS, RESPONSES_SCHEMA, bounded, not_null
+from ..schema import (
+    CONTROL_CHARACTERS,
+    RESPONSE_EXTENSIONS,
+    RESPONSES_SCHEMA,
+    bounded,
+    not_null,
+)
 
 __all__ = ["stream_cluster_sums"]
 
@@ -68,7 +74,7 @@ _STRINGS = ("run_id", "model", "model_version", "case_id", "arm", "decision")
 #: (upper bound, closed) of each bounded column: [0, 1] or finite non-negative
 _BOUNDED = bounded("responses")
 _MAX_OPTIONS = 120  # an answer's code holds the decision's option in 7 bits
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL = re.compile(CONTROL_CHARACTERS)
 #: An answer's code: 1 + abstained + 2·malformed + 4·(no score) + 8·(option + 2 or 0),
 #: plus 1024 · the pair's shift class on the arm filed second.
 _RAW_STATES = 4096

@@ -23,6 +23,7 @@ from ._conform import conform, empty
 from ._failures import describe_failures, failures_frame, raise_if
 from ._rules import (
     CASES_SCHEMA,
+    CONTROL_CHARACTERS,
     EXTENSION_DEFAULTS,
     KEYS,
     PUBLISHED_SCHEMA,
@@ -53,6 +54,7 @@ __all__ = [
     "ARMS",
     "ARMS_DECLARED",
     "CASES_SCHEMA",
+    "CONTROL_CHARACTERS",
     "EXTENSION_DEFAULTS",
     "KEYS",
     "PRIMITIVES",
@@ -64,6 +66,7 @@ __all__ = [
     "SPLITS",
     "VARIANTS_SCHEMA",
     "Cases",
+    "Published",
     "Responses",
     "Variants",
     "bounded",

@@ -45,6 +45,7 @@ __all__ = [
     "BOUNDS",
     "CASES_SCHEMA",
     "CHECK_COLUMN",
+    "CONTROL_CHARACTERS",
     "EXTENSIONS",
     "EXTENSION_DEFAULTS",
     "KEYS",
@@ -66,7 +67,8 @@ __all__ = [
 
 Rule = Callable[[Any], pl.LazyFrame]
 
-_CONTROL = r"[\x00-\x1f\x7f-\x9f]"
+#: The characters an identifier may not hold (C0 and C1 controls, DEL).
+CONTROL_CHARACTERS = r"[\x00-\x1f\x7f-\x9f]"
 
 
 # ---------------------------------------------------------------- column checks
@@ -81,7 +83,7 @@ def _printable(data: Any) -> pl.LazyFrame:
     """No control character (ESC, CR, LF, NUL, ...): identifiers are shown in terminals
     and tables, where one could forge a row or rewrite the screen."""
     c = pl.col(data.key)
-    return data.lazyframe.select(c.is_null() | c.str.contains(_CONTROL).not_())
+    return data.lazyframe.select(c.is_null() | c.str.contains(CONTROL_CHARACTERS).not_())
 
 
 def _finite_non_negative(data: Any) -> pl.LazyFrame:
