@@ -1,6 +1,6 @@
 """The one-pass validation agrees with pandera: it passes a table iff pandera finds nothing.
 
-:func:`peira.schema._passes` reduces every rule of a model to one boolean and
+`peira.schema._validate.passes` reduces every rule of a model to one boolean and
 computes them together; only when it says no does pandera run (and report).
 The oracle is pandera itself, on good tables and on one bad table per rule.
 """
@@ -12,13 +12,16 @@ from typing import Any
 import polars as pl
 import pytest
 
-from peira.schema import _RULES, _models, _passes, conform
+from peira.schema import conform
+from peira.schema._pandera import models as _models
+from peira.schema._rules import RULES as _RULES
+from peira.schema._validate import passes as _passes
 from peira.synth import generate
 from tests.builders import case, make_cases, make_responses, make_variants, pair_rows, resp
 
 
 def _pandera_finds_nothing(df: pl.DataFrame, table: str) -> bool:
-    model = _models()[table]  # imports pandera through peira._pandera
+    model = _models()[table]  # built from the rule table; imports pandera through peira._pandera
     from pandera.errors import SchemaErrors
 
     try:
@@ -47,8 +50,8 @@ def test_the_rules_are_the_models_rules(table: str) -> None:
             mine.unique,
             mine.required,
         ), name
-        assert sorted(c.name for c in col.checks) == sorted(n for n, _ in mine.checks), name
-    assert sorted(c.name for c in schema.checks) == sorted(n for n, _ in rules.checks)
+        assert sorted(c.name for c in col.checks) == sorted(c.name for c in mine.checks), name
+    assert sorted(c.name for c in schema.checks) == sorted(c.name for c in rules.checks)
     assert bool(schema.strict) == rules.strict
     assert (tuple(schema.unique) if schema.unique else None) == rules.unique
     assert not schema.coerce

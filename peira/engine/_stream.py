@@ -44,7 +44,13 @@ import polars as pl
 
 from ..metrics.ratios import RatioMetric
 from ..pairs import _SHIFT_TOL, CASE_COLUMNS, RULE_INPUTS, _default, pair_flags
-from ..schema import RESPONSE_EXTENSIONS, RESPONSES_SCHEMA
+from ..schema import (
+    CONTROL_CHARACTERS,
+    RESPONSE_EXTENSIONS,
+    RESPONSES_SCHEMA,
+    bounded,
+    not_null,
+)
 
 __all__ = ["stream_cluster_sums"]
 
@@ -60,22 +66,15 @@ _STAGE_ROWS = 1 << 22
 _SWEEP_KEYS = 1 << 24
 #: A region of the key table: 2^16 slots (64 KB, and at most 256 KB of scores).
 _REGION_BITS = 16
-_REQUIRED = (
-    "run_id",
-    "model",
-    "model_version",
-    "case_id",
-    "arm",
-    "sample",
-    "decision",
-    "abstained",
-    "malformed",
-)
+#: Columns no row may leave null (docs/spec/data-model.md), and with the decision the
+#: columns a log must carry for this path (it reads them without conforming).
+_NOT_NULL = not_null("responses")
+_REQUIRED = tuple(c for c in RESPONSES_SCHEMA if c in _NOT_NULL or c == "decision")
 _STRINGS = ("run_id", "model", "model_version", "case_id", "arm", "decision")
-_UNIT = ("score", "confidence")
-_NON_NEGATIVE = ("latency_ms", "tokens_in", "tokens_out", "cost_usd")
+#: (upper bound, closed) of each bounded column: [0, 1] or finite non-negative
+_BOUNDED = bounded("responses")
 _MAX_OPTIONS = 120  # an answer's code holds the decision's option in 7 bits
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL = re.compile(CONTROL_CHARACTERS)
 #: An answer's code: 1 + abstained + 2·malformed + 4·(no score) + 8·(option + 2 or 0),
 #: plus 1024 · the pair's shift class on the arm filed second.
 _RAW_STATES = 4096
@@ -351,10 +350,6 @@ def _accumulate(
     return out_r, out_g, n_pairs, out
 
 
-#: (upper bound, closed) of the values of a [0, 1] column and of a finite non-negative one
-_BOUNDS = {True: (1.0, True), False: (np.inf, False)}
-
-
 def _numbers(col: Any) -> tuple[np.ndarray, np.ndarray, int]:
     """An Arrow numeric array as its values (whatever a null row holds), its validity
     bitmap (empty: no nulls) and its offset in that bitmap, without copies."""
@@ -385,7 +380,7 @@ def _eligible(files: Sequence[Path]) -> dict[Path, list[str]] | None:
         for name, dtype in schema.items():
             if name in known and dtype != known[name]:
                 return None  # the general path conforms (or reports) other dtypes
-        out[f] = [*_REQUIRED, *[c for c in (*_UNIT, *_NON_NEGATIVE) if c in names]]
+        out[f] = [*_REQUIRED, *[c for c in _BOUNDED if c in names]]
     return out
 
 
@@ -575,14 +570,11 @@ class _Reducer:
         if n == 0:
             return
         col = {name: b.column(i) for i, name in enumerate(b.schema.names)}
-        for name in ("run_id", "model", "model_version", "case_id", "arm", "sample"):
+        for name in _NOT_NULL:
             if col[name].null_count:
                 raise _Violation
-        for name in ("abstained", "malformed"):
-            if col[name].null_count:
-                raise _Violation
-        for name in (*_UNIT, *_NON_NEGATIVE):
-            if name in col and not _in_range(*_numbers(col[name]), *_BOUNDS[name in _UNIT]):
+        for name, (hi, closed) in _BOUNDED.items():
+            if name in col and not _in_range(*_numbers(col[name]), hi, closed):
                 raise _Violation
 
         def values(name: str) -> list[Any]:

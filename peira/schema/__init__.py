@@ -1,0 +1,95 @@
+"""The data model (docs/spec/data-model.md): column types, the rule table, validation.
+
+Four tables are stored: ``cases`` (gold labels, never shown to a model),
+``variants`` (what a model may see), ``responses`` (the raw response log) and
+``published`` (figures a source publishes). Each has an ordered dtype mapping
+(``CASES_SCHEMA`` …), a pandera polars model (:class:`Cases` …, built from the
+rule table on first use) and a ``validate_*`` function that conforms dtypes,
+runs every check on materialised data and raises
+:class:`~peira.errors.ValidationError` whose message names the file, row, key,
+column and value of each violation.
+
+This module is a face. The rules are declared once, in :mod:`._rules`; the
+vocabularies and dtypes live in :mod:`._types`, the pandera models are built in
+:mod:`._pandera`, conforming is :mod:`._conform`, failure formatting
+:mod:`._failures` and validation :mod:`._validate`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._conform import conform, empty
+from ._failures import describe_failures, failures_frame, raise_if
+from ._rules import (
+    CASES_SCHEMA,
+    CONTROL_CHARACTERS,
+    EXTENSION_DEFAULTS,
+    KEYS,
+    PUBLISHED_SCHEMA,
+    RESPONSE_EXTENSIONS,
+    RESPONSES_SCHEMA,
+    VARIANTS_SCHEMA,
+    bounded,
+    not_null,
+)
+from ._types import ARMS, ARMS_DECLARED, PRIMITIVES, RESPONSE_KEY, SEVERITIES, SPLITS
+from ._validate import (
+    collect_failures,
+    validate_cases,
+    validate_published,
+    validate_responses,
+    validate_variants,
+)
+
+if TYPE_CHECKING:
+    import pandera.polars as pa
+
+    Cases: type[pa.DataFrameModel]
+    Variants: type[pa.DataFrameModel]
+    Responses: type[pa.DataFrameModel]
+    Published: type[pa.DataFrameModel]
+
+__all__ = [
+    "ARMS",
+    "ARMS_DECLARED",
+    "CASES_SCHEMA",
+    "CONTROL_CHARACTERS",
+    "EXTENSION_DEFAULTS",
+    "KEYS",
+    "PRIMITIVES",
+    "PUBLISHED_SCHEMA",
+    "RESPONSES_SCHEMA",
+    "RESPONSE_EXTENSIONS",
+    "RESPONSE_KEY",
+    "SEVERITIES",
+    "SPLITS",
+    "VARIANTS_SCHEMA",
+    "Cases",
+    "Published",
+    "Responses",
+    "Variants",
+    "bounded",
+    "collect_failures",
+    "conform",
+    "describe_failures",
+    "empty",
+    "failures_frame",
+    "not_null",
+    "raise_if",
+    "validate_cases",
+    "validate_published",
+    "validate_responses",
+    "validate_variants",
+]
+
+_MODELS = ("Cases", "Variants", "Responses", "Published")
+
+
+def __getattr__(name: str) -> Any:
+    """``Cases``, ``Variants``, ``Responses``, ``Published``: the pandera models, on demand."""
+    if name in _MODELS:
+        from ._pandera import models
+
+        return models()[name.lower()]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
