@@ -49,7 +49,7 @@ from peira.bootstrap import (
 )
 from peira.metrics.frame import cluster_sums
 from peira.metrics.ratios import RATIO_METRICS
-from peira.pairs import build_pairs
+from peira._pairs import build_pairs
 
 N_CASES, N_RUNS, B = 3000, 50, 10_000
 REPEATS = 7

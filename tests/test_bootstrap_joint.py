@@ -22,7 +22,7 @@ from peira.bootstrap.joint import joint_intervals
 from peira.bootstrap.nonratio import NonRatioJob
 from peira.bootstrap.ratio import RatioJob
 from peira.metrics.ratios import RatioMetric
-from peira.pairs import build_pairs
+from peira._pairs import build_pairs
 from peira.synth import generate
 from tests.builders import random_log
 

@@ -28,7 +28,7 @@ from peira.bootstrap import (
     replicates,
 )
 from peira.metrics.ratios import RATIO_METRICS, RatioMetric
-from peira.pairs import build_pairs
+from peira._pairs import build_pairs
 from peira.synth import generate
 from tests.builders import random_log
 

@@ -16,7 +16,7 @@ import pytest
 
 import peira
 from peira.cli import main
-from peira.pairs import build_pairs
+from peira._pairs import build_pairs
 
 B = ["--resamples", "500"]
 

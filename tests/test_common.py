@@ -25,7 +25,7 @@ import pytest
 from peira.cli import build_parser, main
 from peira.importers import IMPORTERS
 from peira.metrics import METRICS, metric_table
-from peira.pairs import build_pairs
+from peira._pairs import build_pairs
 from tests.builders import case, make_cases, make_responses, pair_rows, random_log
 
 # ============================================================ metrics

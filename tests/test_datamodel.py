@@ -20,7 +20,7 @@ from peira.bootstrap import paired_differences, plan_for_cases, ratio_intervals,
 from peira.errors import ValidationError
 from peira.metrics import RATIO_METRICS, metric_table
 from peira.metrics.gates import GateThresholds, ranking_gates
-from peira.pairs import build_pairs
+from peira._pairs import build_pairs
 from peira.ranking import head_to_head, leaderboard, pairwise
 from peira.schema import validate_cases, validate_responses
 from tests.builders import case, make_cases, resp

@@ -21,7 +21,7 @@ from peira.importers.cases import (
 )
 from peira.importers.transcript import read_transcript
 from peira.io import Dataset, read_dataset, write_dataset
-from peira.pairs import build_pairs
+from peira._pairs import build_pairs
 from peira.schema import CASES_SCHEMA, RESPONSES_SCHEMA, validate_cases, validate_responses
 from tests.builders import reference_dir
 

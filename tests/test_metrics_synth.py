@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from peira.metrics import metric_table
-from peira.pairs import build_pairs
+from peira._pairs import build_pairs
 from peira.synth import generate
 
 

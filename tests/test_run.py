@@ -245,7 +245,7 @@ def test_async_and_sync_adapters_agree(ds: Dataset, tmp_path: Path) -> None:
 
 def test_simulation_is_honest_without_an_oracle(ds: Dataset, tmp_path: Path) -> None:
     from peira.metrics import metric_table
-    from peira.pairs import build_pairs
+    from peira._pairs import build_pairs
 
     knows = _run(Simulated(ds, archetype="robust"), ds, tmp_path / "k.parquet", samples=2)
     with pytest.warns(PeiraWarning, match="no oracle: it answers uninformed"):

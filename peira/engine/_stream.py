@@ -43,7 +43,7 @@ import numpy as np
 import polars as pl
 
 from ..metrics.ratios import RatioMetric
-from ..pairs import _SHIFT_TOL, CASE_COLUMNS, RULE_INPUTS, _default, pair_flags
+from .._pairs import _SHIFT_TOL, CASE_COLUMNS, RULE_INPUTS, _default, pair_flags
 from ..schema import RESPONSE_EXTENSIONS, RESPONSES_SCHEMA
 
 __all__ = ["stream_cluster_sums"]

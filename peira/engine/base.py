@@ -9,7 +9,7 @@ if TYPE_CHECKING:
     import polars as pl
 
     from ..metrics.summary import RunSums
-    from ..pairs import Missing
+    from .._pairs import Missing
 
 __all__ = ["Engine"]
 

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     import polars as pl
 
     from ..metrics.summary import RunSums
-    from ..pairs import Missing
+    from .._pairs import Missing
 
 __all__ = ["LocalEngine"]
 
@@ -95,7 +95,7 @@ class LocalEngine:
         from .._frames import as_polars
         from ..io import read_responses
         from ..metrics.summary import RunSums
-        from ..pairs import build_pairs
+        from .._pairs import build_pairs
         from ..schema import validate_responses
 
         if isinstance(responses, str | os.PathLike):
@@ -130,7 +130,7 @@ def _bucketed(
 
     from ..io import parquet_files
     from ..metrics.summary import RunSums
-    from ..pairs import build_pairs
+    from .._pairs import build_pairs
     from ..schema import conform
 
     files = parquet_files(path)

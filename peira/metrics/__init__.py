@@ -2,7 +2,7 @@
 
 Ratio metrics (:mod:`.ratios`) are Σ numerator / Σ denominator over pairs;
 non-ratio metrics live in :mod:`.shift`, :mod:`.confidence` and
-:mod:`.calibration`; :mod:`.gates` holds the ranking gates and :mod:`.frame`
+:mod:`._calibration`; :mod:`.gates` holds the ranking gates and :mod:`.frame`
 the frame-level helpers that compute them all per run × group.
 
 Names load on first use (PEP 562): the registry (``METRICS``,
@@ -16,7 +16,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .calibration import calibration, reliability_bins
+    from ._calibration import calibration, reliability_bins
     from .confidence import NONRATIO_METRIC_NAMES, nonratio_metrics
     from .frame import cluster_sums, metric_table, ratio_table
     from .gates import GateThresholds, ranking_gates
@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 _WHERE = {
-    **dict.fromkeys(("calibration", "reliability_bins"), ".calibration"),
+    **dict.fromkeys(("calibration", "reliability_bins"), "._calibration"),
     **dict.fromkeys(("NONRATIO_METRIC_NAMES", "nonratio_metrics"), ".confidence"),
     **dict.fromkeys(("cluster_sums", "metric_table", "ratio_table"), ".frame"),
     **dict.fromkeys(("GateThresholds", "ranking_gates"), ".gates"),

@@ -515,7 +515,7 @@ def nonratio_metrics(
     Parameters
     ----------
     pairs
-        The pair table (:func:`peira.pairs.build_pairs`).
+        The pair table (:func:`peira._pairs.build_pairs`).
     by
         Extra grouping columns (e.g. ``"family"``), besides ``run_id``.
     min_n

@@ -7,8 +7,8 @@ from typing import Any, Literal
 
 import polars as pl
 
-from ..pairs import Missing, build_pairs, looks_sorted, scan_pairs
-from .calibration import Binning, calibration
+from .._pairs import Missing, build_pairs, looks_sorted, scan_pairs
+from ._calibration import Binning, calibration
 from .confidence import AUROC_MIN_CLASS, nonratio_metrics
 from .gates import GateThresholds, ranking_gates
 from .keys import group_keys
@@ -35,7 +35,7 @@ def ratio_table(
     Parameters
     ----------
     pairs
-        The pair table (:func:`peira.pairs.build_pairs`).
+        The pair table (:func:`peira._pairs.build_pairs`).
     by
         Extra grouping columns (e.g. ``"family"``), besides ``run_id``.
     metrics

@@ -79,7 +79,7 @@ def summarise(
     Parameters
     ----------
     pairs
-        A pair table (:func:`peira.pairs.build_pairs`); columns a hand-made
+        A pair table (:func:`peira._pairs.build_pairs`); columns a hand-made
         table lacks (``model``, ``family``, ``missing_arm`` …) count as null.
     cluster
         The cluster column (``scenario_id``, or ``case_id`` for a case
@@ -202,7 +202,7 @@ class RunSums:
         Its cluster column (None: no cluster key).
     observed
         Whether the pair table told what each run observed (an ``arms``
-        column, as :func:`peira.pairs.build_pairs` gives); without it the
+        column, as :func:`peira._pairs.build_pairs` gives); without it the
         leaderboard has no ``note`` (as :func:`peira.metrics.frame.observed`).
     """
 

@@ -42,7 +42,7 @@ class SealConfig:
     split
         Score only cases of this split (``"public"``, ``"holdout"``), or all (None).
     missing
-        Missing-arm policy of :func:`peira.pairs.build_pairs`.
+        Missing-arm policy of :func:`peira._pairs.build_pairs`.
     delta
         Shift-without-flip threshold δ.
     gates
@@ -151,7 +151,7 @@ def derive(
         method, fingerprint.
     """
     from ..metrics import GateThresholds, metric_table
-    from ..pairs import build_pairs
+    from .._pairs import build_pairs
 
     cases = dataset.cases
     if config.split is not None:

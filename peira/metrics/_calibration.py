@@ -308,7 +308,7 @@ def calibration(
     Parameters
     ----------
     pairs
-        The pair table (:func:`peira.pairs.build_pairs`).
+        The pair table (:func:`peira._pairs.build_pairs`).
     by
         Extra grouping columns (e.g. ``"family"``), besides ``run_id``.
     n_bins, binning

@@ -34,7 +34,6 @@ from typing import Literal
 
 import polars as pl
 
-from ._callable import make_callable
 from .errors import MissingArmsError, PeiraValueError, ValidationError
 from .schema import (
     CASES_SCHEMA,
@@ -508,6 +507,3 @@ def build_pairs(
                 incomplete,
             )
     return pairs
-
-
-make_callable(__name__, "pairs")  # peira.pairs(...) is the flat API function (peira/_callable.py)
