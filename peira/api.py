@@ -35,11 +35,11 @@ from ._frames import FrameLike, as_polars, is_frame
 from .errors import PeiraValueError, UnknownNameError
 
 if TYPE_CHECKING:
+    from ._pairs import Missing
     from .bootstrap import Method, ResamplePlan, Unit
     from .engine import Engine
     from .io import Dataset
     from .metrics.summary import RunSums
-    from ._pairs import Missing
     from .parse import ParserConfig
     from .ranking import Rule
     from .rescoring import RescoreResult

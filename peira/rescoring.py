@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 import polars as pl
 
-from .metrics import METRICS, RATIO_METRICS, metric_table
 from ._pairs import build_pairs
+from .metrics import METRICS, RATIO_METRICS, metric_table
 from .parse import ParserConfig, parse_responses, resolve_parser
 
 __all__ = ["RescoreResult", "rescore"]

@@ -17,6 +17,7 @@ import polars as pl
 import pytest
 from scipy import stats
 
+from peira._pairs import build_pairs
 from peira.bootstrap import (
     NONRATIO_INTERVAL_METRICS,
     FewClustersWarning,
@@ -38,7 +39,6 @@ from peira.metrics._calibration import calibration
 from peira.metrics.confidence import gate_confidence, nonratio_metrics
 from peira.metrics.frame import cluster_sums, ratio_table
 from peira.metrics.ratios import RATIO_METRICS, RatioMetric
-from peira._pairs import build_pairs
 from peira.synth import generate
 from tests.builders import random_log
 

@@ -15,6 +15,7 @@ from scipy.optimize import isotonic_regression
 from sklearn.isotonic import IsotonicRegression
 from sklearn.metrics import brier_score_loss
 
+from peira._pairs import build_pairs
 from peira.metrics._calibration import (
     calibration,
     calibration_test,
@@ -25,7 +26,6 @@ from peira.metrics._calibration import (
     expected_calibration_error,
     pav,
 )
-from peira._pairs import build_pairs
 from peira.synth import generate
 
 

@@ -15,8 +15,8 @@ import polars as pl
 import pytest
 
 import peira
-from peira.cli import main
 from peira._pairs import build_pairs
+from peira.cli import main
 
 B = ["--resamples", "500"]
 

@@ -15,6 +15,7 @@ import pytest
 from scipy import stats
 
 import peira.holdout as holdout_mod
+from peira._pairs import build_pairs
 from peira.cli import main
 from peira.errors import PeiraError
 from peira.holdout import (
@@ -28,7 +29,6 @@ from peira.holdout import (
     unblind,
 )
 from peira.io import Dataset, read_parquet, write_dataset, write_parquet
-from peira._pairs import build_pairs
 from peira.schema import RESPONSES_SCHEMA
 from tests.builders import case, make_cases, make_responses, make_variants, pair_rows
 

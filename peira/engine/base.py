@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     import polars as pl
 
-    from ..metrics.summary import RunSums
     from .._pairs import Missing
+    from ..metrics.summary import RunSums
 
 __all__ = ["Engine"]
 

@@ -58,8 +58,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame as SparkDataFrame
     from pyspark.sql import SparkSession
 
-    from ..metrics.summary import RunSums
     from .._pairs import Missing
+    from ..metrics.summary import RunSums
 
 __all__ = ["SparkEngine", "java_problem"]
 

@@ -57,9 +57,9 @@ _WHERE = {
 
 def __getattr__(name: str) -> Any:
     if name == "score":  # renamed to ratio_table; kept for one release
-        from .frame import _deprecated_score
+        from .frame import deprecated_score
 
-        return _deprecated_score()
+        return deprecated_score()
     where = _WHERE.get(name)
     if where is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

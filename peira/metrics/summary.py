@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 import polars as pl
 
 from ..errors import PeiraValueError
+from ._common import ARMS_NOTES
 from .ratios import RATIO_METRICS, RatioMetric
 
 __all__ = ["KEYS", "SAMPLE_KEYS", "SEP", "RunSums", "sample_counts", "summarise"]
@@ -347,8 +348,6 @@ class RunSums:
     def notes(self) -> pl.DataFrame | None:
         """Per run: ``note``, what it did not observe (as :func:`peira.metrics.frame.observed`);
         None when the pair table did not tell (:attr:`observed`)."""
-        from .frame import ARMS_NOTES
-
         if not self.observed:
             return None
         arms_note = pl.col("arms").replace_strict(ARMS_NOTES, default=None, return_dtype=pl.String)

@@ -150,8 +150,8 @@ def derive(
         from the plan below, so that re-derivation checks the intervals too. ``bootstrap_plan``: n_resamples, seed, unit,
         method, fingerprint.
     """
-    from ..metrics import GateThresholds, metric_table
     from .._pairs import build_pairs
+    from ..metrics import GateThresholds, metric_table
 
     cases = dataset.cases
     if config.split is not None:
