@@ -55,7 +55,7 @@ import numpy.typing as npt
 import polars as pl
 
 from ..errors import PeiraKeyError, PeiraValueError
-from ..metrics._calibration import Binning, calibration, forecasts
+from ..metrics import Binning, calibration, forecasts
 from ..metrics.confidence import AUROC_MIN_CLASS, confidence_gate_auroc, gate_confidence
 from ..metrics.shift import mean_abs_score_shift, mean_confidence_erosion, mean_shift_toward_target
 from .intervals import (

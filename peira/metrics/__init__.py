@@ -16,7 +16,14 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._calibration import calibration, reliability_bins
+    from ._calibration import (
+        Binning,
+        calibration,
+        corp_calibration,
+        corp_reliability,
+        forecasts,
+        reliability_bins,
+    )
     from .confidence import NONRATIO_METRIC_NAMES, nonratio_metrics
     from .frame import cluster_sums, metric_table, ratio_table
     from .gates import GateThresholds, ranking_gates
@@ -28,11 +35,15 @@ __all__ = [
     "NONRATIO_METRIC_NAMES",
     "RATIO_METRICS",
     "SEVERITY_WEIGHTS",
+    "Binning",
     "GateThresholds",
     "MetricInfo",
     "RatioMetric",
     "calibration",
     "cluster_sums",
+    "corp_calibration",
+    "corp_reliability",
+    "forecasts",
     "metric_table",
     "nonratio_metrics",
     "ranking_gates",
@@ -44,7 +55,17 @@ __all__ = [
 ]
 
 _WHERE = {
-    **dict.fromkeys(("calibration", "reliability_bins"), "._calibration"),
+    **dict.fromkeys(
+        (
+            "Binning",
+            "calibration",
+            "corp_calibration",
+            "corp_reliability",
+            "forecasts",
+            "reliability_bins",
+        ),
+        "._calibration",
+    ),
     **dict.fromkeys(("NONRATIO_METRIC_NAMES", "nonratio_metrics"), ".confidence"),
     **dict.fromkeys(("cluster_sums", "metric_table", "ratio_table"), ".frame"),
     **dict.fromkeys(("GateThresholds", "ranking_gates"), ".gates"),

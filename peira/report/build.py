@@ -34,6 +34,7 @@ from typing import Any
 
 import polars as pl
 
+from .._writes import umask
 from ..errors import (
     OutputExistsError,
     PeiraError,
@@ -42,7 +43,7 @@ from ..errors import (
     PublicationLeakError,
 )
 from ..integrity.hashes import dataset_hash, results_hash
-from ..io import Dataset, atomic_dir, atomic_path, umask
+from ..io import Dataset, atomic_dir, atomic_path
 from .figures import FIGURES, FORMATS, matplotlib_available, render_figure
 from .html import render_html
 from .render import latex_document_inputs, to_csv, to_latex, to_markdown

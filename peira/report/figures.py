@@ -24,7 +24,7 @@ import polars as pl
 from .. import plot
 from .._registry import Registry
 from ..errors import PeiraValueError
-from ..metrics._calibration import corp_reliability
+from ..metrics import corp_reliability
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -338,7 +338,7 @@ class ReportContext:
     @cached_property
     def corp(self) -> pl.DataFrame:
         """CORP calibration per run × arm: debiased ECE, the test's p-value, MCB/DSC/UNC."""
-        from ..metrics._calibration import corp_calibration
+        from ..metrics import corp_calibration
 
         return corp_calibration(self.pairs, seed=self.config.seed)
 

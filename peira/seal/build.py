@@ -232,7 +232,7 @@ def build_artifact(
         The ``artifact.json`` object (payload plus ``lock``) and the run's
         responses, sorted by key, as written to ``responses.parquet``.
     """
-    from .. import __version__
+    from .._version import __version__
 
     cfg = config or SealConfig()
     rows = _run_rows(responses, run_id)
