@@ -316,3 +316,16 @@ def test_every_name_in_all_exists() -> None:
         assert len(names) == len(set(names)), f"{m.name}.__all__ repeats a name"
         missing += [f"{m.name}.{n}" for n in names if not _exists(f"{m.name}.{n}")]
     assert missing == [], "names in __all__ that the module does not define"
+
+
+def test_docs_describe_the_same_layers() -> None:
+    """docs/extending.md#the-layers lists the rooms of :data:`LAYERS`, layer by layer."""
+    text = (ROOT.parent / "docs" / "extending.md").read_text(encoding="utf-8")
+    section = text.split("## The layers", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|") for line in section.splitlines() if line.startswith("| ")]
+    documented = tuple(
+        tuple(name.strip().strip("`") for name in cells[2].split(","))
+        for cells in rows
+        if cells[1].strip().isdigit()
+    )
+    assert documented == LAYERS
