@@ -41,6 +41,7 @@ from scipy import stats
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from biglog import make_cases, make_log
 
+from peira._pairs import build_pairs
 from peira.bootstrap import (
     paired_differences,
     plan_for_cases,
@@ -49,7 +50,6 @@ from peira.bootstrap import (
 )
 from peira.metrics.frame import cluster_sums
 from peira.metrics.ratios import RATIO_METRICS
-from peira.pairs import build_pairs
 
 N_CASES, N_RUNS, B = 3000, 50, 10_000
 REPEATS = 7

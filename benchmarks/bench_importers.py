@@ -32,11 +32,11 @@ from pathlib import Path
 
 import polars as pl
 
+from peira._pairs import build_pairs
 from peira.bootstrap import plan_for_cases
 from peira.importers.jailbreakbench import read_jailbreakbench
 from peira.importers.textattack import read_summary, read_textattack
 from peira.metrics import metric_table
-from peira.pairs import build_pairs
 from peira.ranking import leaderboard
 
 TA = "/work/.mirror/QData+TextAttack-Search-Benchmark/repo"

@@ -109,8 +109,8 @@ def pandas_table(pairs: pd.DataFrame, *, auroc: bool = True) -> pd.DataFrame:
 
 
 def bench_table() -> dict[str, float]:
+    from peira._pairs import build_pairs
     from peira.metrics import metric_table, ratio_table
-    from peira.pairs import build_pairs
     from peira.synth import generate
 
     bench = generate(3000, 50, seed=1)

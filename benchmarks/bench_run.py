@@ -107,7 +107,7 @@ def _log_1m() -> tuple[Path, Path]:
 
 def bench_rescore(lines: list[str]) -> None:
     from peira.io import read_dataset, read_responses
-    from peira.parse import rescore
+    from peira.rescoring import rescore
 
     d, log_path = _log_1m()
     t = time.perf_counter()

@@ -37,8 +37,8 @@ import numpy as np
 import polars as pl
 from scipy import optimize, special
 
+from peira._pairs import build_pairs
 from peira.bootstrap import plan_for_cases, ratio_intervals, wilson_interval
-from peira.pairs import build_pairs
 from peira.schema import CASES_SCHEMA, RESPONSES_SCHEMA
 
 GH_X, GH_W = np.polynomial.hermite_e.hermegauss(120)

@@ -146,7 +146,7 @@ def controlled(n_reps: int, n_resamples: int, seed: int) -> list[dict[str, Any]]
 
 
 def synthetic(n_seeds: int, n_resamples: int) -> dict[str, Any]:
-    from peira.pairs import build_pairs
+    from peira._pairs import build_pairs
     from peira.synth import generate
 
     flags: list[bool] = []

@@ -84,15 +84,22 @@ __all__ = [
     "write_parquet",
 ]
 
-#: Flat API functions that share their name with a module of the package: the
-#: attribute is the module, made callable as the function (peira/_callable.py).
-_CALLABLE_MODULES = ("compare", "pairs")
-
 #: Public name → the module that defines it.
 _WHERE = {
     "__version__": "._version",
     **dict.fromkeys(
-        ("flips", "leaderboard", "read_log", "rescore", "score", "tables", "validate"), ".api"
+        (
+            "compare",
+            "flips",
+            "leaderboard",
+            "pairs",
+            "read_log",
+            "rescore",
+            "score",
+            "tables",
+            "validate",
+        ),
+        ".api",
     ),
     **dict.fromkeys(
         (
@@ -131,8 +138,6 @@ _SUBMODULES = ("plot",)
 def __getattr__(name: str) -> Any:
     if name in _SUBMODULES:
         return import_module(f".{name}", __name__)
-    if name in _CALLABLE_MODULES:
-        return import_module(f".{name}", __name__)  # binds peira.<name> to the module
     where = _WHERE.get(name)
     if where is None:
         raise AttributeError(f"module 'peira' has no attribute {name!r}")

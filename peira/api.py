@@ -35,11 +35,11 @@ from ._frames import FrameLike, as_polars, is_frame
 from .errors import PeiraValueError, UnknownNameError
 
 if TYPE_CHECKING:
+    from ._pairs import Missing
     from .bootstrap import Method, ResamplePlan, Unit
     from .engine import Engine
     from .io import Dataset
     from .metrics.summary import RunSums
-    from .pairs import Missing
     from .parse import ParserConfig
     from .ranking import Rule
     from .rescoring import RescoreResult
@@ -170,7 +170,7 @@ def pairs_and_cases(
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(pairs, cases) of ``split`` (every split when ``"all"``): the pair table and the
     cases a resample plan of that split is drawn over."""
-    from .pairs import build_pairs
+    from ._pairs import build_pairs
 
     _engine(engine, "the pair table")
     _split(split)
@@ -400,7 +400,7 @@ def flips(
     >>> f.group_by("reason").len().sort("reason").rows()
     [('abstention_flip', 363), ('decision_flip', 31), ('malformed_flip', 6)]
     """
-    from .pairs import build_pairs
+    from ._pairs import build_pairs
     from .report.flips import flipped_pairs
 
     _engine(engine)

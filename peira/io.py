@@ -28,7 +28,6 @@ from ._writes import (
     check_output,
     is_peira_file,
     output_lock,
-    umask,
 )
 from .errors import DataFileError, ValidationError
 from .schema import (
@@ -47,6 +46,7 @@ __all__ = [
     "check_output",
     "dataset_owner",
     "demo_dir",
+    "hive_values",
     "incomplete_pairs",
     "is_peira_file",
     "output_lock",
@@ -96,9 +96,6 @@ def demo_dir() -> Path:
 
 
 # ---------------------------------------------------------------- writing
-
-
-_umask = umask  # kept for modules that import the old private name
 
 
 def write_parquet(df: pl.DataFrame, path: PathLike) -> Path:
@@ -294,7 +291,7 @@ def read_responses(
     return out
 
 
-def _hive_values(root: Path, file: Path) -> dict[str, str]:
+def hive_values(root: Path, file: Path) -> dict[str, str]:
     """``key=value`` directories between ``root`` and ``file`` (values percent-decoded)."""
     from urllib.parse import unquote
 
@@ -325,7 +322,7 @@ def _partition_frames(root: Path, files: list[Path]) -> tuple[list[pl.LazyFrame]
         lf = pl.scan_parquet(f)
         names = set(lf.collect_schema().names())
         add = []
-        for key, value in _hive_values(root, f).items():
+        for key, value in hive_values(root, f).items():
             if key in names:
                 checks.append((f, key, value))
                 continue

@@ -2,7 +2,7 @@
 
 It sits above :mod:`peira.metrics` (parsing itself does not need it):
 :func:`rescore` runs :func:`peira.parse.parse_responses`, then
-:func:`peira.pairs.build_pairs` and :func:`peira.metrics.metric_table` on
+:func:`peira._pairs.build_pairs` and :func:`peira.metrics.metric_table` on
 the logged and the re-parsed decisions.
 """
 
@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 import polars as pl
 
+from ._pairs import build_pairs
 from .metrics import METRICS, RATIO_METRICS, metric_table
-from .pairs import build_pairs
 from .parse import ParserConfig, parse_responses, resolve_parser
 
 __all__ = ["RescoreResult", "rescore"]
@@ -97,7 +97,7 @@ def rescore(
     parser
         As in :func:`parse_responses` (default ``"auto"``).
     missing, delta
-        Passed to :func:`peira.pairs.build_pairs`.
+        Passed to :func:`peira._pairs.build_pairs`.
 
     Returns
     -------
@@ -105,7 +105,7 @@ def rescore(
 
     Notes
     -----
-    Pairs and metrics are rebuilt with :func:`peira.pairs.build_pairs` and
+    Pairs and metrics are rebuilt with :func:`peira._pairs.build_pairs` and
     :func:`peira.metrics.metric_table` from both the logged and the
     re-parsed decisions. Runs none of whose rows changed are not
     recomputed: their re-parsed metrics are the logged ones.

@@ -1108,7 +1108,7 @@ def _malformed_rows_check(ws: Path, res: Result) -> str | None:
 
 def keep_only_unflipped(log: pl.DataFrame, cases: pl.DataFrame, run: str) -> pl.DataFrame:
     """``run``'s log without every case it flipped (a run that 'lost' its failures)."""
-    from peira.pairs import build_pairs
+    from peira._pairs import build_pairs
 
     pairs = build_pairs(log.filter(pl.col("run_id") == run), cases)
     flipped = pairs.filter(pl.col("flipped"))["case_id"].unique()

@@ -348,7 +348,7 @@ def test_runner_retries_transient_errors_and_not_other_4xx(
 def test_a_run_rescored_with_its_parser_changes_nothing(
     server: ChatServer, keyed: None, small: Dataset, tmp_path: Path
 ) -> None:
-    from peira.parse import rescore
+    from peira.rescoring import rescore
 
     server.add_faults(Reply(refusal="No."), Reply(finish_reason="content_filter"))
     res = run(_adapter(server), small, tmp_path / "log.parquet", samples=2, progress=False)

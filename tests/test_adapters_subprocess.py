@@ -125,7 +125,7 @@ def test_text_answers_are_parsed_and_the_kit_passes(ds: Dataset, tmp_path: Path)
     assert (log["decision"] == log["want"]).all() and (log["tokens_out"] == 5).all()
     assert report.ok
     # JSON answers keep the answer line as raw_text, so rescoring changes nothing
-    from peira.parse import rescore
+    from peira.rescoring import rescore
 
     b = _adapter()
     try:

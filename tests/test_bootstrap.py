@@ -17,6 +17,7 @@ import polars as pl
 import pytest
 from scipy import stats
 
+from peira._pairs import build_pairs
 from peira.bootstrap import (
     NONRATIO_INTERVAL_METRICS,
     FewClustersWarning,
@@ -34,11 +35,10 @@ from peira.bootstrap import (
     replicates,
     wilson_interval,
 )
-from peira.metrics.calibration import calibration
+from peira.metrics._calibration import calibration
 from peira.metrics.confidence import gate_confidence, nonratio_metrics
 from peira.metrics.frame import cluster_sums, ratio_table
 from peira.metrics.ratios import RATIO_METRICS, RatioMetric
-from peira.pairs import build_pairs
 from peira.synth import generate
 from tests.builders import random_log
 
@@ -270,7 +270,7 @@ def _fingerprint_of(frame: pl.DataFrame) -> str:
 _SUBPROCESS = """
 import hashlib, json, polars as pl
 from peira.bootstrap import plan_for_cases, ratio_intervals
-from peira.pairs import build_pairs
+from peira._pairs import build_pairs
 from tests.builders import random_log
 cases, log = random_log(11, n_cases=120, n_runs=3)
 pairs = build_pairs(log, cases)

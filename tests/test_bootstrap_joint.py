@@ -15,6 +15,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from peira._pairs import build_pairs
 from peira.bootstrap import nonratio_intervals, plan_for_cases, ratio_intervals
 from peira.bootstrap import plan as plan_module
 from peira.bootstrap._kernels import count_types_block, pcg_state, sum_types_block
@@ -22,7 +23,6 @@ from peira.bootstrap.joint import joint_intervals
 from peira.bootstrap.nonratio import NonRatioJob
 from peira.bootstrap.ratio import RatioJob
 from peira.metrics.ratios import RatioMetric
-from peira.pairs import build_pairs
 from peira.synth import generate
 from tests.builders import random_log
 

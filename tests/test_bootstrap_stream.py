@@ -17,6 +17,7 @@ import polars as pl
 import pytest
 
 import peira.bootstrap.plan as plan_module
+from peira._pairs import build_pairs
 from peira.bootstrap import (
     bootstrap,
     make_plan,
@@ -28,7 +29,6 @@ from peira.bootstrap import (
     replicates,
 )
 from peira.metrics.ratios import RATIO_METRICS, RatioMetric
-from peira.pairs import build_pairs
 from peira.synth import generate
 from tests.builders import random_log
 

@@ -15,7 +15,8 @@ from scipy.optimize import isotonic_regression
 from sklearn.isotonic import IsotonicRegression
 from sklearn.metrics import brier_score_loss
 
-from peira.metrics.calibration import (
+from peira._pairs import build_pairs
+from peira.metrics._calibration import (
     calibration,
     calibration_test,
     corp,
@@ -25,7 +26,6 @@ from peira.metrics.calibration import (
     expected_calibration_error,
     pav,
 )
-from peira.pairs import build_pairs
 from peira.synth import generate
 
 

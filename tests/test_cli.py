@@ -288,12 +288,12 @@ def test_tables_rejects_what_score_rejects(capsys: pytest.CaptureFixture[str]) -
 
 def test_a_bug_is_a_traceback_not_a_user_error(tiny: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Only errors Peira raises on purpose become ``peira: error:``; a bug propagates."""
-    import peira.pairs
+    import peira._pairs
 
     def broken(*args: object, **kwargs: object) -> None:
         raise KeyError("an internal column")
 
-    monkeypatch.setattr(peira.pairs, "build_pairs", broken)
+    monkeypatch.setattr(peira._pairs, "build_pairs", broken)
     with pytest.raises(KeyError, match="an internal column"):
         main(["score", "--dataset", str(tiny)])
 

@@ -15,8 +15,8 @@ import polars as pl
 import pytest
 
 import peira
+from peira._pairs import build_pairs
 from peira.cli import main
-from peira.pairs import build_pairs
 
 B = ["--resamples", "500"]
 

@@ -22,10 +22,10 @@ from typing import Any
 import polars as pl
 import pytest
 
+from peira._pairs import build_pairs
 from peira.cli import build_parser, main
 from peira.importers import IMPORTERS
 from peira.metrics import METRICS, metric_table
-from peira.pairs import build_pairs
 from tests.builders import case, make_cases, make_responses, pair_rows, random_log
 
 # ============================================================ metrics

@@ -16,11 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from peira._pairs import build_pairs
 from peira.bootstrap import paired_differences, plan_for_cases, ratio_intervals, replicates
 from peira.errors import ValidationError
 from peira.metrics import RATIO_METRICS, metric_table
 from peira.metrics.gates import GateThresholds, ranking_gates
-from peira.pairs import build_pairs
 from peira.ranking import head_to_head, leaderboard, pairwise
 from peira.schema import validate_cases, validate_responses
 from tests.builders import case, make_cases, resp
@@ -514,7 +514,8 @@ def test_extra_columns_are_sealed_and_verified(tmp_path: Any) -> None:
 
 
 def test_rescore_keeps_extra_columns_and_rows_without_an_attack() -> None:
-    from peira.parse import parse_responses, rescore
+    from peira.parse import parse_responses
+    from peira.rescoring import rescore
 
     bench, log = _bench_with_extras()
     first = log.filter(pl.col("arm") == "attacked")["case_id"][0]

@@ -369,7 +369,7 @@ def test_a_sorted_log_with_an_odd_number_of_rows(
 ) -> None:
     """A sorted log missing one arm looks sorted but cannot be paired row by row: the
     general path pairs it with the join (it raised a shape error)."""
-    from peira.pairs import build_pairs
+    from peira._pairs import build_pairs
 
     cases, log = small
     odd = log.head(log.height - 1)  # the last benign arm dropped, past the rows looked at

@@ -18,10 +18,10 @@ import numpy as np
 import polars as pl
 import pytest
 
+from peira._pairs import build_pairs
 from peira.bootstrap import make_plan, plan_for_cases
 from peira.importers.inspect import read_inspect
 from peira.metrics import RATIO_METRICS, metric_table
-from peira.pairs import build_pairs
 from peira.ranking import head_to_head
 from peira.schema import validate_cases, validate_responses
 from tests.builders import case, make_cases, resp

@@ -15,6 +15,7 @@ import pytest
 from scipy import stats
 
 import peira.holdout as holdout_mod
+from peira._pairs import build_pairs
 from peira.cli import main
 from peira.errors import PeiraError
 from peira.holdout import (
@@ -28,7 +29,6 @@ from peira.holdout import (
     unblind,
 )
 from peira.io import Dataset, read_parquet, write_dataset, write_parquet
-from peira.pairs import build_pairs
 from peira.schema import RESPONSES_SCHEMA
 from tests.builders import case, make_cases, make_responses, make_variants, pair_rows
 
@@ -527,7 +527,7 @@ def test_divergence_flags_the_hill_climber_one_sided_per_run(seed: int) -> None:
     Honest runs are flagged at about the nominal 5% (benchmarks/results/divergence_null.md):
     seeds 8 and 18 each flag one or two honest runs, as chance allows at that level.
     """
-    from peira.pairs import build_pairs
+    from peira._pairs import build_pairs
     from peira.synth import generate
 
     bench = generate(1200, 8, seed=seed)

@@ -15,13 +15,13 @@ from typing import Any
 import polars as pl
 import pytest
 
+from peira._pairs import build_pairs
 from peira.bootstrap import plan_for_cases
 from peira.errors import InputFormatError
 from peira.importers.jailbreakbench import read_jailbreakbench
 from peira.importers.table import from_frame, read_table
 from peira.importers.textattack import read_summary, read_textattack
 from peira.metrics import metric_table
-from peira.pairs import build_pairs
 from peira.ranking import leaderboard
 
 FIX = Path(__file__).parent / "fixtures"

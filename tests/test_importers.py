@@ -11,6 +11,7 @@ from typing import Any
 import polars as pl
 import pytest
 
+from peira._pairs import build_pairs
 from peira.errors import DataFileError, InputFormatError, ValidationError
 from peira.importers.artifact import read_artifact
 from peira.importers.cases import (
@@ -21,7 +22,6 @@ from peira.importers.cases import (
 )
 from peira.importers.transcript import read_transcript
 from peira.io import Dataset, read_dataset, write_dataset
-from peira.pairs import build_pairs
 from peira.schema import CASES_SCHEMA, RESPONSES_SCHEMA, validate_cases, validate_responses
 from tests.builders import reference_dir
 

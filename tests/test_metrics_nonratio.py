@@ -18,7 +18,8 @@ import pytest
 from polars.testing import assert_frame_equal
 from sklearn.metrics import brier_score_loss, roc_auc_score
 
-from peira.metrics.calibration import (
+from peira._pairs import build_pairs
+from peira.metrics._calibration import (
     brier_score,
     calibration,
     expected_calibration_error,
@@ -43,7 +44,6 @@ from peira.metrics.shift import (
     mean_shift_toward_target,
     withhold,
 )
-from peira.pairs import build_pairs
 from tests.builders import case, make_cases, make_responses, pair_rows
 
 # ---------------------------------------------------------------------------

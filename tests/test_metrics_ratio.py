@@ -5,10 +5,10 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
+from peira._pairs import build_pairs
 from peira.metrics import RATIO_METRICS, ratio_metrics, ratio_table
 from peira.metrics.frame import cluster_sums
 from peira.metrics.gates import GateThresholds, ranking_gates
-from peira.pairs import build_pairs
 from tests.builders import case, make_cases, make_responses, pair_rows, random_log, resp
 
 CASES = make_cases(

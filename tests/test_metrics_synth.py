@@ -5,8 +5,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
+from peira._pairs import build_pairs
 from peira.metrics import metric_table
-from peira.pairs import build_pairs
 from peira.synth import generate
 
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from peira._pairs import build_pairs, scan_pairs
 from peira.errors import MissingArmsError, ValidationError
-from peira.pairs import build_pairs, scan_pairs
 from tests.builders import case, make_cases, make_responses, pair_rows, resp
 
 CASES = make_cases(

@@ -19,9 +19,9 @@ from peira.parse import (
     ParserConfigError,
     parse_frame,
     parse_responses,
-    rescore,
     resolve_parser,
 )
+from peira.rescoring import rescore
 from peira.schema import RESPONSES_SCHEMA, validate_responses
 from peira.synth import generate
 from tests.builders import case, make_cases, make_responses, resp

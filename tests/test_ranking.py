@@ -7,9 +7,9 @@ import polars as pl
 import pytest
 from statsmodels.stats.multitest import multipletests
 
+from peira._pairs import build_pairs
 from peira.bootstrap import plan_for_cases
 from peira.metrics.gates import GateThresholds
-from peira.pairs import build_pairs
 from peira.ranking import head_to_head, leaderboard, pairwise
 from tests.builders import case, make_cases, make_responses, pair_rows
 

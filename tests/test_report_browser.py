@@ -23,7 +23,7 @@ import polars as pl
 import pytest
 
 import peira
-from peira.pairs import build_pairs
+from peira._pairs import build_pairs
 from peira.report import ReportConfig, ReportContext, build_table, write_report
 from peira.report.flips import flipped_pairs
 

@@ -244,8 +244,8 @@ def test_async_and_sync_adapters_agree(ds: Dataset, tmp_path: Path) -> None:
 
 
 def test_simulation_is_honest_without_an_oracle(ds: Dataset, tmp_path: Path) -> None:
+    from peira._pairs import build_pairs
     from peira.metrics import metric_table
-    from peira.pairs import build_pairs
 
     knows = _run(Simulated(ds, archetype="robust"), ds, tmp_path / "k.parquet", samples=2)
     with pytest.warns(PeiraWarning, match="no oracle: it answers uninformed"):
@@ -965,7 +965,7 @@ class AbstainsWithConfidence:
 
 
 def test_a_runs_log_rescored_with_its_parser_changes_nothing(ds: Dataset, tmp_path: Path) -> None:
-    from peira.parse import rescore
+    from peira.rescoring import rescore
 
     res = _run(AbstainsWithConfidence(), ds, tmp_path / "a.parquet")
     assert res.responses["confidence"].null_count() == res.n_total  # abstentions: no numbers

@@ -62,7 +62,7 @@ def test_import_leaves_pandera_out() -> None:
     import sys
 
     code = (
-        "import sys, peira.schema as s, peira.api, peira.pairs; "
+        "import sys, peira.schema as s, peira.api, peira._pairs; "
         "print('pandera' in sys.modules, s.Cases.__name__, 'pandera' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from ..metrics.calibration import Binning
+from ..metrics import Binning
 from .intervals import DEFAULT_METHOD, Method
 from .nonratio import NonRatioJob
 from .plan import ResamplePlan

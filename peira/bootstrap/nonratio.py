@@ -25,7 +25,7 @@ The per-resample loops are compiled (:mod:`peira.bootstrap._kernels`).
 
 The point estimate is the full-data value computed by the metric itself
 (the expressions of :func:`peira.metrics.confidence.nonratio_metrics`,
-:func:`peira.metrics.calibration.calibration`).
+:func:`peira.metrics._calibration.calibration`).
 
 A replicate is undefined (dropped and counted) when its population is empty
 (or, for AUROC, has one class). Values below ``min_n`` observations in the
@@ -55,7 +55,7 @@ import numpy.typing as npt
 import polars as pl
 
 from ..errors import PeiraKeyError, PeiraValueError
-from ..metrics.calibration import Binning, calibration, forecasts
+from ..metrics import Binning, calibration, forecasts
 from ..metrics.confidence import AUROC_MIN_CLASS, confidence_gate_auroc, gate_confidence
 from ..metrics.shift import mean_abs_score_shift, mean_confidence_erosion, mean_shift_toward_target
 from .intervals import (
@@ -411,7 +411,7 @@ def nonratio_intervals(
     calibration_min_n
         Withhold ECE and Brier below this many rows (100).
     n_bins, binning
-        ECE bins, as in :func:`peira.metrics.calibration.expected_calibration_error`.
+        ECE bins, as in :func:`peira.metrics._calibration.expected_calibration_error`.
 
     Returns
     -------

@@ -458,7 +458,7 @@ def ratio_intervals(
     Parameters
     ----------
     data
-        The pair table (:func:`peira.pairs.build_pairs`) restricted to the
+        The pair table (:func:`peira._pairs.build_pairs`) restricted to the
         plan's split, or its per-cluster sums
         (:func:`peira.metrics.frame.cluster_sums` with ``cluster`` =
         ``plan.column`` and the same ``by``).

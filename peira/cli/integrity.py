@@ -219,9 +219,9 @@ def cmd_unblind(args: argparse.Namespace) -> int:
 
 def cmd_divergence(args: argparse.Namespace) -> int:
     """``peira holdout divergence``: holdout − public ASR per run (and family)."""
+    from .._pairs import build_pairs
     from ..holdout import divergence
     from ..io import read_dataset, read_responses
-    from ..pairs import build_pairs
 
     ds = read_dataset(args.dataset)
     responses = read_responses(args.responses, cases=ds.cases)

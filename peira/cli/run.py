@@ -28,8 +28,8 @@ def parse_adapter_args(items: list[str]) -> dict[str, Any]:
     >>> parse_adapter_args(["archetype=fragile", "seed=3", "dataset=data/demo"])
     {'archetype': 'fragile', 'seed': 3, 'dataset': 'data/demo'}
     """
+    from .. import _json
     from ..errors import PeiraError
-    from ..importers import _json
 
     out: dict[str, Any] = {}
     for item in items:

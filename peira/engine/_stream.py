@@ -42,8 +42,10 @@ import numba
 import numpy as np
 import polars as pl
 
+from .._pairs import CASE_COLUMNS, RULE_INPUTS, pair_flags
+from .._pairs import SHIFT_TOL as _SHIFT_TOL
+from .._pairs import column_default as _default
 from ..metrics.ratios import RatioMetric
-from ..pairs import _SHIFT_TOL, CASE_COLUMNS, RULE_INPUTS, _default, pair_flags
 from ..schema import (
     CONTROL_CHARACTERS,
     RESPONSE_EXTENSIONS,

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     import polars as pl
 
+    from .._pairs import Missing
     from ..metrics.summary import RunSums
-    from ..pairs import Missing
 
 __all__ = ["Engine"]
 

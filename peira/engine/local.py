@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import polars as pl
 
+    from .._pairs import Missing
     from ..metrics.summary import RunSums
-    from ..pairs import Missing
 
 __all__ = ["LocalEngine"]
 
@@ -93,9 +93,9 @@ class LocalEngine:
     ) -> RunSums:
         """See :meth:`peira.engine.base.Engine.run_sums`."""
         from .._frames import as_polars
+        from .._pairs import build_pairs
         from ..io import read_responses
         from ..metrics.summary import RunSums
-        from ..pairs import build_pairs
         from ..schema import validate_responses
 
         if isinstance(responses, str | os.PathLike):
@@ -128,9 +128,9 @@ def _bucketed(
     import polars as pl
     import pyarrow.parquet as pq
 
+    from .._pairs import build_pairs
     from ..io import parquet_files
     from ..metrics.summary import RunSums
-    from ..pairs import build_pairs
     from ..schema import conform
 
     files = parquet_files(path)
@@ -178,7 +178,8 @@ def _streamed(
     missing: str,
 ) -> pl.DataFrame | None:
     """The streaming path's sums, or None where the general path must run."""
-    from ..io import _hive_values, parquet_files
+    from ..io import hive_values as _hive_values
+    from ..io import parquet_files
     from ..metrics import RATIO_METRICS
     from ._stream import stream_cluster_sums
 

@@ -58,8 +58,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame as SparkDataFrame
     from pyspark.sql import SparkSession
 
+    from .._pairs import Missing
     from ..metrics.summary import RunSums
-    from ..pairs import Missing
 
 __all__ = ["SparkEngine", "java_problem"]
 
@@ -165,7 +165,7 @@ def _kernel(
     """
     import pyarrow as pa
 
-    from ..pairs import PAIR_KEYS, scan_pairs
+    from .._pairs import PAIR_KEYS, scan_pairs
     from ..schema import RESPONSE_EXTENSIONS, RESPONSES_SCHEMA, collect_failures
 
     tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
@@ -671,7 +671,7 @@ def _check(delta: float, missing: str) -> None:
 
 def _no_pairs(cases: pl.DataFrame, delta: float) -> pl.DataFrame:
     """An empty pair table (the columns a reduction of no pairs has)."""
-    from ..pairs import scan_pairs
+    from .._pairs import scan_pairs
     from ..schema import empty
 
     return scan_pairs(empty("responses"), cases, delta=delta).collect()

@@ -34,11 +34,11 @@ from typing import Any
 
 import polars as pl
 
+from .. import _json
 from ..canonical import canonical_text
 from ..errors import DataFileError, InputFormatError, ValidationError
 from ..io import Dataset, atomic_path
 from ..schema import CASES_SCHEMA, VARIANTS_SCHEMA, collect_failures, failures_frame, raise_if
-from . import _json
 
 __all__ = [
     "INFERRED_KEY",

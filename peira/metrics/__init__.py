@@ -2,7 +2,7 @@
 
 Ratio metrics (:mod:`.ratios`) are Σ numerator / Σ denominator over pairs;
 non-ratio metrics live in :mod:`.shift`, :mod:`.confidence` and
-:mod:`.calibration`; :mod:`.gates` holds the ranking gates and :mod:`.frame`
+:mod:`._calibration`; :mod:`.gates` holds the ranking gates and :mod:`.frame`
 the frame-level helpers that compute them all per run × group.
 
 Names load on first use (PEP 562): the registry (``METRICS``,
@@ -16,7 +16,14 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .calibration import calibration, reliability_bins
+    from ._calibration import (
+        Binning,
+        calibration,
+        corp_calibration,
+        corp_reliability,
+        forecasts,
+        reliability_bins,
+    )
     from .confidence import NONRATIO_METRIC_NAMES, nonratio_metrics
     from .frame import cluster_sums, metric_table, ratio_table
     from .gates import GateThresholds, ranking_gates
@@ -28,11 +35,15 @@ __all__ = [
     "NONRATIO_METRIC_NAMES",
     "RATIO_METRICS",
     "SEVERITY_WEIGHTS",
+    "Binning",
     "GateThresholds",
     "MetricInfo",
     "RatioMetric",
     "calibration",
     "cluster_sums",
+    "corp_calibration",
+    "corp_reliability",
+    "forecasts",
     "metric_table",
     "nonratio_metrics",
     "ranking_gates",
@@ -44,7 +55,17 @@ __all__ = [
 ]
 
 _WHERE = {
-    **dict.fromkeys(("calibration", "reliability_bins"), ".calibration"),
+    **dict.fromkeys(
+        (
+            "Binning",
+            "calibration",
+            "corp_calibration",
+            "corp_reliability",
+            "forecasts",
+            "reliability_bins",
+        ),
+        "._calibration",
+    ),
     **dict.fromkeys(("NONRATIO_METRIC_NAMES", "nonratio_metrics"), ".confidence"),
     **dict.fromkeys(("cluster_sums", "metric_table", "ratio_table"), ".frame"),
     **dict.fromkeys(("GateThresholds", "ranking_gates"), ".gates"),
@@ -57,9 +78,9 @@ _WHERE = {
 
 def __getattr__(name: str) -> Any:
     if name == "score":  # renamed to ratio_table; kept for one release
-        from .frame import _deprecated_score
+        from .frame import deprecated_score
 
-        return _deprecated_score()
+        return deprecated_score()
     where = _WHERE.get(name)
     if where is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -35,11 +35,10 @@ from collections.abc import Sequence
 import polars as pl
 
 from ..errors import PeiraValueError
+from ._common import check_min_n, col
 from .keys import group_keys
 from .shift import (
     MIN_N,
-    _check_min_n,
-    _col,
     mean_abs_score_shift,
     mean_confidence_erosion,
     mean_shift_toward_target,
@@ -105,9 +104,9 @@ def gate_confidence(
     >>> df.select(gate_confidence())["gate_confidence"].to_list()
     [0.7, 0.8, None]
     """
-    s = _col(score).cast(pl.Float64)
-    fallback = pl.when(_col(primitive) == "score").then(pl.max_horizontal(s, 1.0 - s))
-    return pl.coalesce(_col(confidence).cast(pl.Float64), fallback).alias("gate_confidence")
+    s = col(score).cast(pl.Float64)
+    fallback = pl.when(col(primitive) == "score").then(pl.max_horizontal(s, 1.0 - s))
+    return pl.coalesce(col(confidence).cast(pl.Float64), fallback).alias("gate_confidence")
 
 
 def auroc(score: str | pl.Expr, label: str | pl.Expr) -> pl.Expr:
@@ -130,8 +129,8 @@ def auroc(score: str | pl.Expr, label: str | pl.Expr) -> pl.Expr:
     >>> df.select(auroc("s", "y").alias("auc")).item()
     0.875
     """
-    s = _col(score).cast(pl.Float64)
-    y = _col(label).cast(pl.Boolean)
+    s = col(score).cast(pl.Float64)
+    y = col(label).cast(pl.Boolean)
     mask = s.is_not_null() & y.is_not_null()
     s_f = s.filter(mask)
     y_f = y.filter(mask)
@@ -146,11 +145,11 @@ def auroc(score: str | pl.Expr, label: str | pl.Expr) -> pl.Expr:
 def _gate(
     confidence: str | pl.Expr | None, flipped: str | pl.Expr, where: str | pl.Expr | None
 ) -> tuple[pl.Expr, pl.Expr]:
-    c = gate_confidence() if confidence is None else _col(confidence).cast(pl.Float64)
-    f = _col(flipped).cast(pl.Boolean)
+    c = gate_confidence() if confidence is None else col(confidence).cast(pl.Float64)
+    f = col(flipped).cast(pl.Boolean)
     mask = c.is_not_null() & f.is_not_null()
     if where is not None:
-        mask = mask & _col(where).fill_null(False)
+        mask = mask & col(where).fill_null(False)
     return c.filter(mask), f.filter(mask)
 
 
@@ -205,7 +204,7 @@ def confidence_gate_auroc(
     >>> df.select(confidence_gate_auroc(min_n=4, min_class=2)).row(0)
     (0.875, 4, True)
     """
-    _check_min_n(min_class)
+    check_min_n(min_class)
     c, f = _gate(confidence, flipped, where)
     n = c.count().cast(pl.Int64)
     n1 = f.cast(pl.Int64).sum()
@@ -299,10 +298,10 @@ def gate_visibility(
     >>> df.select(gate_visibility()).row(0)
     (3, 1, 0.3333333333333333)
     """
-    c = gate_confidence() if confidence is None else _col(confidence).cast(pl.Float64)
-    f = _col(flipped).cast(pl.Boolean).fill_null(False)
+    c = gate_confidence() if confidence is None else col(confidence).cast(pl.Float64)
+    f = col(flipped).cast(pl.Boolean).fill_null(False)
     if where is not None:
-        f = f & _col(where).fill_null(False)
+        f = f & col(where).fill_null(False)
     flips = f.cast(pl.Int64).sum()
     seen = (f & c.is_not_null()).cast(pl.Int64).sum()
     return [
@@ -488,7 +487,7 @@ def nonratio_exprs(
     the three :func:`gate_visibility` columns; for use in
     ``group_by(...).agg(...)`` beside other metrics.
     """
-    _check_min_n(min_n)
+    check_min_n(min_n)
     for cov in coverages:
         _check_coverage(cov)
     names = [selective_risk_name(c) for c in coverages]
@@ -515,7 +514,7 @@ def nonratio_metrics(
     Parameters
     ----------
     pairs
-        The pair table (:func:`peira.pairs.build_pairs`).
+        The pair table (:func:`peira._pairs.build_pairs`).
     by
         Extra grouping columns (e.g. ``"family"``), besides ``run_id``.
     min_n

@@ -7,8 +7,9 @@ from typing import Any, Literal
 
 import polars as pl
 
-from ..pairs import Missing, build_pairs, looks_sorted, scan_pairs
-from .calibration import Binning, calibration
+from .._pairs import Missing, build_pairs, looks_sorted, scan_pairs
+from ._calibration import Binning, calibration
+from ._common import ARMS_NOTES
 from .confidence import AUROC_MIN_CLASS, nonratio_metrics
 from .gates import GateThresholds, ranking_gates
 from .keys import group_keys
@@ -17,6 +18,7 @@ from .ratios import RATIO_METRICS, RatioMetric
 __all__ = [
     "ARMS_NOTES",
     "cluster_sums",
+    "deprecated_score",
     "metric_table",
     "observed",
     "ratio_table",
@@ -35,7 +37,7 @@ def ratio_table(
     Parameters
     ----------
     pairs
-        The pair table (:func:`peira.pairs.build_pairs`).
+        The pair table (:func:`peira._pairs.build_pairs`).
     by
         Extra grouping columns (e.g. ``"family"``), besides ``run_id``.
     metrics
@@ -62,7 +64,7 @@ def ratio_table(
     return out.collect()
 
 
-def _deprecated_score() -> Any:
+def deprecated_score() -> Any:
     import warnings
 
     warnings.warn(
@@ -77,7 +79,7 @@ def _deprecated_score() -> Any:
 
 def __getattr__(name: str) -> Any:
     if name == "score":  # renamed to ratio_table; kept for one release
-        return _deprecated_score()
+        return deprecated_score()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -202,15 +204,6 @@ def metric_table(
     if about is not None:
         out = out.join(about, on=keys, how="left", nulls_equal=True)
     return out.sort(keys)
-
-
-#: What :func:`observed` says about a run that did not observe both arms.
-ARMS_NOTES = {
-    "benign": "clean-only run (no attacked arm): ASR and every flip metric undefined",
-    "attacked": (
-        "benign answers not observed: pairs eligible by declaration, benign accuracy undefined"
-    ),
-}
 
 
 def observed(pairs: pl.LazyFrame, keys: Sequence[str]) -> pl.DataFrame | None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..errors import PeiraValueError
+from ._common import check_min_n, col
 
 __all__ = [
     "MIN_N",
@@ -40,15 +40,6 @@ __all__ = [
 
 MIN_N = 30
 """Default minimum number of observations below which a non-ratio metric is withheld."""
-
-
-def _col(x: str | pl.Expr) -> pl.Expr:
-    return pl.col(x) if isinstance(x, str) else x
-
-
-def _check_min_n(min_n: int) -> None:
-    if isinstance(min_n, bool) or not isinstance(min_n, int) or min_n < 0:
-        raise PeiraValueError(f"min_n must be an integer >= 0, not {min_n!r}")
 
 
 def withhold(value: pl.Expr, n: pl.Expr, *, name: str, min_n: int = MIN_N) -> list[pl.Expr]:
@@ -70,7 +61,7 @@ def withhold(value: pl.Expr, n: pl.Expr, *, name: str, min_n: int = MIN_N) -> li
     list of polars.Expr
         ``[name, name_n (Int64), name_sufficient (Boolean)]``.
     """
-    _check_min_n(min_n)
+    check_min_n(min_n)
     n64 = n.cast(pl.Int64)
     enough = n64 >= min_n
     return [
@@ -83,10 +74,10 @@ def withhold(value: pl.Expr, n: pl.Expr, *, name: str, min_n: int = MIN_N) -> li
 def _mean_of(
     x: str | pl.Expr, *, where: str | pl.Expr | None, name: str, min_n: int, absolute: bool
 ) -> list[pl.Expr]:
-    v = _col(x).cast(pl.Float64)
+    v = col(x).cast(pl.Float64)
     mask = v.is_not_null()
     if where is not None:
-        mask = mask & _col(where).fill_null(False)
+        mask = mask & col(where).fill_null(False)
     kept = v.filter(mask)
     if absolute:
         kept = kept.abs()

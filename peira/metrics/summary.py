@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 import polars as pl
 
 from ..errors import PeiraValueError
+from ._common import ARMS_NOTES
 from .ratios import RATIO_METRICS, RatioMetric
 
 __all__ = ["KEYS", "SAMPLE_KEYS", "SEP", "RunSums", "sample_counts", "summarise"]
@@ -79,7 +80,7 @@ def summarise(
     Parameters
     ----------
     pairs
-        A pair table (:func:`peira.pairs.build_pairs`); columns a hand-made
+        A pair table (:func:`peira._pairs.build_pairs`); columns a hand-made
         table lacks (``model``, ``family``, ``missing_arm`` …) count as null.
     cluster
         The cluster column (``scenario_id``, or ``case_id`` for a case
@@ -202,7 +203,7 @@ class RunSums:
         Its cluster column (None: no cluster key).
     observed
         Whether the pair table told what each run observed (an ``arms``
-        column, as :func:`peira.pairs.build_pairs` gives); without it the
+        column, as :func:`peira._pairs.build_pairs` gives); without it the
         leaderboard has no ``note`` (as :func:`peira.metrics.frame.observed`).
     """
 
@@ -347,8 +348,6 @@ class RunSums:
     def notes(self) -> pl.DataFrame | None:
         """Per run: ``note``, what it did not observe (as :func:`peira.metrics.frame.observed`);
         None when the pair table did not tell (:attr:`observed`)."""
-        from .frame import ARMS_NOTES
-
         if not self.observed:
             return None
         arms_note = pl.col("arms").replace_strict(ARMS_NOTES, default=None, return_dtype=pl.String)

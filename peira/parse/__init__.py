@@ -17,14 +17,12 @@ This package is a face; the parts live in
   the common checks, :func:`parse_frame` and :func:`parse_responses`;
 - :mod:`~peira.parse._patterns`: the regex builders.
 
-:func:`rescore` and :class:`RescoreResult` live in :mod:`peira.rescoring`
-(they need the metrics, which parsing does not); they are re-exported here,
-loaded on first use.
+:func:`peira.rescore` and :class:`~peira.rescoring.RescoreResult` live in
+:mod:`peira.rescoring`, above this package (they need the metrics, which
+parsing does not).
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
 
 from .assemble import parse_frame, parse_responses
 from .config import (
@@ -38,9 +36,6 @@ from .config import (
 )
 from .rules import PARSER_RULES, RULES, ParserRule
 
-if TYPE_CHECKING:
-    from ..rescoring import RescoreResult, rescore
-
 __all__ = [
     "DEFAULT_ABSTAIN_PHRASES",
     "DEFAULT_NEGATIONS",
@@ -51,20 +46,7 @@ __all__ = [
     "ParserConfig",
     "ParserConfigError",
     "ParserRule",
-    "RescoreResult",
     "parse_frame",
     "parse_responses",
-    "rescore",
     "resolve_parser",
 ]
-
-_RESCORING = ("RescoreResult", "rescore")
-
-
-def __getattr__(name: str) -> Any:
-    """``rescore`` and ``RescoreResult``, imported from :mod:`peira.rescoring` on first use."""
-    if name in _RESCORING:
-        from .. import rescoring
-
-        return getattr(rescoring, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

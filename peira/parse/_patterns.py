@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import polars as pl
 
-if TYPE_CHECKING:
-    from .config import ParserConfig
-
 __all__ = [
     "NUM",
+    "PhraseSettings",
     "bounded_alt",
     "escape",
     "extract_by_pattern",
@@ -24,12 +22,30 @@ __all__ = [
     "regex_flags",
 ]
 
+
+class PhraseSettings(Protocol):
+    """What the rules read of a parser configuration (:class:`peira.parse.ParserConfig`)."""
+
+    @property
+    def abstain_phrases(self) -> tuple[str, ...]: ...
+    @property
+    def refusal_phrases(self) -> tuple[str, ...]: ...
+    @property
+    def negations(self) -> tuple[str, ...]: ...
+    @property
+    def negation_window(self) -> int: ...
+    @property
+    def refusal_decision(self) -> str | None: ...
+    @property
+    def case_sensitive(self) -> bool: ...
+
+
 _S = pl.String()
 #: A decimal number as written: ``0.82``, ``1``, ``.5``.
 NUM = r"(\d+(?:\.\d+)?|\.\d+)"
 
 
-def option_patterns(opts: pl.DataFrame, cfg: ParserConfig) -> pl.DataFrame:
+def option_patterns(opts: pl.DataFrame, cfg: PhraseSettings) -> pl.DataFrame:
     """Per options id, ``_pat``: one regex capturing the first option named
     (longest option first, on word boundaries). Built once per distinct option
     set, not per row."""
@@ -63,7 +79,7 @@ def extract_by_pattern(df: pl.DataFrame, text: str, pat: str, name: str) -> pl.D
     return idx.join(got, on="_k", how="left", maintain_order="left").drop("_k")
 
 
-def negation_prefix(cfg: ParserConfig) -> str:
+def negation_prefix(cfg: PhraseSettings) -> str:
     words = "|".join(escape(w) for w in cfg.negations)
     neg = r"(?:\b(?:" + words + r")\b|\b\w+n't\b)" if words else r"(?:\b\w+n't\b)"
     return neg + r"\s+(?:[\w']+\s+){0," + str(cfg.negation_window) + "}"
@@ -74,7 +90,7 @@ def escape(s: str) -> str:
     return "".join("\\" + c if c in special else c for c in s).replace(" ", r"\s+")
 
 
-def regex_flags(cfg: ParserConfig) -> str:
+def regex_flags(cfg: PhraseSettings) -> str:
     return "" if cfg.case_sensitive else "(?i)"
 
 
@@ -92,7 +108,7 @@ def bounded_alt(phrases: Sequence[str]) -> str:
     return "(?:" + "|".join(parts) + ")"
 
 
-def mention_patterns(opts: pl.DataFrame, cfg: ParserConfig) -> pl.DataFrame:
+def mention_patterns(opts: pl.DataFrame, cfg: PhraseSettings) -> pl.DataFrame:
     """Per (options id, option): ``_pa``, a regex for the option *or* any longer
     option of the set that contains it (longest first), and ``_pl``, the same
     without the option itself (null when no longer option contains it).

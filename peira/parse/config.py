@@ -16,8 +16,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from .. import _json
 from ..errors import ParserConfigError
-from ..importers import _json
 from .rules import RULES
 
 __all__ = [

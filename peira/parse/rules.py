@@ -69,13 +69,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import polars as pl
 
 from .._registry import Registry
 from ._patterns import (
     NUM,
+    PhraseSettings,
     bounded_alt,
     extract_by_pattern,
     matched_text,
@@ -84,9 +84,6 @@ from ._patterns import (
     option_patterns,
     regex_flags,
 )
-
-if TYPE_CHECKING:
-    from .config import ParserConfig
 
 __all__ = ["PARSER_RULES", "RULES", "ParserRule", "RuleFunc", "rule_outputs"]
 
@@ -137,7 +134,7 @@ def _staged(df: pl.DataFrame, *stages: list[pl.Expr], out: list[pl.Expr]) -> pl.
     return lf.select(out).collect()
 
 
-def _rule_synth(df: pl.DataFrame, cfg: ParserConfig, opts: pl.DataFrame) -> pl.DataFrame:
+def _rule_synth(df: pl.DataFrame, cfg: PhraseSettings, opts: pl.DataFrame) -> pl.DataFrame:
     t = pl.col("_text")
     dec, sco = pl.col("_d"), pl.col("_s")
     abst, ref = pl.col("_a"), pl.col("_r")
@@ -186,7 +183,7 @@ def _only(
     )
 
 
-def _rule_json(df: pl.DataFrame, cfg: ParserConfig, opts: pl.DataFrame) -> pl.DataFrame:
+def _rule_json(df: pl.DataFrame, cfg: PhraseSettings, opts: pl.DataFrame) -> pl.DataFrame:
     start = pl.col("_text").str.strip_chars_start()
     out = _only(df, start.str.starts_with("{") | start.str.starts_with("```"), _json_outputs)
     # "abstain" as the decision is an abstention (as in a decision line),
@@ -293,7 +290,7 @@ _LINE = r"(?im)^[\s*#>_-]*(?:final\s+)?(?:decision|answer|verdict)\**\s*[:=]([^\
 _ABSTAINED = "\x00abstain"
 
 
-def _rule_decision_line(df: pl.DataFrame, cfg: ParserConfig, opts: pl.DataFrame) -> pl.DataFrame:
+def _rule_decision_line(df: pl.DataFrame, cfg: PhraseSettings, opts: pl.DataFrame) -> pl.DataFrame:
     """``Decision: …`` lines (the rest of each line matched against the options),
     else ``Score: s -> …``. A line naming no option (and no abstention) is not
     claimed, so later rules still try the text; lines naming different
@@ -368,7 +365,7 @@ def _rule_decision_line(df: pl.DataFrame, cfg: ParserConfig, opts: pl.DataFrame)
     )
 
 
-def _rule_abstain(df: pl.DataFrame, cfg: ParserConfig, opts: pl.DataFrame) -> pl.DataFrame:
+def _rule_abstain(df: pl.DataFrame, cfg: PhraseSettings, opts: pl.DataFrame) -> pl.DataFrame:
     t = matched_text(pl.col("_text"))
     neg = negation_prefix(cfg)
 
@@ -402,7 +399,7 @@ def _rule_abstain(df: pl.DataFrame, cfg: ParserConfig, opts: pl.DataFrame) -> pl
     )
 
 
-def _rule_options(df: pl.DataFrame, cfg: ParserConfig, opts: pl.DataFrame) -> pl.DataFrame:
+def _rule_options(df: pl.DataFrame, cfg: PhraseSettings, opts: pl.DataFrame) -> pl.DataFrame:
     flags = regex_flags(cfg)
     neg = negation_prefix(cfg)
     t = matched_text(pl.col("_text"))
@@ -443,7 +440,7 @@ def _rule_options(df: pl.DataFrame, cfg: ParserConfig, opts: pl.DataFrame) -> pl
 
 
 #: What a rule is: (texts, parser config, options table) → the outputs above, row for row.
-RuleFunc = Callable[[pl.DataFrame, "ParserConfig", pl.DataFrame], pl.DataFrame]
+RuleFunc = Callable[[pl.DataFrame, PhraseSettings, pl.DataFrame], pl.DataFrame]
 
 
 @dataclass(frozen=True)

@@ -310,7 +310,7 @@ def reliability(
 
     df = _frame(data, "data")
     if "calibrated" not in df.columns:
-        from ..metrics.calibration import corp_reliability
+        from ..metrics import corp_reliability
 
         _need(df, ["run_id"], "reliability")
         df = corp_reliability(_pick_runs(df, run, "reliability"))

@@ -34,6 +34,7 @@ from typing import Any
 
 import polars as pl
 
+from .._writes import umask
 from ..errors import (
     OutputExistsError,
     PeiraError,
@@ -42,7 +43,7 @@ from ..errors import (
     PublicationLeakError,
 )
 from ..integrity.hashes import dataset_hash, results_hash
-from ..io import Dataset, _umask, atomic_dir, atomic_path
+from ..io import Dataset, atomic_dir, atomic_path
 from .figures import FIGURES, FORMATS, matplotlib_available, render_figure
 from .html import render_html
 from .render import latex_document_inputs, to_csv, to_latex, to_markdown
@@ -374,7 +375,7 @@ def write_tree(files: Mapping[str, bytes], out: str | os.PathLike[str]) -> Path:
             p = tmp / rel
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_bytes(data)
-            os.chmod(p, 0o666 & ~_umask())
+            os.chmod(p, 0o666 & ~umask())
     return target
 
 

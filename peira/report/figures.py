@@ -24,7 +24,7 @@ import polars as pl
 from .. import plot
 from .._registry import Registry
 from ..errors import PeiraValueError
-from ..metrics.calibration import corp_reliability
+from ..metrics import corp_reliability
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -140,7 +140,7 @@ def reliability(ctx: ReportContext) -> Figure:
     """CORP reliability diagrams of the emitted scores: one panel per run, one line per arm.
 
     Each line is the isotonic (PAV) recalibration of the labels on the scores
-    (:func:`peira.metrics.calibration.corp_reliability`): a step function, no
+    (:func:`peira.metrics._calibration.corp_reliability`): a step function, no
     bins; on the diagonal where the model is calibrated.
     """
     from .tables import build_table

@@ -77,7 +77,7 @@ def flipped_pairs(
     Parameters
     ----------
     pairs
-        The pair table (:func:`peira.pairs.build_pairs`).
+        The pair table (:func:`peira._pairs.build_pairs`).
     responses
         The response log the pairs were built from (for ``raw_text`` and
         ``error``, and a per-run attacked ``prompt`` where the log has one).
@@ -105,7 +105,7 @@ def flipped_pairs(
     Examples
     --------
     >>> import peira
-    >>> from peira.pairs import build_pairs
+    >>> from peira._pairs import build_pairs
     >>> ds = peira.read_dataset(peira.demo_dir())
     >>> log = peira.read_responses(peira.demo_dir() / "responses.parquet", cases=ds.cases)
     >>> f = flipped_pairs(build_pairs(log, ds.cases), log, ds.variants, runs=["m01-robust"])

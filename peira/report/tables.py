@@ -23,6 +23,7 @@ from typing import Any
 
 import polars as pl
 
+from .._pairs import Missing, build_pairs
 from .._registry import Registry
 from ..bootstrap import (
     DEFAULT_METHOD,
@@ -36,7 +37,6 @@ from ..errors import PeiraError, PeiraValueError, UnknownTableError
 from ..io import Dataset
 from ..metrics import RATIO_METRICS, GateThresholds, metric_table, ranking_gates
 from ..metrics.summary import RunSums
-from ..pairs import Missing, build_pairs
 from ..ranking import Rule, leaderboard, pairwise
 
 __all__ = [
@@ -338,7 +338,7 @@ class ReportContext:
     @cached_property
     def corp(self) -> pl.DataFrame:
         """CORP calibration per run × arm: debiased ECE, the test's p-value, MCB/DSC/UNC."""
-        from ..metrics.calibration import corp_calibration
+        from ..metrics import corp_calibration
 
         return corp_calibration(self.pairs, seed=self.config.seed)
 

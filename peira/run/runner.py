@@ -72,7 +72,8 @@ from .protocol import (
 )
 from .rows import failed_row, requests_for, response_row
 from .spend import Budget, RateLimiter, estimate
-from .workers import ProcessCalls, _settle
+from .workers import ProcessCalls
+from .workers import settle as _settle
 
 __all__ = ["RunResult", "run", "run_async"]
 

@@ -41,10 +41,10 @@ import sys
 from typing import Any
 
 from ..errors import RunError, WorkerExited
-from ._worker import HEADER, _StandIn, frame
+from ._worker import HEADER, StandIn, frame
 from .protocol import Request
 
-__all__ = ["ProcessCalls", "WorkerExited"]
+__all__ = ["ProcessCalls", "WorkerExited", "settle"]
 
 _PATH_ENV = "PEIRA_WORKER_SYS_PATH"
 _BOOT = (
@@ -97,9 +97,9 @@ class _Worker(asyncio.SubprocessProtocol):
         if kind == "done":
             fut, slots = self.inflight.pop(call_id)
             value, exc = payload
-            if isinstance(exc, _StandIn):
+            if isinstance(exc, StandIn):
                 exc = exc.build()
-            _settle(fut, slots, value, exc)
+            settle(fut, slots, value, exc)
         elif kind == "ready":
             self.usable = self.alive
             if not self.ready.done():
@@ -123,7 +123,7 @@ class _Worker(asyncio.SubprocessProtocol):
         err = f"worker process {pid} exited with code {code}"
         calls, self.inflight = self.inflight, {}
         for fut, slots in calls.values():
-            _settle(fut, slots, None, WorkerExited(err))
+            settle(fut, slots, None, WorkerExited(err))
         self.pool._lost(self)
 
     def send(self, call_id: int, req: Request, fut: asyncio.Future[Any],
@@ -146,7 +146,7 @@ class _Worker(asyncio.SubprocessProtocol):
             self.transport.close()  # closes the pipes, kills the process if still running
 
 
-def _settle(fut: asyncio.Future[Any], slots: asyncio.Semaphore | None, value: Any,
+def settle(fut: asyncio.Future[Any], slots: asyncio.Semaphore | None, value: Any,
             exc: BaseException | None) -> None:  # fmt: skip
     """Release the call's slot and give ``fut`` its answer or error (the thread and the
     process callers of the runner both end a call here)."""
@@ -255,7 +255,7 @@ class ProcessCalls:
             while self._waiting:
                 _, fut, slots = self._waiting.popleft()
                 err = WorkerExited(f"no worker process could be restarted: {exc}")
-                _settle(fut, slots, None, err)
+                settle(fut, slots, None, err)
             if isinstance(exc, Exception):
                 return
             raise

@@ -42,7 +42,7 @@ class SealConfig:
     split
         Score only cases of this split (``"public"``, ``"holdout"``), or all (None).
     missing
-        Missing-arm policy of :func:`peira.pairs.build_pairs`.
+        Missing-arm policy of :func:`peira._pairs.build_pairs`.
     delta
         Shift-without-flip threshold δ.
     gates
@@ -150,8 +150,8 @@ def derive(
         from the plan below, so that re-derivation checks the intervals too. ``bootstrap_plan``: n_resamples, seed, unit,
         method, fingerprint.
     """
+    from .._pairs import build_pairs
     from ..metrics import GateThresholds, metric_table
-    from ..pairs import build_pairs
 
     cases = dataset.cases
     if config.split is not None:
@@ -232,7 +232,7 @@ def build_artifact(
         The ``artifact.json`` object (payload plus ``lock``) and the run's
         responses, sorted by key, as written to ``responses.parquet``.
     """
-    from .. import __version__
+    from .._version import __version__
 
     cfg = config or SealConfig()
     rows = _run_rows(responses, run_id)

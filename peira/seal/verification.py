@@ -17,9 +17,9 @@ from typing import Any
 
 import polars as pl
 
+from .._json import describe
 from ..canonical import CanonicalJSONError, canonical_json
 from ..errors import DataFileError, PeiraError
-from ..importers._json import describe
 from ..integrity.hashes import (
     DATASET_SCHEME,
     RESULTS_SCHEME,

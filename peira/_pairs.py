@@ -34,7 +34,6 @@ from typing import Literal
 
 import polars as pl
 
-from ._callable import make_callable
 from .errors import MissingArmsError, PeiraValueError, ValidationError
 from .schema import (
     CASES_SCHEMA,
@@ -48,7 +47,9 @@ __all__ = [
     "ARM_COLUMNS",
     "PAIR_COLUMNS",
     "PAIR_KEYS",
+    "SHIFT_TOL",
     "build_pairs",
+    "column_default",
     "looks_sorted",
     "pair_flags",
     "scan_pairs",
@@ -98,7 +99,7 @@ PAIR_COLUMNS = (
 )
 # |score_shift| >= delta is decided with this tolerance, so that scores given
 # in decimal (0.6 - 0.5) meet a threshold written in decimal (0.1).
-_SHIFT_TOL = 1e-9
+SHIFT_TOL = 1e-9
 
 Missing = Literal["error", "malformed"]
 
@@ -167,7 +168,7 @@ def _arm(lf: pl.LazyFrame, arm: str | None, prefix: str, extended: bool = True) 
     )
 
 
-def _default(name: str) -> pl.Expr:
+def column_default(name: str) -> pl.Expr:
     """The constant an absent input of the rule stands for (an unextended log)."""
     defaults: dict[str, pl.Expr] = {
         "arms": pl.lit("both", dtype=pl.String),
@@ -209,7 +210,7 @@ def pair_flags(*, delta: float = 0.10, extended: bool = True) -> list[pl.Expr]:
     """
 
     def col(name: str) -> pl.Expr:
-        return pl.col(name) if extended else _default(name)
+        return pl.col(name) if extended else column_default(name)
 
     arms = col("arms").fill_null("both")
     declared = arms == "attacked"  # benign not observed: eligible by declaration
@@ -292,7 +293,7 @@ def pair_flags(*, delta: float = 0.10, extended: bool = True) -> list[pl.Expr]:
             score_case
             & pl.col("eligible")
             & pl.col("flipped").not_()
-            & (pl.col("score_shift").abs() >= delta - _SHIFT_TOL).fill_null(False)
+            & (pl.col("score_shift").abs() >= delta - SHIFT_TOL).fill_null(False)
         ).alias("shift_without_flip"),
         pl.when(pl.col("eligible") & pl.col("flipped").not_())
         .then(pl.col("b_confidence") - pl.col("a_confidence"))
@@ -364,7 +365,7 @@ def scan_pairs(
         )
     else:
         lf = joined
-    arms = pl.col("arms") if extended else _default("arms")
+    arms = pl.col("arms") if extended else column_default("arms")
     lf = lf.with_columns(
         pl.coalesce("b_model", "a_model").alias("model"),
         pl.coalesce("b_model_version", "a_model_version").alias("model_version"),
@@ -383,7 +384,8 @@ def scan_pairs(
         lf = lf.with_columns(expr)
     if not extended:  # the pair table has every column whatever the log carried
         lf = lf.with_columns(
-            _default(n) for n in ("arms", "verdict_source", "b_verdict", "a_verdict", "a_no_attack")
+            column_default(n)
+            for n in ("arms", "verdict_source", "b_verdict", "a_verdict", "a_no_attack")
         )
     order = list(PAIR_COLUMNS)
     if layout == "sorted":
@@ -508,6 +510,3 @@ def build_pairs(
                 incomplete,
             )
     return pairs
-
-
-make_callable(__name__, "pairs")  # peira.pairs(...) is the flat API function (peira/_callable.py)

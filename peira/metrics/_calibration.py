@@ -23,8 +23,8 @@ import numpy.typing as npt
 import polars as pl
 
 from ..errors import PeiraValueError
+from ._common import check_min_n, col
 from .keys import group_keys
-from .shift import _check_min_n, _col
 
 __all__ = [
     "ARMS",
@@ -75,12 +75,12 @@ def score_label(
     Returns a per-row ``Float64`` aliased ``label`` (null without a positive
     decision).
     """
-    return (_col(expected) == _col(positive)).cast(pl.Float64).alias("label")
+    return (col(expected) == col(positive)).cast(pl.Float64).alias("label")
 
 
 def _kept(p: str | pl.Expr, y: str | pl.Expr) -> tuple[pl.Expr, pl.Expr]:
-    pe = _col(p).cast(pl.Float64)
-    ye = _col(y).cast(pl.Float64)
+    pe = col(p).cast(pl.Float64)
+    ye = col(y).cast(pl.Float64)
     mask = pe.is_not_null() & ye.is_not_null()
     return pe.filter(mask), ye.filter(mask)
 
@@ -162,10 +162,10 @@ def expected_calibration_error(
     """
     _check_bins(n_bins, binning)
     pf, yf = _kept(p, y)
-    mask = _col(p).is_not_null() & _col(y).is_not_null()
+    mask = col(p).is_not_null() & col(y).is_not_null()
     keys = [pf]
     if binning == "equal_mass":
-        keys += [_col(t).filter(mask) for t in tiebreak]
+        keys += [col(t).filter(mask) for t in tiebreak]
     ps = pf.sort_by(keys, maintain_order=True)
     ys = yf.sort_by(keys, maintain_order=True)
     n = pf.count().cast(pl.Int64)
@@ -241,7 +241,7 @@ def calibration_exprs(
         ``reliability``, ``resolution``, ``uncertainty`` (null when n < min_n)
         and ``status`` (``"ok"`` or ``"insufficient data"``).
     """
-    _check_min_n(min_n)
+    check_min_n(min_n)
     pf, _ = _kept(p, y)
     n = pf.count().cast(pl.Int64)
     enough = n >= min_n
@@ -308,7 +308,7 @@ def calibration(
     Parameters
     ----------
     pairs
-        The pair table (:func:`peira.pairs.build_pairs`).
+        The pair table (:func:`peira._pairs.build_pairs`).
     by
         Extra grouping columns (e.g. ``"family"``), besides ``run_id``.
     n_bins, binning
@@ -734,7 +734,7 @@ def corp_calibration(
     their forecasts.
     """
     _check_bins(n_bins, binning)
-    _check_min_n(min_n)
+    check_min_n(min_n)
     keys, rows = _forecast_groups(pairs, by, None)
     cols = ["n", "ece", "ece_debiased", "calibration_p_value", "brier", "mcb", "dsc", "unc"]
     out: list[dict[str, object]] = []

@@ -108,7 +108,7 @@ def loads(text: str) -> Any:
     >>> loads('{"a": 1e400}')
     Traceback (most recent call last):
     ...
-    peira.importers._json.JSONLimitError: number 1e400 overflows a 64-bit float
+    peira._json.JSONLimitError: number 1e400 overflows a 64-bit float
     """
     strict = _SUSPICIOUS_NUMBER.search(text) is not None
     try:
