@@ -168,7 +168,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     runs = [args.run_a, args.run_b] if args.run_a else None
     table = api.compare(
         c.responses_arg(args, log), dataset, runs=runs, metric=args.metric,
-        engine=c.engine_of(args), **c.data_kwargs(args),
+        **c.api_kwargs(args),
     )  # fmt: skip
     if args.format in ("table", "markdown"):
         table = table.select(
