@@ -28,7 +28,7 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, cast
 
 from ..errors import PeiraTypeError, PeiraValueError, UnknownNameError
 
@@ -184,7 +184,8 @@ def check_param(name: str, value: Any, where: str) -> Any:
     wanted = numbers.Integral if c.kind == "int" else numbers.Real
     if isinstance(value, bool) or not isinstance(value, wanted):
         raise PeiraTypeError(_sentence(name, where, c, value))
-    if not (math.isfinite(value) and c.inside(value)):
+    finite = c.kind == "int" or math.isfinite(value)  # an int of any size is finite
+    if not (finite and c.inside(cast(float, value))):
         raise PeiraValueError(_sentence(name, where, c, value))
     return value
 
