@@ -29,7 +29,7 @@ def parse_adapter_args(items: list[str]) -> dict[str, Any]:
     {'archetype': 'fragile', 'seed': 3, 'dataset': 'data/demo'}
     """
     from ..errors import PeiraError
-    from ..importers import _json
+    from ..importers import loads_json
 
     out: dict[str, Any] = {}
     for item in items:
@@ -37,7 +37,7 @@ def parse_adapter_args(items: list[str]) -> dict[str, Any]:
         if not sep or not name.isidentifier():
             raise PeiraError(f"--adapter-arg {item!r}: expected NAME=VALUE")
         try:
-            out[name] = _json.loads(value)
+            out[name] = loads_json(value)
         except ValueError:  # not JSON, or JSON beyond the limits: the text itself
             out[name] = value
     return out

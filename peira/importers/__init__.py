@@ -22,8 +22,9 @@ from typing import Any, Literal
 
 from .._registry import Registry
 from ..errors import InputFormatError, PeiraValueError
+from ._json import loads as loads_json
 
-__all__ = ["IMPORTERS", "Importer", "importer_for"]
+__all__ = ["IMPORTERS", "Importer", "importer_for", "loads_json"]
 
 Produces = Literal["dataset", "responses", "benchmark"]
 
