@@ -264,6 +264,7 @@ def _score_on(
     from ..bootstrap import ratio_intervals
     from ..engine import get_engine
     from ..metrics import RATIO_METRICS
+    from ..metrics.summary import RunSums
 
     ds = as_dataset(cases)
     cs = split_cases(ds, split)
@@ -284,18 +285,13 @@ def _score_on(
     sums = in_split(sums, split)
     value_cols = [c for c in sums.columns if c not in (*group, "split")]
     sums = sums.group_by(group).agg(pl.col(value_cols).sum()).sort(group)
-    totals = sums.group_by(keys).agg(pl.col(value_cols).sum())
+    totals = RunSums(sums, pl.DataFrame(), cluster=plan.column).totals(by)
     table = totals.select(
         *keys,
         pl.col("n_pairs"),
         pl.col("asr__den").cast(pl.Int64).alias("n_eligible"),
-        *[
-            pl.when(pl.col(f"{m}__den") > 0)
-            .then(pl.col(f"{m}__num") / pl.col(f"{m}__den"))
-            .alias(m)
-            for m in names
-        ],
-    ).sort(keys)
+        *names,
+    )
     if not intervals:
         return table
     wanted = [m for m in names if interval_metrics is None or m in interval_metrics]
