@@ -9,6 +9,7 @@ import polars as pl
 
 from .._frames import FrameLike
 from ..errors import PeiraValueError
+from ._data import resample_plan, run_sums
 from ._inputs import (
     PathLike,
     Split,
@@ -25,9 +26,6 @@ if TYPE_CHECKING:
     from ..ranking import Rule
 
 __all__ = ["compare", "leaderboard"]
-
-
-from ._data import resample_plan, run_sums
 
 
 @validate_params

@@ -10,6 +10,8 @@ import polars as pl
 
 from .._frames import FrameLike
 from ..errors import PeiraValueError
+from ..metrics.wide import INTERVAL_COLUMNS, wide_intervals
+from ._data import pairs_and_cases, resample_plan
 from ._inputs import (
     PathLike,
     Split,
@@ -26,39 +28,7 @@ if TYPE_CHECKING:
     from ..io import Dataset
     from ..pairs import Missing
 
-__all__ = ["score", "score_pairs", "wide_intervals"]
-
-
-from ._data import pairs_and_cases, resample_plan
-
-_INTERVAL_META = [
-    "level",
-    "method",
-    "n_resamples",
-    "unit",
-    "seed",
-    "fingerprint",
-    "few_clusters",
-    "n_clusters",
-]
-
-
-def wide_intervals(ci: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """Long intervals (one row per metric) → ``<m>_lo``, ``<m>_hi``, ``<m>_n_defined``,
-    ``<m>_method``, ``<m>_n_clusters``, ``<m>_few_clusters`` + metadata."""
-    wide: pl.DataFrame | None = None
-    for field in ("lo", "hi", "n_defined", "method", "n_clusters", "few_clusters"):
-        part = ci.pivot(on="metric", index=keys, values=field, sort_columns=True)
-        part = part.rename({c: f"{c}_{field}" for c in part.columns if c not in keys})
-        wide = part if wide is None else wide.join(part, on=keys, how="left", nulls_equal=True)
-    meta = ci.group_by(keys).agg(
-        pl.col("level", "n_resamples", "unit", "seed", "fingerprint").first(),
-        pl.col("few_clusters").filter(pl.col("lo").is_not_null()).any(),
-        pl.col("method").filter(pl.col("lo").is_not_null()).unique().sort().str.join(",")
-        .alias("interval_method"),
-    )  # fmt: skip
-    assert wide is not None
-    return wide.join(meta, on=keys, how="left", nulls_equal=True)
+__all__ = ["score", "score_pairs"]
 
 
 @validate_params
@@ -102,7 +72,7 @@ def score_pairs(
     from ..bootstrap import NONRATIO_INTERVAL_METRICS
     from ..metrics import RATIO_METRICS
 
-    common = ["metric", "lo", "hi", "n_defined", *_INTERVAL_META]
+    common = list(INTERVAL_COLUMNS)
     ratio_names = [m for m in RATIO_METRICS if metrics is None or m in metrics]
     nonratio_names = [m for m in NONRATIO_INTERVAL_METRICS if metrics is None or m in metrics]
     parts = []
@@ -297,7 +267,7 @@ def _score_on(
     wanted = [m for m in names if interval_metrics is None or m in interval_metrics]
     if not wanted:
         return table
-    common = ["metric", "lo", "hi", "n_defined", *_INTERVAL_META]
+    common = list(INTERVAL_COLUMNS)
     ci = ratio_intervals(
         sums, plan, by=by or None, metrics=wanted, level=level, method=method
     ).select(*keys, *common)

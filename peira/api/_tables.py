@@ -9,6 +9,7 @@ import polars as pl
 
 from .._frames import FrameLike
 from ..errors import PeiraValueError
+from ._data import run_sums
 from ._inputs import (
     PathLike,
     Split,
@@ -27,9 +28,6 @@ if TYPE_CHECKING:
     from ..ranking import Rule
 
 __all__ = ["tables"]
-
-
-from ._data import run_sums
 
 
 @validate_params
