@@ -50,17 +50,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 )
 
 #: Edges (importer room, imported room) that point up, each pending a rewrite.
-PENDING_UPWARD: dict[tuple[str, str], str] = {
-}
+PENDING_UPWARD: dict[tuple[str, str], str] = {}
 
 #: Cycles among modules, each pending a rewrite.
-PENDING_CYCLES: dict[frozenset[str], str] = {
-}
+PENDING_CYCLES: dict[frozenset[str], str] = {}
 
 #: Modules allowed to reach private names of other modules, each pending a rewrite.
-PENDING_PRIVATE: dict[str, str] = {
-    "peira.cli": "pending: the CLI on the public API (api._dataset, api._split_cases)",
-}
+PENDING_PRIVATE: dict[str, str] = {}
 
 
 @dataclass

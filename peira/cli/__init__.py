@@ -3,8 +3,9 @@
 Each group of commands is one module with a ``register(sub)`` function; this
 module only lists them (:data:`GROUPS`), builds the parser and runs the chosen
 command inside the one guard (:func:`peira.cli._errors.guard`). Command
-modules import only :mod:`._common`, :mod:`._output`, :mod:`._errors` and the
-library, never each other.
+modules import only :mod:`._common`, :mod:`._output`, :mod:`._errors`,
+:mod:`._views` (the terminal views of the API's frames) and the library's
+public names, never each other.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..api import MAX_RESAMPLES, MAX_SEED, PARAMETERS, SPLITS
 from ._output import FORMATS
 
 if TYPE_CHECKING:
@@ -29,6 +30,8 @@ __all__ = [
     "EXIT_OK",
     "EXIT_USAGE",
     "EXIT_VIOLATIONS",
+    "MAX_RESAMPLES",
+    "MAX_SEED",
     "SPLITS",
     "Command",
     "LazyChoices",
@@ -41,9 +44,9 @@ __all__ = [
     "add_input_options",
     "add_pair_options",
     "add_split_option",
+    "api_kwargs",
     "check_out",
     "confidence_level",
-    "data_kwargs",
     "dataset_and_log",
     "dataset_files",
     "emit",
@@ -53,12 +56,14 @@ __all__ = [
     "log_inputs",
     "non_negative_int",
     "number_range",
+    "option_choices",
+    "option_help",
+    "option_type",
     "pick_columns",
     "positive_int",
 ]
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_USAGE = 0, 1, 2
-SPLITS = ("public", "holdout", "all")
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -72,12 +77,6 @@ def _number(text: str, kind: type[int] | type[float]) -> Any:
     except ValueError:
         what = "an integer" if kind is int else "a number"
         raise argparse.ArgumentTypeError(f"must be {what}, not {text!r}") from None
-
-
-#: Largest seed accepted (seeds are stored and hashed as signed 64-bit integers).
-MAX_SEED = 2**63 - 1
-#: Most bootstrap resamples accepted (beyond, a plan does not fit in memory).
-MAX_RESAMPLES = 10_000_000
 
 
 def int_range(lo: int, hi: int, name: str = "") -> Callable[[str], int]:
@@ -120,14 +119,33 @@ def finite_number(text: str) -> float:
     return value
 
 
+def option_type(name: str, label: str = "") -> Callable[[str], Any]:
+    """The argparse type of the flat API's parameter ``name``: its bounds are those of
+    :data:`peira.api.PARAMETERS` (the one declaration), its messages argparse's."""
+    k = PARAMETERS[name]
+    if k.kind == "int":
+        return int_range(int(k.lo), int(k.hi), label)
+    return number_range(k.lo, k.hi, open_lo=k.open_lo, open_hi=k.open_hi, name=label or name)
+
+
+def option_help(name: str, default: str = "") -> str:
+    """The help text of the flat API's parameter ``name`` (:data:`peira.api.PARAMETERS`)."""
+    return PARAMETERS[name].help or default
+
+
+def option_choices(name: str) -> tuple[str, ...]:
+    """The choices of the flat API's parameter ``name`` (:data:`peira.api.PARAMETERS`)."""
+    return PARAMETERS[name].names()
+
+
 #: An integer >= 1 (``--resamples``: at most :data:`MAX_RESAMPLES`).
-positive_int = int_range(1, MAX_RESAMPLES, "positive integer")
+positive_int = option_type("n_resamples", "positive integer")
 #: An integer >= 0 that fits a seed (``--seed``).
-non_negative_int = int_range(0, MAX_SEED, "non-negative integer")
+non_negative_int = option_type("seed", "non-negative integer")
 #: A confidence level strictly between 0 and 1 (``--level``).
-confidence_level = number_range(0.0, 1.0, open_lo=True, open_hi=True, name="level")
+confidence_level = option_type("level")
 #: A shift threshold on the probability scale, in [0, 1] (``--delta``).
-finite_non_negative = number_range(0.0, 1.0, name="delta")
+finite_non_negative = option_type("delta")
 
 
 class LazyChoices:
@@ -143,12 +161,6 @@ class LazyChoices:
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._names())
-
-
-def _interval_methods() -> tuple[str, ...]:
-    from ..bootstrap.intervals import METHODS
-
-    return tuple(METHODS)
 
 
 # ---------------------------------------------------------------- options
@@ -195,13 +207,8 @@ def add_split_option(p: argparse.ArgumentParser, default: str, *, help: str | No
 
 def add_pair_options(p: argparse.ArgumentParser) -> None:
     """How pairs are built: ``--missing`` and ``--delta``."""
-    p.add_argument("--missing", choices=("error", "malformed"), default="error")
-    p.add_argument(
-        "--delta",
-        type=finite_non_negative,
-        default=0.10,
-        help="shift-without-flip threshold, in [0, 1]",
-    )
+    p.add_argument("--missing", choices=option_choices("missing"), default="error")
+    p.add_argument("--delta", type=finite_non_negative, default=0.10, help=option_help("delta"))
 
 
 def add_bootstrap_options(
@@ -212,15 +219,17 @@ def add_bootstrap_options(
     seed_help: str = "bootstrap seed",
 ) -> None:
     """``--resamples``, ``--seed``, ``--unit`` (and ``--level``, ``--method``)."""
-    p.add_argument("--resamples", type=positive_int, default=10_000, help="bootstrap resamples B")
+    p.add_argument(
+        "--resamples", type=positive_int, default=10_000, help=option_help("n_resamples")
+    )
     p.add_argument("--seed", type=non_negative_int, default=0, help=seed_help)
-    p.add_argument("--unit", choices=("cluster", "case"), default="cluster")
+    p.add_argument("--unit", choices=option_choices("unit"), default="cluster")
     if level:
-        p.add_argument("--level", type=confidence_level, default=0.95, help="confidence level")
+        p.add_argument("--level", type=confidence_level, default=0.95, help=option_help("level"))
     if method:
         p.add_argument(
             "--method",
-            choices=LazyChoices(_interval_methods),
+            choices=LazyChoices(PARAMETERS["method"].names),
             default="auto",  # peira.bootstrap.intervals.DEFAULT_METHOD (a test keeps them equal)
             metavar="METHOD",  # argparse would list the choices when the parser is built
             help="interval method, one of %(choices)s (default auto: BCa where the cluster "
@@ -233,7 +242,7 @@ def add_engine_options(p: argparse.ArgumentParser, note: str = "") -> None:
     help of ``--engine`` (what the command does differently on Spark)."""
     p.add_argument(
         "--engine",
-        choices=("local", "spark"),
+        choices=option_choices("engine"),
         default="local",
         help="where the log is reduced to per-cluster sums: local (polars, default) or "
         "spark (Apache Spark; pip install 'peira[spark]'; --responses may then be any "
@@ -329,20 +338,18 @@ def preload_for_plan(dataset: Path, args: argparse.Namespace) -> None:
         preload_for(n, b)
 
 
-def data_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """The flat API's keyword arguments of the data and bootstrap options given."""
-    names = {
-        "split": "split",
-        "missing": "missing",
-        "delta": "delta",
-        "resamples": "n_resamples",
-        "seed": "seed",
-        "unit": "unit",
-        "level": "level",
-        "method": "method",
-        "rule": "rule",
-    }
-    return {api: getattr(args, opt) for opt, api in names.items() if hasattr(args, opt)}
+def api_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The flat API's keyword arguments of the options given: each parameter of
+    :data:`peira.api.PARAMETERS` whose option the command has (``--resamples`` gives
+    ``n_resamples``; ``--engine`` the engine of :func:`engine_of`)."""
+    from ..api import PARAMETERS
+
+    out: dict[str, Any] = {}
+    for name, constraint in PARAMETERS.items():
+        dest = constraint.option.removeprefix("--").replace("-", "_")
+        if hasattr(args, dest):
+            out[name] = engine_of(args) if constraint.kind == "engine" else getattr(args, dest)
+    return out
 
 
 # ---------------------------------------------------------------- writing

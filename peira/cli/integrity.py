@@ -136,8 +136,8 @@ def _holdout_key(args: argparse.Namespace) -> bytes:
 
 def cmd_keygen(args: argparse.Namespace) -> int:
     """``peira holdout keygen``: a new random key file (mode 0600, never overwritten)."""
-    from .._writes import output_lock
     from ..integrity.keys import write_key_file
+    from ..io import output_lock
 
     path = Path(args.out)
     if path.exists() or path.is_symlink() or not path.parent.is_dir():

@@ -38,8 +38,8 @@ def _board(args: argparse.Namespace) -> tuple[pl.DataFrame, pl.DataFrame | None]
     from ..ranking import leaderboard as rank_runs
 
     dataset, log = c.dataset_and_log(args)
-    ds = api._dataset(dataset)
-    cases = api._split_cases(ds, args.split)
+    ds = api.as_dataset(dataset)
+    cases = api.split_cases(ds, args.split)
     plan = api.resample_plan(cases, unit=args.unit, n_resamples=args.resamples, seed=args.seed)
     sums = api.run_sums(
         c.responses_arg(args, log), ds, unit=args.unit, missing=args.missing, delta=args.delta,
@@ -103,8 +103,8 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     beside the metric, and a mark on runs the public/holdout divergence check flags."""
     import polars as pl
 
-    from .. import api
     from ..metrics.gates import metric_den_is_eligible
+    from ._views import gate_text, with_notes
 
     metric = args.metric
     board, div = _board(args)
@@ -116,7 +116,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
             f"B={args.resamples}, seed {args.seed}, plan {board['fingerprint'][0][:12]}; "
             f"rule: {_RULES[args.rule]}"
         )
-    view = api.gate_text(board).with_columns(
+    view = gate_text(board).with_columns(
         pl.col("beaten_by").list.len().alias("beaten_by"),
         pl.when(pl.col("lo").is_not_null())
         .then(pl.col("method"))
@@ -144,7 +144,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     else:
         default.remove("n_eligible")
     default = [x for x in default if x not in ("verdict_source", "note")]
-    default += [x for x in api.with_notes(view, []) if x not in default]
+    default += [x for x in with_notes(view, []) if x not in default]
     code = c.emit(view.select(c.pick_columns(view, default, args)), args.format)
     if div is not None:
         flagged = view.filter(pl.col("holdout_flag").fill_null(False))
@@ -168,7 +168,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     runs = [args.run_a, args.run_b] if args.run_a else None
     table = api.compare(
         c.responses_arg(args, log), dataset, runs=runs, metric=args.metric,
-        engine=c.engine_of(args), **c.data_kwargs(args),
+        **c.api_kwargs(args),
     )  # fmt: skip
     if args.format in ("table", "markdown"):
         table = table.select(
@@ -180,7 +180,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _rule_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--rule", choices=("ci", "paired"), default="ci")
+    p.add_argument("--rule", choices=c.option_choices("rule"), default="ci")
 
 
 def register(sub: Any) -> None:

@@ -169,7 +169,9 @@ def _options(q: argparse.ArgumentParser, *, split: bool) -> None:
         c.add_split_option(q, "public")
     c.add_pair_options(q)
     c.add_bootstrap_options(q, seed_help="bootstrap seed (holdout plan: seed + 1)")
-    q.add_argument("--rule", choices=("ci", "paired"), default="ci", help="head-to-head rule")
+    q.add_argument(
+        "--rule", choices=c.option_choices("rule"), default="ci", help="head-to-head rule"
+    )
     q.add_argument("--no-figures", action="store_true", help="tables only (no matplotlib)")
     g = q.add_mutually_exclusive_group()
     g.add_argument(

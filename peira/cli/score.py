@@ -18,6 +18,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     """Every metric per run (× ``--by``); intervals in every format but table/markdown;
     the source's own figures beside them where the dataset has them."""
     from .. import api
+    from ._views import gate_text, headline
 
     dataset, log = c.dataset_and_log(args)
     published = _published(args)
@@ -27,12 +28,12 @@ def cmd_score(args: argparse.Namespace) -> int:
     table = api.score(  # the compact view shows ASR's interval; every other, every interval
         c.responses_arg(args, log), dataset, by=args.by,
         interval_metrics=["asr"] if terminal and not chosen else None,
-        engine=c.engine_of(args), ratio_only=args.ratio_only, **c.data_kwargs(args),
+        ratio_only=args.ratio_only, **c.api_kwargs(args),
     )  # fmt: skip
     if terminal:
-        view = api.headline(table, args.by)
+        view = headline(table, args.by)
         if chosen:
-            view = api.gate_text(table)
+            view = gate_text(table)
             view = view.select(c.pick_columns(view, view.columns, args))
         c.emit(view, args.format)
         if published is not None and local and not args.ratio_only:  # beside needs the pairs

@@ -15,7 +15,7 @@ Built-in engines (:data:`ENGINES`):
     Apache Spark through PySpark, for logs beyond one machine
     (:class:`peira.engine.spark.SparkEngine`; ``pip install 'peira[spark]'``).
 
-Both evaluate the same definitions, :func:`peira.pairs.pair_flags` and
+Both evaluate the same definitions, :func:`peira._pairs.pair_flags` and
 :data:`peira.metrics.RATIO_METRICS`: Spark runs Peira's polars pairing and sums
 on each partition of the log, then adds the partial sums up.
 """

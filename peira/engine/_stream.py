@@ -15,7 +15,7 @@ first arm's score until its partner arrives; the pair then records whether
 joined: a shuffled log is read like a sorted one.
 
 At the end one sweep over the table counts the pairs per run, case and pair of
-answer codes. The scoring rule (:func:`peira.pairs.pair_flags`, the one
+answer codes. The scoring rule (:func:`peira._pairs.pair_flags`, the one
 definition every engine evaluates) and the ratio metrics' terms are
 evaluated once per distinct (case labels, pair of answer codes), and the
 counts weight them into the sums per run × group × cluster. Memory is the

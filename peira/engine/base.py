@@ -46,7 +46,7 @@ class Engine(Protocol):
             The cluster column (``"scenario_id"``, or ``"case_id"`` for a case
             bootstrap).
         delta, missing
-            As in :func:`peira.pairs.build_pairs`.
+            As in :func:`peira._pairs.build_pairs`.
 
         Returns
         -------

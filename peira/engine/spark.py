@@ -6,7 +6,7 @@ directory, hive-partitioned directory or glob; ``s3a://``, ``hdfs://``,
 and runs Peira's own polars code on each partition through Arrow
 (``mapInArrow``): the data-model validation
 (:func:`peira.schema.validate_responses`), the pairing
-(:func:`peira.pairs.scan_pairs`) and the per-cluster sums
+(:func:`peira._pairs.scan_pairs`) and the per-cluster sums
 (:func:`peira.metrics.frame.cluster_sums`). Spark adds the partial sums up and
 returns one small frame; the bootstrap then runs locally on it. There is one
 implementation of the scoring rule, not a second one in Spark SQL.

@@ -317,7 +317,9 @@ class RunSums:
         """Per run (× ``by``): every summed column, and every metric as Σ num / Σ den."""
         keys = ["run_id", *by]
         values = [
-            c for c in self.frame.columns if c not in (*KEYS, "sample", self.cluster, "_absent")
+            c
+            for c in self.frame.columns
+            if c not in (*KEYS, *by, "sample", self.cluster, "_absent")
         ]
         out = self.frame.group_by(keys).agg(pl.col(values).sum())
         return out.with_columns(

@@ -72,7 +72,7 @@ class ReportConfig:
     rule
         Verdict rule of head-to-head comparisons (``"ci"``: non-overlap).
     delta, missing
-        Options of :func:`peira.pairs.build_pairs`.
+        Options of :func:`peira._pairs.build_pairs`.
     thresholds
         Ranking-gate thresholds.
     publication

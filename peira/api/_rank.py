@@ -1,0 +1,206 @@
+"""The ranking verbs: the leaderboard and head-to-head comparisons (:mod:`peira.api`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from .._frames import FrameLike
+from ..errors import PeiraValueError
+from ._data import resample_plan, run_sums
+from ._inputs import (
+    PathLike,
+    Split,
+    as_dataset,
+    split_cases,
+    validate_params,
+)
+
+if TYPE_CHECKING:
+    from .._pairs import Missing
+    from ..bootstrap import Unit
+    from ..engine import Engine
+    from ..io import Dataset
+    from ..ranking import Rule
+
+__all__ = ["compare", "leaderboard"]
+
+
+@validate_params
+def leaderboard(
+    responses: PathLike | FrameLike,
+    cases: PathLike | Dataset | FrameLike,
+    *,
+    metric: str = "robustness",
+    split: Split = "public",
+    rule: Rule = "ci",
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    unit: Unit = "cluster",
+    level: float = 0.95,
+    missing: Missing = "error",
+    delta: float = 0.10,
+    engine: str | Engine = "local",
+) -> pl.DataFrame:
+    """The runs ranked by a ratio metric (default robustness, 1 − ASR), with intervals.
+
+    A run's rank is 1 + the number of ranked runs that beat it, so tied runs
+    share a rank (docs/spec/comparison.md#the-leaderboard).
+
+    Parameters
+    ----------
+    responses, cases
+        The response log and the cases (paths or frames; see the module notes).
+    metric
+        A ratio metric of :data:`peira.metrics.RATIO_METRICS` (default
+        ``"robustness"``; ``"benign_accuracy"`` ranks clean-only runs too).
+    split
+        ``"public"`` (default), ``"holdout"`` or ``"all"``.
+    rule
+        ``"ci"`` (default): A beats B iff their intervals do not overlap;
+        ``"paired"``: iff the paired difference interval excludes 0.
+    n_resamples, seed, unit, level
+        The bootstrap, as in :func:`score`.
+    missing, delta
+        As in :func:`pairs`.
+    engine
+        Where the log is reduced: ``"local"`` (default) or ``"spark"`` (or an
+        engine object such as ``SparkEngine(session=spark)``). Either engine
+        reduces the log to its run sums (:func:`run_sums`) and the ranking
+        runs here on them, so the board is the same frame on both.
+
+    Returns
+    -------
+    polars.DataFrame
+        :func:`peira.ranking.leaderboard`'s columns (``rank``, ``run_id``,
+        ``estimate``, ``lo``, ``hi``, ``beaten_by``, the gates, the plan's
+        provenance) plus the metric under its own name with ``<metric>_lo`` and
+        ``<metric>_hi`` (``robustness``, ``robustness_lo``, ``robustness_hi``).
+
+    Examples
+    --------
+    >>> import peira
+    >>> d = peira.demo_dir()
+    >>> board = peira.leaderboard(d / "responses.parquet", d, n_resamples=200)
+    >>> board.select("rank", "run_id", "robustness").head(3)
+    shape: (3, 3)
+    ┌──────┬──────────────────┬────────────┐
+    │ rank ┆ run_id           ┆ robustness │
+    │ ---  ┆ ---              ┆ ---        │
+    │ i64  ┆ str              ┆ f64        │
+    ╞══════╪══════════════════╪════════════╡
+    │ 1    ┆ m08-hill-climber ┆ 0.94       │
+    │ 1    ┆ m01-robust       ┆ 0.927896   │
+    │ 1    ┆ m07-score-shift  ┆ 0.904822   │
+    └──────┴──────────────────┴────────────┘
+    """
+    from ..ranking import leaderboard as rank_runs
+
+    ds = as_dataset(cases)
+    cs = split_cases(ds, split)
+    plan = resample_plan(cs, unit=unit, n_resamples=n_resamples, seed=seed)
+    sums = run_sums(responses, ds, unit=unit, missing=missing, delta=delta, engine=engine)
+    board = rank_runs(sums.split(split), cs, plan, metric=metric, rule=rule, level=level)
+    return board.with_columns(
+        pl.col("estimate").alias(metric),
+        pl.col("lo").alias(f"{metric}_lo"),
+        pl.col("hi").alias(f"{metric}_hi"),
+    )
+
+
+@validate_params
+def compare(
+    responses: PathLike | FrameLike,
+    cases: PathLike | Dataset | FrameLike,
+    *,
+    runs: Sequence[str] | None = None,
+    metric: str = "robustness",
+    split: Split = "public",
+    rule: Rule = "ci",
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    unit: Unit = "cluster",
+    level: float = 0.95,
+    missing: Missing = "error",
+    delta: float = 0.10,
+    engine: str | Engine = "local",
+    allow_missing: bool = False,
+) -> pl.DataFrame:
+    """Runs head to head on one ratio metric: two runs, or every pair (Holm-adjusted).
+
+    Parameters
+    ----------
+    responses, cases
+        The response log and the cases (paths or frames; see the module notes).
+    runs
+        Two runs (one row, oriented ``run_a`` = the first), more (every pair
+        of them) or None (every pair of runs).
+    metric
+        A ratio metric of :data:`peira.metrics.RATIO_METRICS`; its direction
+        decides "better".
+    split, rule, n_resamples, seed, unit, level, engine
+        As in :func:`leaderboard`.
+    missing, delta
+        As in :func:`pairs`.
+    allow_missing
+        Decide between runs that lack part of the split's cases or arms; by
+        default such a pair gets the verdict ``"n/a"`` and a ``note`` (the
+        leaderboard's completeness gate, docs/spec/scoring-rule.md).
+
+    Returns
+    -------
+    polars.DataFrame
+        One row per pair of runs: ``run_a``, ``run_b``, both estimates and
+        intervals, ``diff`` with its paired interval, the bootstrap p-value
+        (``p_value``, ``p_holm``), both rules' verdicts, ``winner`` and
+        ``note`` (why there is no verdict).
+
+    Examples
+    --------
+    >>> import peira
+    >>> d = peira.demo_dir()
+    >>> row = peira.compare(d / "responses.parquet", d, runs=["m01-robust", "m02-fragile"],
+    ...                     n_resamples=200)
+    >>> row.select("run_a", "run_b", "winner").row(0)
+    ('m01-robust', 'm02-fragile', 'm01-robust')
+    """
+    from ..ranking import head_to_head, pairwise
+
+    if runs is not None and len(runs) < 2:
+        raise PeiraValueError(f"runs: compare needs two runs or more, not {list(runs)!r}")
+    ds = as_dataset(cases)
+    cs = split_cases(ds, split)
+    plan = resample_plan(cs, unit=unit, n_resamples=n_resamples, seed=seed)
+    table = run_sums(responses, ds, unit=unit, missing=missing, delta=delta, engine=engine).split(
+        split
+    )
+    if runs is not None and len(runs) == 2:
+        row = head_to_head(
+            table,
+            plan,
+            runs[0],
+            runs[1],
+            metric=metric,
+            rule=rule,
+            level=level,
+            cases=cs,
+            allow_missing=allow_missing,
+        )
+        out = pl.DataFrame([row])
+        return out.with_columns(  # a None (a tie's winner, an undefined diff) keeps its dtype
+            pl.col(c).cast(pl.String if c in ("winner", "note") else pl.Float64)
+            for c, dtype in out.schema.items()
+            if dtype == pl.Null
+        )
+    return pairwise(
+        table,
+        plan,
+        metric=metric,
+        runs=runs,
+        rule=rule,
+        level=level,
+        cases=cs,
+        allow_missing=allow_missing,
+    )

@@ -1,0 +1,275 @@
+"""The score verbs: every metric per run, with intervals (:mod:`peira.api`)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from .._frames import FrameLike
+from ..errors import PeiraValueError
+from ..metrics.wide import INTERVAL_COLUMNS, wide_intervals
+from ._data import pairs_and_cases, resample_plan
+from ._inputs import (
+    PathLike,
+    Split,
+    as_dataset,
+    check_engine,
+    in_split,
+    split_cases,
+    validate_params,
+)
+
+if TYPE_CHECKING:
+    from .._pairs import Missing
+    from ..bootstrap import Method, ResamplePlan, Unit
+    from ..engine import Engine
+    from ..io import Dataset
+
+__all__ = ["score", "score_pairs"]
+
+
+@validate_params
+def score_pairs(
+    pairs: pl.DataFrame,
+    cases: pl.DataFrame,
+    *,
+    by: Sequence[str] = (),
+    plan: ResamplePlan | None = None,
+    level: float = 0.95,
+    method: Method = "auto",
+    metrics: Sequence[str] | None = None,
+) -> pl.DataFrame:
+    """Every metric per run (× ``by``), sorted by the keys; with a ``plan``, intervals.
+
+    With a ``plan``, each metric with an interval gets ``<m>_lo``, ``<m>_hi``,
+    ``<m>_n_defined``, ``<m>_method`` (the interval that row used: ``bca``,
+    ``percentile``, ``korn-graubard`` …), ``<m>_n_clusters`` and
+    ``<m>_few_clusters`` (fewer than 30 clusters behind it), then the shared
+    metadata and ``interval_method`` (every method the row used) and
+    ``few_clusters`` (any of its intervals). ``metrics`` limits the intervals
+    to those metrics (default: every ratio and non-ratio metric with one).
+    ``method`` applies to ratio metrics; non-ratio metrics take the
+    percentile interval unless ``method`` is ``"bca"``.
+    """
+    from ..bootstrap import nonratio_intervals, ratio_intervals
+    from ..metrics import metric_table
+
+    by = list(by)
+    unknown = [c for c in by if c not in pairs.columns]
+    if unknown:
+        strings = [c for c in pairs.columns if pairs.schema[c] == pl.String]
+        raise PeiraValueError(
+            f"by {', '.join(unknown)}: not a column of the pair table; "
+            f"choose among {', '.join(strings)}"
+        )
+    table = metric_table(pairs, by, cases=cases)
+    if plan is None:
+        return table
+    keys = ["run_id", *by]
+    from ..bootstrap import NONRATIO_INTERVAL_METRICS
+    from ..metrics import RATIO_METRICS
+
+    common = list(INTERVAL_COLUMNS)
+    ratio_names = [m for m in RATIO_METRICS if metrics is None or m in metrics]
+    nonratio_names = [m for m in NONRATIO_INTERVAL_METRICS if metrics is None or m in metrics]
+    parts = []
+    nr_method: Method = "bca" if method == "bca" else "percentile"
+    if ratio_names and nonratio_names:  # one pass over the plan for both
+        from ..bootstrap.joint import joint_intervals
+
+        both = joint_intervals(
+            pairs, plan, by=by or None, ratio_metrics=ratio_names,
+            nonratio_metrics=nonratio_names, level=level, method=method,
+            nonratio_method=nr_method,
+        )  # fmt: skip
+        parts += [f.select(*keys, *common) for f in both]
+    elif ratio_names:
+        parts.append(
+            ratio_intervals(
+                pairs, plan, by=by or None, metrics=ratio_names, level=level, method=method
+            ).select(*keys, *common)
+        )
+    elif nonratio_names:
+        parts.append(
+            nonratio_intervals(
+                pairs, plan, by=by or None, metrics=nonratio_names, level=level, method=nr_method
+            ).select(*keys, *common)
+        )
+    if not parts:  # no interval asked for (interval_metrics=[])
+        return table.sort(keys)
+    ci = pl.concat(parts)
+    table = table.join(wide_intervals(ci, keys), on=keys, how="left", nulls_equal=True)
+    return table.sort(keys)
+
+
+@validate_params
+def score(
+    responses: PathLike | FrameLike,
+    cases: PathLike | Dataset | FrameLike,
+    *,
+    by: str | Sequence[str] = (),
+    split: Split = "public",
+    intervals: bool = True,
+    interval_metrics: Sequence[str] | None = None,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    unit: Unit = "cluster",
+    level: float = 0.95,
+    method: Method = "auto",
+    missing: Missing = "error",
+    delta: float = 0.10,
+    engine: str | Engine = "local",
+    ratio_only: bool = False,
+) -> pl.DataFrame:
+    """Every metric per run (× ``by``), each with its bootstrap interval.
+
+    This is what ``peira score --format json`` prints.
+
+    Parameters
+    ----------
+    responses, cases
+        The response log and the cases (paths or frames; see the module notes).
+    by
+        Breakdown columns of the pair table besides ``run_id`` (``"family"``,
+        ``"primitive"``, ``"severity"``, …).
+    split
+        ``"public"`` (default, as every command: docs/spec/uncertainty.md#splits),
+        ``"holdout"`` or ``"all"``.
+    intervals
+        Add the interval columns (default); ``False`` skips the bootstrap.
+    interval_metrics
+        The metrics to give intervals (default: every metric that has one).
+    n_resamples, seed, unit, level, method
+        The bootstrap: B (10,000), seed (0), resampling unit (``"cluster"`` or
+        ``"case"``), confidence level (0.95) and interval method (``"auto"``:
+        BCa where the cluster bootstrap carries the row, a small-cell interval
+        where too few clusters or events do; or ``"percentile"``, ``"bca"``, …;
+        docs/spec/uncertainty.md#interval-methods).
+    missing, delta
+        As in :func:`pairs`.
+    engine
+        Where the log is reduced: ``"local"`` (default; polars in this process)
+        or ``"spark"`` (:class:`peira.engine.spark.SparkEngine`, or an engine
+        object such as ``SparkEngine(session=spark)``). On Spark the log may be
+        any path Spark reads (``s3a://…``, a hive-partitioned directory) and
+        the result holds the ratio metrics with their intervals, computed from
+        per-cluster sums (bit-identical to the local engine's); the non-ratio
+        metrics, calibration and the ranking gates need every pair and come
+        from the local engine only.
+    ratio_only
+        The ratio metrics only (ASR, flip, abstention and malformed rates,
+        accuracies: :data:`peira.metrics.RATIO_METRICS`), with their intervals,
+        from per-cluster sums: a log path is streamed to the sums, so memory
+        follows the clusters and not the log (a log of any size on one
+        machine; docs/extending.md). The estimates and intervals equal those of
+        the whole score; the non-ratio metrics and the ranking gates, which
+        need every pair in memory, are left out. Always so on Spark.
+
+    Returns
+    -------
+    polars.DataFrame
+        One row per run (× group), sorted by the keys: ``n_pairs``,
+        ``n_eligible``, every metric of :data:`peira.metrics.METRICS` (null
+        where undefined), the ranking gates (``ranked``, ``gate_reasons``) and,
+        with ``intervals``, ``<metric>_lo``, ``<metric>_hi`` and
+        ``<metric>_n_defined`` for every metric with an interval, plus
+        ``level``, ``n_resamples``, ``unit``, ``seed``, ``fingerprint``
+        (of the plan), ``few_clusters`` and ``interval_method``.
+
+    Examples
+    --------
+    >>> import peira
+    >>> d = peira.demo_dir()
+    >>> t = peira.score(d / "responses.parquet", d, split="public", n_resamples=200)
+    >>> t.select("run_id", "asr", "asr_lo", "asr_hi").head(2)
+    shape: (2, 4)
+    ┌─────────────┬──────────┬──────────┬──────────┐
+    │ run_id      ┆ asr      ┆ asr_lo   ┆ asr_hi   │
+    │ ---         ┆ ---      ┆ ---      ┆ ---      │
+    │ str         ┆ f64      ┆ f64      ┆ f64      │
+    ╞═════════════╪══════════╪══════════╪══════════╡
+    │ m01-robust  ┆ 0.072104 ┆ 0.054857 ┆ 0.09322  │
+    │ m02-fragile ┆ 0.440832 ┆ 0.4      ┆ 0.483376 │
+    └─────────────┴──────────┴──────────┴──────────┘
+    """
+    keys = [by] if isinstance(by, str) else list(by)
+    if ratio_only or not check_engine(engine):
+        return _score_on(
+            engine, responses, cases, by=keys, split=split, intervals=intervals,
+            interval_metrics=interval_metrics, n_resamples=n_resamples, seed=seed,
+            unit=unit, level=level, method=method, missing=missing, delta=delta,
+        )  # fmt: skip
+    table, cs = pairs_and_cases(
+        responses, cases, split=split, missing=missing, delta=delta, engine=engine
+    )
+    plan = resample_plan(cs, unit=unit, n_resamples=n_resamples, seed=seed) if intervals else None
+    return score_pairs(
+        table, cs, by=keys, plan=plan, level=level, method=method, metrics=interval_metrics
+    )
+
+
+def _score_on(
+    engine: str | Engine,
+    responses: Any,
+    cases: PathLike | Dataset | FrameLike,
+    *,
+    by: list[str],
+    split: str,
+    intervals: bool,
+    interval_metrics: Sequence[str] | None,
+    n_resamples: int,
+    seed: int,
+    unit: Unit,
+    level: float,
+    method: Method,
+    missing: Missing,
+    delta: float,
+) -> pl.DataFrame:
+    """:func:`score` of the ratio metrics from an engine's per-cluster sums
+    (docs/spec/uncertainty.md): Σ num / Σ den per run (× group), and the
+    cluster bootstrap on the sums, with the plan the local engine would draw."""
+    from ..bootstrap import ratio_intervals
+    from ..engine import get_engine
+    from ..metrics import RATIO_METRICS
+    from ..metrics.summary import RunSums
+
+    ds = as_dataset(cases)
+    cs = split_cases(ds, split)
+    plan = resample_plan(cs, unit=unit, n_resamples=n_resamples, seed=seed)
+    if isinstance(responses, os.PathLike):
+        responses = os.fspath(responses)
+    keys = ["run_id", *by]
+    group = [*keys, plan.column]
+    names = list(RATIO_METRICS)
+    sums = get_engine(engine).cluster_sums(
+        responses,
+        ds.cases,
+        by=list(dict.fromkeys(["split", *by])),
+        cluster=plan.column,
+        missing=missing,
+        delta=delta,
+    )
+    sums = in_split(sums, split)
+    value_cols = [c for c in sums.columns if c not in (*group, "split")]
+    sums = sums.group_by(group).agg(pl.col(value_cols).sum()).sort(group)
+    totals = RunSums(sums, pl.DataFrame(), cluster=plan.column).totals(by)
+    table = totals.select(
+        *keys,
+        pl.col("n_pairs"),
+        pl.col("asr__den").cast(pl.Int64).alias("n_eligible"),
+        *names,
+    )
+    if not intervals:
+        return table
+    wanted = [m for m in names if interval_metrics is None or m in interval_metrics]
+    if not wanted:
+        return table
+    common = list(INTERVAL_COLUMNS)
+    ci = ratio_intervals(
+        sums, plan, by=by or None, metrics=wanted, level=level, method=method
+    ).select(*keys, *common)
+    table = table.join(wide_intervals(ci, keys), on=keys, how="left", nulls_equal=True)
+    return table.sort(keys)
