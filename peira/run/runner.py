@@ -296,11 +296,8 @@ async def _call(
     adapter: Any,
     is_async: bool,
     req: Request,
+    o: RunOptions,
     *,
-    timeout: float | None,
-    retries: int,
-    backoff: float,
-    max_backoff: float,
     stats: _Stats,
     slots: asyncio.Semaphore,
     threads: _CallThreads | ProcessCalls | None = None,
@@ -308,7 +305,8 @@ async def _call(
     tokens: int = 0,
 ) -> tuple[dict[str, Any], Any, float]:
     """One request, retried: (its response columns, the adapter's output or None
-    when the call raised, the last attempt's milliseconds)."""
+    when the call raised, the last attempt's milliseconds); ``o`` gives the
+    timeout, retries and backoff."""
     attempt = 0
     while True:
         attempt += 1
@@ -317,7 +315,7 @@ async def _call(
         if not is_async:  # wait for a free slot outside the timeout
             await slots.acquire()
         t0 = time.perf_counter()
-        deadline = asyncio.timeout(timeout)
+        deadline = asyncio.timeout(o.timeout)
         last: BaseException
         try:
             async with deadline:
@@ -338,7 +336,7 @@ async def _call(
             ) from exc
         except TimeoutError as exc:
             if deadline.expired():
-                reason = f"timeout after {timeout:g} s"
+                reason = f"timeout after {o.timeout:g} s"
             else:  # raised by the adapter itself (e.g. a client's read timeout)
                 reason = (
                     f"adapter raised TimeoutError: {exc}"
@@ -354,8 +352,8 @@ async def _call(
             return failed_row(f"adapter error: {type(exc).__name__}: {exc}", ms), None, ms
         elapsed_ms = (time.perf_counter() - t0) * 1000.0
         wait = (
-            retry_wait(last, attempt, backoff, max_backoff, stats.rng)
-            if attempt <= retries
+            retry_wait(last, attempt, o.backoff, o.max_backoff, stats.rng)
+            if attempt <= o.retries
             else None
         )
         if wait is not None:
@@ -363,7 +361,7 @@ async def _call(
             await asyncio.sleep(wait)
             continue
         after = getattr(last, "retry_after", None)
-        if attempt <= retries and after is not None:
+        if attempt <= o.retries and after is not None:
             reason += f"; the server asked to retry after {after:g} s"
         tries = f"{attempt} attempt{'s' if attempt > 1 else ''}"
         return failed_row(f"{reason} ({tries})", elapsed_ms), None, elapsed_ms
@@ -487,10 +485,7 @@ async def run_async(
             adapter,
             is_async,
             req,
-            timeout=o.timeout,
-            retries=o.retries,
-            backoff=o.backoff,
-            max_backoff=o.max_backoff,
+            o,
             stats=stats,
             slots=slots,
             threads=threads,
