@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -94,17 +95,14 @@ def run_sums(
     rank locally. ``unit`` picks the cluster column (``scenario_id``, or
     ``case_id`` for a case bootstrap).
     """
-    from ..engine import get_engine
+    from ..engine import Engine, get_engine
 
     check_engine(engine)
     ds = as_dataset(cases)
     eng = get_engine(engine)
-    reduce = getattr(eng, "run_sums", None)
-    if reduce is None:
-        raise PeiraValueError(
-            f"engine {getattr(eng, 'name', eng)!r} gives per-cluster sums only (peira.score); "
-            "ranking needs its run_sums"
-        )
+    # An engine written against the protocol without subclassing it gets the
+    # protocol's default (the local pair table, summed).
+    reduce = eng.run_sums if hasattr(eng, "run_sums") else partial(Engine.run_sums, eng)
     if isinstance(responses, os.PathLike) and getattr(eng, "name", "") != "local":
         responses = os.fspath(responses)
     cluster = "scenario_id" if unit == "cluster" else "case_id"

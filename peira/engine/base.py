@@ -1,7 +1,13 @@
-"""The engine protocol: a response log in, per-cluster sums (and run sums) out."""
+"""The engine protocol: a response log in, per-cluster sums (and run sums) out.
+
+An engine subclasses :class:`Engine` and gives :meth:`Engine.cluster_sums`;
+:meth:`Engine.run_sums` has a default built on the local pair table, which an
+engine overrides when it can reduce the log where it lives.
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -11,7 +17,7 @@ if TYPE_CHECKING:
     from .._pairs import Missing
     from ..metrics.summary import RunSums
 
-__all__ = ["Engine"]
+__all__ = ["Engine", "read_log"]
 
 
 @runtime_checkable
@@ -80,9 +86,30 @@ class Engine(Protocol):
         Parameters are those of :meth:`cluster_sums`; the frame holds every
         ratio metric of :data:`peira.metrics.RATIO_METRICS`.
 
+        The default, shared by every engine that does not distribute it, reads
+        the log here (:func:`read_log`), pairs it and sums the pairs
+        (:meth:`peira.metrics.summary.RunSums.of`): an engine that gives
+        :meth:`cluster_sums` only still ranks, on this machine.
+
         Raises
         ------
         ValidationError, MissingArmsError
             As :meth:`cluster_sums`.
         """
-        ...
+        from .._pairs import build_pairs
+        from ..metrics.summary import RunSums
+
+        pairs = build_pairs(read_log(responses, cases), cases, delta=delta, missing=missing)
+        return RunSums.of(pairs, cluster=cluster)
+
+
+def read_log(responses: Any, cases: pl.DataFrame) -> pl.DataFrame:
+    """The response log, validated: a path read (:func:`peira.io.read_responses`,
+    which names every violation), a frame checked (:func:`peira.schema.validate_responses`)."""
+    from .._frames import as_polars
+    from ..io import read_responses
+    from ..schema import validate_responses
+
+    if isinstance(responses, str | os.PathLike):
+        return read_responses(responses, cases=cases)
+    return validate_responses(as_polars(responses, name="responses"), cases=cases)

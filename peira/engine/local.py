@@ -13,10 +13,12 @@ if TYPE_CHECKING:
     from .._pairs import Missing
     from ..metrics.summary import RunSums
 
+from .base import Engine, read_log
+
 __all__ = ["LocalEngine"]
 
 
-class LocalEngine:
+class LocalEngine(Engine):
     """Reduce a log with polars in this process.
 
     A path is streamed (:func:`peira.engine._stream.stream_cluster_sums`): read
@@ -66,20 +68,19 @@ class LocalEngine:
         missing: Missing = "error",
     ) -> pl.DataFrame:
         """See :meth:`peira.engine.base.Engine.cluster_sums`."""
-        from .._frames import as_polars
-        from ..io import read_responses
         from ..metrics.frame import scan_cluster_sums
-        from ..schema import validate_responses
 
         if isinstance(responses, str | os.PathLike):
             sums = _streamed(responses, cases, list(by), cluster, delta, missing)
             if sums is not None:
                 return sums
-            log = read_responses(responses, cases=cases)
-        else:
-            log = validate_responses(as_polars(responses, name="responses"), cases=cases)
         return scan_cluster_sums(
-            log, cases, list(by), delta=delta, missing=missing, cluster=cluster
+            read_log(responses, cases),
+            cases,
+            list(by),
+            delta=delta,
+            missing=missing,
+            cluster=cluster,
         )
 
     def run_sums(
@@ -91,22 +92,13 @@ class LocalEngine:
         delta: float = 0.10,
         missing: Missing = "error",
     ) -> RunSums:
-        """See :meth:`peira.engine.base.Engine.run_sums`."""
-        from .._frames import as_polars
-        from .._pairs import build_pairs
-        from ..io import read_responses
-        from ..metrics.summary import RunSums
-        from ..schema import validate_responses
-
+        """See :meth:`peira.engine.base.Engine.run_sums`: a log of more than
+        ``bucket_rows`` rows a stretch of cases at a time, else the protocol's default."""
         if isinstance(responses, str | os.PathLike):
             got = _bucketed(responses, cases, cluster, delta, missing, self.bucket_rows)
             if got is not None:
                 return got
-            log = read_responses(responses, cases=cases)
-        else:
-            log = validate_responses(as_polars(responses, name="responses"), cases=cases)
-        pairs = build_pairs(log, cases, delta=delta, missing=missing)
-        return RunSums.of(pairs, cluster=cluster)
+        return super().run_sums(responses, cases, cluster=cluster, delta=delta, missing=missing)
 
     def __repr__(self) -> str:
         if self.bucket_rows == 2_000_000:
@@ -178,14 +170,13 @@ def _streamed(
     missing: str,
 ) -> pl.DataFrame | None:
     """The streaming path's sums, or None where the general path must run."""
-    from ..io import hive_values as _hive_values
-    from ..io import parquet_files
+    from ..io import hive_values, parquet_files
     from ..metrics import RATIO_METRICS
     from ._stream import stream_cluster_sums
 
     files = parquet_files(path)
     root = Path(path)
-    if root.is_dir() and any(_hive_values(root, f) for f in files):
+    if root.is_dir() and any(hive_values(root, f) for f in files):
         return None
     keys = [k for k in by if k != "run_id"]
     return stream_cluster_sums(

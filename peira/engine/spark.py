@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from ..errors import DataFileError, PeiraError, PeiraValueError
+from .base import Engine
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -299,7 +300,7 @@ def _overlaps(
     return out
 
 
-class SparkEngine:
+class SparkEngine(Engine):
     """Reduce a log on Apache Spark (see the module notes).
 
     Parameters

@@ -38,7 +38,7 @@ from .protocol import (
     TransientError,
 )
 from .rows import requests_for
-from .runner import RunResult, run, run_async
+from .runner import RunOptions, RunResult, run, run_async
 from .spend import RunPlan, plan_run
 
 __all__ = [
@@ -52,6 +52,7 @@ __all__ = [
     "ResumeError",
     "RunError",
     "RunInterrupted",
+    "RunOptions",
     "RunPlan",
     "RunResult",
     "TransientError",

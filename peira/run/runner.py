@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
 import os
 import queue
@@ -75,9 +76,51 @@ from .spend import Budget, RateLimiter, estimate
 from .workers import ProcessCalls
 from .workers import settle as _settle
 
-__all__ = ["RunResult", "run", "run_async"]
+__all__ = ["RunOptions", "RunResult", "run", "run_async"]
 
 PathLike = str | os.PathLike[str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    """How a run dispatches, retries, checkpoints, caches and spends.
+
+    Every keyword of :func:`run` and :func:`run_async` but ``force``, with the
+    same defaults and meaning (see :func:`run`); the runner checks the values
+    when the run starts.
+    """
+
+    samples: int = 1
+    concurrency: int = 8
+    timeout: float | None = 60.0
+    retries: int = 3
+    backoff: float = 0.5
+    max_backoff: float = 30.0
+    key: bytes | None = None
+    run_id: str | None = None
+    checkpoint_every: int = 500
+    checkpoint_seconds: float | None = 5.0
+    progress: bool | None = None
+    progress_stream: IO[str] | None = None
+    keep_parts: bool = False
+    adapter_args: Mapping[str, Any] | None = None
+    cache: PathLike | None = None
+    max_cost_usd: float | None = None
+    rpm: float | None = None
+    tpm: float | None = None
+    workers: int = 0
+
+    @classmethod
+    def of(cls, options: RunOptions | None, kw: Mapping[str, Any]) -> RunOptions:
+        """``options`` (default: every default) with the fields in ``kw`` replaced.
+
+        Raises
+        ------
+        TypeError
+            A keyword that is no field.
+        """
+        base = options if options is not None else cls()
+        return dataclasses.replace(base, **kw) if kw else base
 
 
 @dataclass(frozen=True)
@@ -254,11 +297,8 @@ async def _call(
     adapter: Any,
     is_async: bool,
     req: Request,
+    o: RunOptions,
     *,
-    timeout: float | None,
-    retries: int,
-    backoff: float,
-    max_backoff: float,
     stats: _Stats,
     slots: asyncio.Semaphore,
     threads: _CallThreads | ProcessCalls | None = None,
@@ -266,7 +306,8 @@ async def _call(
     tokens: int = 0,
 ) -> tuple[dict[str, Any], Any, float]:
     """One request, retried: (its response columns, the adapter's output or None
-    when the call raised, the last attempt's milliseconds)."""
+    when the call raised, the last attempt's milliseconds); ``o`` gives the
+    timeout, retries and backoff."""
     attempt = 0
     while True:
         attempt += 1
@@ -275,7 +316,7 @@ async def _call(
         if not is_async:  # wait for a free slot outside the timeout
             await slots.acquire()
         t0 = time.perf_counter()
-        deadline = asyncio.timeout(timeout)
+        deadline = asyncio.timeout(o.timeout)
         last: BaseException
         try:
             async with deadline:
@@ -296,7 +337,7 @@ async def _call(
             ) from exc
         except TimeoutError as exc:
             if deadline.expired():
-                reason = f"timeout after {timeout:g} s"
+                reason = f"timeout after {o.timeout:g} s"
             else:  # raised by the adapter itself (e.g. a client's read timeout)
                 reason = (
                     f"adapter raised TimeoutError: {exc}"
@@ -312,8 +353,8 @@ async def _call(
             return failed_row(f"adapter error: {type(exc).__name__}: {exc}", ms), None, ms
         elapsed_ms = (time.perf_counter() - t0) * 1000.0
         wait = (
-            retry_wait(last, attempt, backoff, max_backoff, stats.rng)
-            if attempt <= retries
+            retry_wait(last, attempt, o.backoff, o.max_backoff, stats.rng)
+            if attempt <= o.retries
             else None
         )
         if wait is not None:
@@ -321,7 +362,7 @@ async def _call(
             await asyncio.sleep(wait)
             continue
         after = getattr(last, "retry_after", None)
-        if attempt <= retries and after is not None:
+        if attempt <= o.retries and after is not None:
             reason += f"; the server asked to retry after {after:g} s"
         tries = f"{attempt} attempt{'s' if attempt > 1 else ''}"
         return failed_row(f"{reason} ({tries})", elapsed_ms), None, elapsed_ms
@@ -332,83 +373,75 @@ async def run_async(
     dataset: Dataset | PathLike,
     out: PathLike,
     *,
-    samples: int = 1,
-    concurrency: int = 8,
-    timeout: float | None = 60.0,
-    retries: int = 3,
-    backoff: float = 0.5,
-    max_backoff: float = 30.0,
-    key: bytes | None = None,
-    run_id: str | None = None,
-    checkpoint_every: int = 500,
-    checkpoint_seconds: float | None = 5.0,
-    progress: bool | None = None,
-    progress_stream: IO[str] | None = None,
-    keep_parts: bool = False,
-    adapter_args: Mapping[str, Any] | None = None,
-    cache: PathLike | None = None,
-    max_cost_usd: float | None = None,
-    rpm: float | None = None,
-    tpm: float | None = None,
-    workers: int = 0,
+    options: RunOptions | None = None,
+    **kw: Any,
 ) -> RunResult:
     """:func:`run` as a coroutine, for callers that already run an event loop."""
+    o = RunOptions.of(options, kw)
     check_adapter(adapter)
     for name, value, lo in (
-        ("samples", samples, 1),
-        ("concurrency", concurrency, 1),
-        ("retries", retries, 0),
-        ("checkpoint_every", checkpoint_every, 1),
-        ("workers", workers, 0),
+        ("samples", o.samples, 1),
+        ("concurrency", o.concurrency, 1),
+        ("retries", o.retries, 0),
+        ("checkpoint_every", o.checkpoint_every, 1),
+        ("workers", o.workers, 0),
     ):
         if isinstance(value, bool) or not isinstance(value, int) or value < lo:
             raise RunError(f"{name} must be an integer >= {lo}, got {value!r}")
-    if timeout is not None and not timeout > 0:
-        raise RunError(f"timeout must be > 0 seconds (or None), got {timeout!r}")
-    if backoff < 0 or max_backoff < 0:
+    if o.timeout is not None and not o.timeout > 0:
+        raise RunError(f"timeout must be > 0 seconds (or None), got {o.timeout!r}")
+    if o.backoff < 0 or o.max_backoff < 0:
         raise RunError("backoff and max_backoff must be >= 0")
-    if checkpoint_seconds is not None and not checkpoint_seconds > 0:
+    if o.checkpoint_seconds is not None and not o.checkpoint_seconds > 0:
         raise RunError(
-            f"checkpoint_seconds must be > 0 seconds (or None), got {checkpoint_seconds!r}"
+            f"checkpoint_seconds must be > 0 seconds (or None), got {o.checkpoint_seconds!r}"
         )
     is_async = inspect.iscoroutinefunction(adapter.decide)
-    if workers and is_async:
+    if o.workers and is_async:
         raise RunError(
-            f"workers={workers}: worker processes run sync adapters; "
+            f"workers={o.workers}: worker processes run sync adapters; "
             f"{type(adapter).__qualname__}.decide is async (run it without workers)"
         )
     loop = asyncio.get_running_loop()
-    pool = ProcessCalls(adapter, workers, loop) if workers else None  # pickled here: fails early
+    pool = (
+        ProcessCalls(adapter, o.workers, loop) if o.workers else None
+    )  # pickled here: fails early
     ds = dataset if isinstance(dataset, Dataset) else read_dataset(dataset)
     model, version = adapter.name, adapter.version
-    rid = run_id if run_id is not None else getattr(adapter, "run_id", None) or f"{model}-{version}"
+    rid = (
+        o.run_id
+        if o.run_id is not None
+        else getattr(adapter, "run_id", None) or f"{model}-{version}"
+    )
     if not isinstance(rid, str) or not rid:
         raise RunError(f"run_id must be a non-empty string, got {rid!r}")
     out_path = Path(out)
-    key = key if key is not None else secrets.token_bytes(32)  # ephemeral, never written
+    key = o.key if o.key is not None else secrets.token_bytes(32)  # ephemeral, never written
 
-    reqs, secret = requests_for(ds, key, samples=samples)
+    reqs, secret = requests_for(ds, key, samples=o.samples)
     pdir = parts_dir(out_path)
-    identity = adapter_identity(adapter, adapter_args)
-    prior, next_index = open_parts(pdir, run_manifest(ds, rid, model, version, samples, identity))
+    identity = adapter_identity(adapter, o.adapter_args)
+    prior, next_index = open_parts(pdir, run_manifest(ds, rid, model, version, o.samples, identity))
     done_keys = set(zip(prior["case_id"], prior["arm"], prior["sample"], strict=True))
     pending = [r for r in reqs if (*secret[r.variant_id], r.sample) not in done_keys]
 
-    store = ResponseCache(cache, cache_identity(adapter, identity)) if cache is not None else None
+    store = (
+        ResponseCache(o.cache, cache_identity(adapter, identity)) if o.cache is not None else None
+    )
     schema = {**RESPONSES_SCHEMA, "cached": pl.Boolean} if store is not None else RESPONSES_SCHEMA
-    ckpt = Checkpoint(pdir, checkpoint_every, next_index, schema=schema)
+    ckpt = Checkpoint(pdir, o.checkpoint_every, next_index, schema=schema)
     stats = _Stats()
-    limiter = RateLimiter(rpm, tpm) if rpm is not None or tpm is not None else None
-    budget = Budget(max_cost_usd, *_paid(prior)) if max_cost_usd is not None else None
-    show = progress if progress is not None else bool(getattr(sys.stderr, "isatty", bool)())
+    limiter = RateLimiter(o.rpm, o.tpm) if o.rpm is not None or o.tpm is not None else None
+    budget = Budget(o.max_cost_usd, *_paid(prior)) if o.max_cost_usd is not None else None
+    show = o.progress if o.progress is not None else bool(getattr(sys.stderr, "isatty", bool)())
     bar = (
-        Progress(len(reqs), len(reqs) - len(pending), progress_stream or sys.stderr)
+        Progress(len(reqs), len(reqs) - len(pending), o.progress_stream or sys.stderr)
         if show
         else None
     )
     ident = {"run_id": rid, "model": model, "model_version": version}
     it: Iterator[Request] = iter(pending)
-    slots = asyncio.Semaphore(concurrency)  # sync calls in flight, timed-out ones included
+    slots = asyncio.Semaphore(o.concurrency)  # sync calls in flight, timed-out ones included
     threads: _CallThreads | ProcessCalls | None = (
         None if is_async else pool if pool is not None else _CallThreads(loop)
     )
@@ -453,10 +486,7 @@ async def run_async(
             adapter,
             is_async,
             req,
-            timeout=timeout,
-            retries=retries,
-            backoff=backoff,
-            max_backoff=max_backoff,
+            o,
             stats=stats,
             slots=slots,
             threads=threads,
@@ -489,13 +519,13 @@ async def run_async(
             raise
     t0 = time.perf_counter()
     ticker = (
-        asyncio.create_task(ckpt.every_seconds(checkpoint_seconds))
-        if checkpoint_seconds is not None
+        asyncio.create_task(ckpt.every_seconds(o.checkpoint_seconds))
+        if o.checkpoint_seconds is not None
         else None
     )
     try:
         async with asyncio.TaskGroup() as group:
-            for _ in range(min(concurrency, max(1, len(pending)))):
+            for _ in range(min(o.concurrency, max(1, len(pending)))):
                 group.create_task(worker())
     except* RunInterrupted as eg:  # the other workers were cancelled
         first = eg.exceptions[0]
@@ -538,7 +568,7 @@ async def run_async(
         )
     log = _finish_log(log, ds, reqs, pdir)
     write_parquet(log, out_path)
-    if not keep_parts:
+    if not o.keep_parts:
         discard_tree(pdir)  # renamed away first: a kill mid-removal leaves no half checkpoint
     return RunResult(
         responses=log,
@@ -605,26 +635,9 @@ def run(
     dataset: Dataset | PathLike,
     out: PathLike,
     *,
-    samples: int = 1,
-    concurrency: int = 8,
-    timeout: float | None = 60.0,
-    retries: int = 3,
-    backoff: float = 0.5,
-    max_backoff: float = 30.0,
-    key: bytes | None = None,
-    run_id: str | None = None,
-    checkpoint_every: int = 500,
-    checkpoint_seconds: float | None = 5.0,
-    progress: bool | None = None,
-    progress_stream: IO[str] | None = None,
-    keep_parts: bool = False,
-    adapter_args: Mapping[str, Any] | None = None,
-    cache: PathLike | None = None,
-    max_cost_usd: float | None = None,
-    rpm: float | None = None,
-    tpm: float | None = None,
-    workers: int = 0,
+    options: RunOptions | None = None,
     force: bool = False,
+    **kw: Any,
 ) -> RunResult:
     """Run an adapter over every variant × sample of a dataset; write the response log.
 
@@ -637,6 +650,9 @@ def run(
         A :class:`~peira.io.Dataset` or a dataset directory.
     out
         The response log to write (Parquet). Checkpoints go to ``out.parts/``.
+    options
+        Every keyword after it but ``force``, as one :class:`RunOptions`; keywords
+        given beside it replace its fields.
     samples
         Calls per variant (``sample = 0 .. samples − 1``).
     concurrency
@@ -741,30 +757,7 @@ def run(
     >>> res.n_total, res.n_malformed, res.run_id
     (40, 0, 'constant-1.0')
     """
-    coro = run_async(
-        adapter,
-        dataset,
-        out,
-        samples=samples,
-        concurrency=concurrency,
-        timeout=timeout,
-        retries=retries,
-        backoff=backoff,
-        max_backoff=max_backoff,
-        key=key,
-        run_id=run_id,
-        checkpoint_every=checkpoint_every,
-        checkpoint_seconds=checkpoint_seconds,
-        progress=progress,
-        progress_stream=progress_stream,
-        keep_parts=keep_parts,
-        adapter_args=adapter_args,
-        cache=cache,
-        max_cost_usd=max_cost_usd,
-        rpm=rpm,
-        tpm=tpm,
-        workers=workers,
-    )
+    coro = run_async(adapter, dataset, out, options=RunOptions.of(options, kw))
     target = Path(out)
     inputs = dataset.path if isinstance(dataset, Dataset) else Path(dataset)
     files = [] if inputs is None else [inputs / "cases.parquet", inputs / "variants.parquet"]

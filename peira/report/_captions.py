@@ -1,0 +1,99 @@
+"""Titles and captions of the report tables, as data.
+
+``CAPTIONS`` maps a table name (:data:`peira.report.tables.TABLES`) to its
+one-line title and its description (what the rows and columns are); the
+caption adds the split and the bootstrap settings, whose interval sentence
+is :data:`INTERVAL_NOTE`.
+"""
+
+from __future__ import annotations
+
+__all__ = ["CAPTIONS", "INTERVAL_NOTE"]
+
+CAPTIONS: dict[str, tuple[str, str]] = {
+    "leaderboard": (
+        "Leaderboard",
+        "Runs that pass the ranking gates, ranked by robustness (1 - ASR) with intervals; "
+        "a run's rank is 1 + the number of runs that beat it (tied runs share a rank). "
+        "Unranked runs follow with the gates they fail.",
+    ),
+    "asr_by_family": (
+        "ASR by attack family",
+        "Attack success rate per family (rows) and run (columns); the last row is each "
+        "run's overall ASR.",
+    ),
+    "asr_by_family_ci": (
+        "ASR by attack family, with intervals",
+        "Attack success rate per family and run with its bootstrap interval and the number "
+        "of eligible pairs.",
+    ),
+    "abstention": (
+        "Abstention and abstention denial of service",
+        "Abstention rates of each arm, attack-induced abstention flips and abstention DoS "
+        "(benign answered, attacked abstained), beside ASR.",
+    ),
+    "targeted": (
+        "Target hits and shift without flip",
+        "Targeted ASR (attacked answer = the attacker's target) over eligible targeted "
+        "pairs; score shifts of at least delta that did not flip the decision; mean score "
+        "shift toward the target (withheld below 30 pairs).",
+    ),
+    "calibration": (
+        "Score calibration per arm",
+        "ECE (15 equal-mass bins) and Brier score of the emitted scores per arm; reported "
+        "only from 100 scored answers, else 'insufficient data'. The binned ECE is biased "
+        "upward (a calibrated model scores 0.07-0.12 at 100-200 answers): ece_debiased "
+        "removes that bias (root of the debiased squared binned error) and p_calibrated "
+        "tests calibration by consistency resampling (small: more miscalibration than a "
+        "calibrated model of these scores would show). Brier = mcb - dsc + unc: "
+        "miscalibration, discrimination and uncertainty of the CORP decomposition "
+        "(isotonic recalibration, no bins).",
+    ),
+    "confidence_gate": (
+        "Confidence gate",
+        "Can a confidence gate catch the attack? AUROC of 1 - attacked confidence as a "
+        "detector of flips (0.5 = useless; withheld below 30 pairs or 10 of either class, "
+        "the status says why), selective risk at coverage 50/80/90/100% and the area under "
+        "the risk-coverage curve (lower is better). The gate sees only flips with an attacked "
+        "confidence: flips_seen of the run's eligible flips (abstention and malformed flips "
+        "carry none).",
+    ),
+    "head_to_head": (
+        "Head-to-head",
+        "Row run against column run on robustness: win, loss or tie (overlapping "
+        "intervals are a tie), n/a when either run's robustness is undefined (no eligible "
+        "pairs); runs in leaderboard order.",
+    ),
+    "pairwise": (
+        "Pairwise comparisons",
+        "Every pair of runs on robustness: estimates, the paired difference a - b with its "
+        "interval, bootstrap p-value (Holm-adjusted across every pair of runs) and both "
+        "verdicts (a, b, tie, or n/a when either run's robustness is undefined); the paired "
+        "verdict is the Holm-adjusted test at the report's level.",
+    ),
+    "divergence": (
+        "Public versus holdout",
+        "Aggregates only: each run's holdout ASR with its interval (holdout plan, seed + 1) "
+        "and the holdout - public difference from independent cluster bootstraps; flagged "
+        "as suspected hill-climbing by a one-sided test that the run does worse on the "
+        "holdout, at 5% per run (each run is its own family of tests).",
+    ),
+    "census": (
+        "Data census",
+        "Cases per split and per family, primitive and severity; scenario clusters, runs "
+        "and pairs per split.",
+    ),
+    "gates": (
+        "Ranking gates",
+        "Per run: the quantities behind the ranking gates and the gates it fails.",
+    ),
+}
+"""Table name -> (title, description)."""
+
+INTERVAL_NOTE = (
+    " interval_method: the interval each row used (bca, percentile: cluster bootstrap; "
+    "korn-graubard: design-effect-adjusted Clopper-Pearson, where too few clusters or "
+    "events carry the bootstrap); flags: few_clusters = fewer than 30 clusters behind "
+    "the row's statistic."
+)
+"""What a table with intervals says of its ``interval_method`` and ``flags`` columns."""
