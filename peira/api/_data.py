@@ -95,7 +95,8 @@ def run_sums(
     rank locally. ``unit`` picks the cluster column (``scenario_id``, or
     ``case_id`` for a case bootstrap).
     """
-    from ..engine import Engine, get_engine
+    from ..engine import get_engine
+    from ..engine.base import Engine
 
     check_engine(engine)
     ds = as_dataset(cases)
