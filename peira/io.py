@@ -47,6 +47,7 @@ __all__ = [
     "dataset_owner",
     "demo_dir",
     "hive_values",
+    "in_split",
     "incomplete_pairs",
     "is_peira_file",
     "output_lock",
@@ -430,3 +431,10 @@ def incomplete_pairs(responses: pl.DataFrame, *, source: str = "responses") -> p
             for run, case, sample, have in bad.iter_rows()
         ]
     )
+
+
+def in_split(frame: pl.DataFrame, split: str) -> pl.DataFrame:
+    """The rows of ``frame`` in ``split`` (every row for ``"all"``)."""
+    import polars as pl
+
+    return frame if split == "all" else frame.filter(pl.col("split") == split)

@@ -43,12 +43,12 @@ from ._inputs import (
     SPLITS,
     Constraint,
     check_param,
-    in_split,
     split_cases,
     validate_params,
 )
 
 if TYPE_CHECKING:
+    from ..io import in_split
     from ._data import (
         flips,
         pairs,
@@ -112,7 +112,7 @@ _WHERE = {
     "score": "._score",
     "score_pairs": "._score",
     "tables": "._tables",
-    # terminal presentation, kept reachable here; defined by the command line
+    "in_split": "..io",
 }
 
 

@@ -14,13 +14,13 @@ import polars as pl
 
 from .._frames import FrameLike, as_polars, is_frame
 from ..errors import PeiraValueError
+from ..io import in_split
 from ._inputs import (
     PathLike,
     Split,
     as_dataset,
     as_responses,
     check_engine,
-    in_split,
     split_cases,
     validate_params,
 )

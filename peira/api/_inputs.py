@@ -53,7 +53,6 @@ __all__ = [
     "check_engine",
     "check_param",
     "engine_name",
-    "in_split",
     "split_cases",
     "validate_params",
 ]
@@ -282,13 +281,6 @@ def as_responses(responses: PathLike | FrameLike, cases: pl.DataFrame) -> pl.Dat
 # ---------------------------------------------------------------- the split filter
 
 
-def in_split(frame: pl.DataFrame, split: str) -> pl.DataFrame:
-    """The rows of ``frame`` in ``split`` (every row for ``"all"``)."""
-    import polars as pl
-
-    return frame if split == "all" else frame.filter(pl.col("split") == split)
-
-
 def split_cases(ds: Dataset, split: str) -> pl.DataFrame:
     """The cases of ``split`` (every case for ``"all"``); an empty split is an error.
 
@@ -298,6 +290,8 @@ def split_cases(ds: Dataset, split: str) -> pl.DataFrame:
         ``split`` is not a split, or the dataset has no case in it.
     """
     check_param("split", split, "peira.api.split_cases")
+    from ..io import in_split
+
     cs = in_split(ds.cases, split)
     if split != "all" and cs.is_empty():
         where = ds.path if ds.path is not None else "cases"

@@ -10,6 +10,7 @@ import polars as pl
 
 from .._frames import FrameLike
 from ..errors import PeiraValueError
+from ..io import in_split
 from ..metrics.wide import INTERVAL_COLUMNS, wide_intervals
 from ._data import pairs_and_cases, resample_plan
 from ._inputs import (
@@ -17,7 +18,6 @@ from ._inputs import (
     Split,
     as_dataset,
     check_engine,
-    in_split,
     split_cases,
     validate_params,
 )

@@ -29,7 +29,7 @@ from ..bootstrap import (
     ratio_intervals,
 )
 from ..errors import PeiraError, PeiraValueError
-from ..io import Dataset
+from ..io import Dataset, in_split
 from ..metrics import RATIO_METRICS, GateThresholds, metric_table, ranking_gates
 from ..metrics.summary import RunSums
 from ..ranking import Rule, leaderboard, pairwise
@@ -144,10 +144,7 @@ class ReportContext:
         self.responses = responses
         self.config = config or ReportConfig()
         c = self.config
-        if c.split == "all":
-            self.cases: pl.DataFrame = dataset.cases
-        else:
-            self.cases = dataset.cases.filter(pl.col("split") == c.split)
+        self.cases: pl.DataFrame = in_split(dataset.cases, c.split)
         if self.cases.is_empty():
             raise PeiraError(f"no cases in split {c.split!r}")
         self._pairs: pl.DataFrame | None = None
@@ -168,7 +165,7 @@ class ReportContext:
         if pairs is None:
             pairs = build_pairs(responses, dataset.cases, missing=c.missing, delta=c.delta)
         self._all_pairs = pairs
-        self._pairs = pairs if c.split == "all" else pairs.filter(pl.col("split") == c.split)
+        self._pairs = in_split(pairs, c.split)
         if self._pairs.is_empty():
             raise PeiraError(f"no pairs in split {c.split!r}: the response log covers none")
         self._sums = None
