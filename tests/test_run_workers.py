@@ -53,6 +53,55 @@ class Pid:
         return Decision(decision=_pick(request), confidence=0.5, raw_text=f"pid {os.getpid()}")
 
 
+class Balanced(Pid):
+    """A :class:`Pid` whose processes keep pace with each other, whatever the load.
+
+    Each process records in ``folder`` how many calls it has answered; a call
+    waits while its process is more than ``lead`` answers ahead of the slowest
+    other process (or of a second process that has not answered yet), until the
+    last ``tail`` calls of the ``total``, which nobody else may be left to take.
+    The runner sends each call to the worker with the fewest in flight, so a
+    worker held back here keeps its calls and the other takes the next ones:
+    both take a share however the operating system schedules them.
+    """
+
+    def __init__(self, folder: str, total: int, lead: int = 4, tail: int = 8) -> None:
+        self.folder, self.total, self.lead, self.tail = folder, total, lead, tail
+        self.lock = threading.Lock()
+        self.done = 0
+
+    def __reduce__(self) -> Any:
+        return (Balanced, (self.folder, self.total, self.lead, self.tail))
+
+    def _counts(self) -> dict[str, int]:
+        counts = {}
+        for p in Path(self.folder).iterdir():
+            if p.suffix == ".n":
+                counts[p.stem] = int(p.read_text() or 0)
+        return counts
+
+    def decide(self, request: Request) -> Decision:
+        me = str(os.getpid())
+        deadline = time.monotonic() + 120.0  # a guard against a hang, never a pace
+        while True:
+            counts = self._counts()
+            others = [n for pid, n in counts.items() if pid != me] or [0]
+            with self.lock:
+                mine = self.done
+            if mine - min(others) < self.lead or sum(counts.values()) >= self.total - self.tail:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"process {me} waited 120 s for the other worker")
+            time.sleep(0.002)
+        answer = super().decide(request)
+        with self.lock:
+            self.done += 1
+            tmp = Path(self.folder) / f"{me}.tmp"
+            tmp.write_text(str(self.done))
+            os.replace(tmp, Path(self.folder) / f"{me}.n")
+        return answer
+
+
 class Unpicklable(Exception):
     """An exception whose pickle fails (it holds a lock)."""
 
@@ -145,7 +194,11 @@ def test_workers_write_the_log_of_a_run_without_them(ds: Dataset, tmp_path: Path
 
 
 def test_calls_run_in_the_workers_spread_over_them(ds: Dataset, tmp_path: Path) -> None:
-    res = _run(Pid(), ds, tmp_path / "a.parquet", workers=2, concurrency=8)
+    pace = tmp_path / "pace"
+    pace.mkdir()
+    total = ds.variants.height  # one sample per variant
+    res = _run(Balanced(str(pace), total), ds, tmp_path / "a.parquet", workers=2, concurrency=8)
+    assert res.n_total == total
     pids = res.responses["raw_text"].str.strip_prefix("pid ").cast(pl.Int64)
     counts = pids.value_counts()
     assert counts.height == 2 and os.getpid() not in pids.to_list()
