@@ -10,6 +10,7 @@ import pytest
 
 from peira.io import write_dataset, write_parquet
 from tests.builders import case, make_cases, make_responses, make_variants, pair_rows
+from tests.fresh import fresh_python  # noqa: F401  (a session fixture)
 
 
 @pytest.fixture

@@ -6,8 +6,6 @@ import importlib
 import json
 import os
 import pkgutil
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ from peira._frames import as_polars
 from peira.cli import main
 from peira.errors import PeiraTypeError, PeiraValueError, UnknownNameError
 from peira.metrics import METRICS, RATIO_METRICS
+from tests.fresh import FreshPython
 
 # the tiny dataset has two scenario clusters: every plan on it warns, by design
 pytestmark = pytest.mark.filterwarnings("ignore::peira.errors.FewClustersWarning")
@@ -57,18 +56,20 @@ def test_all_is_frozen_and_sorted() -> None:
         peira.nope  # noqa: B018
 
 
-def test_import_peira_is_cheap() -> None:
+def test_import_peira_is_cheap(fresh_python: FreshPython) -> None:
     """``import peira`` (and ``peira --help``) load neither polars nor pandera nor scipy."""
     code = (
         "import sys, peira, peira.cli; peira.cli.build_parser(); "
         "print(sorted(m for m in ('polars', 'pandera', 'pandas', 'scipy', 'statsmodels', "
         "'numpy', 'pyarrow', 'matplotlib') if m in sys.modules))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = fresh_python.run(code, check=True)
     assert out.stdout.strip() == "[]"
 
 
-def test_peira_metrics_lists_the_registry_without_a_dataframe_library() -> None:
+def test_peira_metrics_lists_the_registry_without_a_dataframe_library(
+    fresh_python: FreshPython,
+) -> None:
     """``peira metrics`` prints, in every format, what rendering the registry's polars
     frame prints, from a process that imports neither polars nor numpy."""
     from peira.cli._output import render
@@ -83,9 +84,7 @@ def test_peira_metrics_lists_the_registry_without_a_dataframe_library() -> None:
             "if m in sys.modules))); sys.exit(rc)"
         )
         env = {**os.environ, "COLUMNS": "100"}
-        out = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
-        )
+        out = fresh_python.run(code, env=env, check=True)
         assert out.stderr == "[]", fmt
         assert out.stdout == render(frame, fmt, width=100), fmt
     assert frame.height == len(METRICS) and frame["min_n"].dtype == pl.Int64
@@ -281,7 +280,9 @@ def test_validation_rejects_a_scenario_spanning_both_splits(tmp_path: Path) -> N
         validate_cases(bad, source="cases.parquet")
 
 
-def test_the_command_validates_without_pandas_as_with_it(tmp_path: Path) -> None:
+def test_the_command_validates_without_pandas_as_with_it(
+    tmp_path: Path, fresh_python: FreshPython
+) -> None:
     """``peira`` imports pandera without its pandas API (start-up): the same violations come
     out, word for word, as from a process that has pandas loaded."""
     import shutil
@@ -306,7 +307,7 @@ def test_the_command_validates_without_pandas_as_with_it(tmp_path: Path) -> None
             "print('modules', sorted(m for m in ('pandas', 'scipy.stats', 'hypothesis', 'numba') if m in sys.modules)); "
             "sys.exit(code)"
         )
-        runs[first] = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        runs[first] = fresh_python.run(code)
     lean, full = runs[""], runs["import pandas; "]
     assert lean.returncode == full.returncode == 1
     *lean_out, lean_modules = lean.stdout.splitlines()

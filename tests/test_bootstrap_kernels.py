@@ -22,6 +22,7 @@ from peira.bootstrap._kernels import (
     tie_groups,
     transpose_block,
 )
+from tests.fresh import FreshPython
 
 
 def numpy_raw(seed: int, skip: int, n: int) -> np.ndarray:
@@ -268,34 +269,29 @@ except ImportError as e:
 """
 
 
-def _python(code: str) -> list[str]:
-    import subprocess
-    import sys
-
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True
-    )
+def _python(fresh: FreshPython, code: str) -> list[str]:
+    done = fresh.run(code, timeout=300, check=True)
     return done.stdout.split("\n")
 
 
-def test_a_large_plan_loads_the_kernels_on_a_thread() -> None:
+def test_a_large_plan_loads_the_kernels_on_a_thread(fresh_python: FreshPython) -> None:
     """Making a plan the compiled kernels will count starts loading them; counting after
     the thread is done gives every draw (B·C of them)."""
-    out = _python(_LARGE)
+    out = _python(fresh_python, _LARGE)
     assert out[:3] == ["1 True", "True", str(40_000 * 1_000)]
 
 
-def test_a_small_plan_imports_no_numba() -> None:
-    out = _python(_SMALL)
+def test_a_small_plan_imports_no_numba(fresh_python: FreshPython) -> None:
+    out = _python(fresh_python, _SMALL)
     n, numba, fp = out[0].split()
     assert (n, numba) == ("0", "False")
     assert fp == _plan_fp(300, 1_000, 3)[:12]
 
 
-def test_a_failed_load_surfaces_in_the_caller() -> None:
+def test_a_failed_load_surfaces_in_the_caller(fresh_python: FreshPython) -> None:
     """The thread keeps its failure to itself; the first kernel call imports again and
     raises where the caller sees it."""
-    out = _python(_BROKEN)
+    out = _python(fresh_python, _BROKEN)
     assert out[:2] == ["1 False", "ImportError True"]
 
 

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import numpy.typing as npt
 import pytest
@@ -12,6 +9,7 @@ from scipy.special import ndtr, ndtri
 
 from peira.bootstrap import _normal
 from peira.bootstrap._normal import bca_positions
+from tests.fresh import FreshPython
 
 
 def _scipy_positions(
@@ -87,12 +85,12 @@ def test_scipy_is_called_only_near_an_integer(monkeypatch: pytest.MonkeyPatch) -
     assert calls == [1]  # 250 exactly: scipy decides
 
 
-def test_an_interval_command_imports_no_scipy() -> None:
+def test_an_interval_command_imports_no_scipy(fresh_python: FreshPython) -> None:
     code = (
         "import sys, peira; d = peira.demo_dir(); "
         "t = peira.leaderboard(d / 'responses.parquet', d, n_resamples=2000); "
         "assert (t['method'] == 'bca').any(), t['method']; "
         "print('scipy.special' in sys.modules)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = fresh_python.run(code, check=True)
     assert out.stdout.strip() == "False"

@@ -11,6 +11,7 @@ import pytest
 from peira.cli import GROUPS, main
 from peira.io import write_parquet
 from tests.builders import make_responses, pair_rows, reference_dir
+from tests.fresh import FreshPython
 
 
 def test_score_json_hand_computed(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -251,13 +252,10 @@ def test_command_modules_import_only_the_shared_modules_and_the_library() -> Non
 
 
 @pytest.mark.parametrize("module", [g.__name__.rpartition(".")[2] for g in GROUPS])
-def test_each_command_module_imports_alone(module: str) -> None:
+def test_each_command_module_imports_alone(module: str, fresh_python: FreshPython) -> None:
     """A fresh interpreter imports any one command module first (no import cycle)."""
-    import subprocess
-    import sys
-
     code = f"import peira.cli.{module} as m; m.register"
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    r = fresh_python.run(code)
     assert r.returncode == 0, r.stderr
 
 

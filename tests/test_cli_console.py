@@ -19,6 +19,7 @@ import pytest
 from peira.bootstrap.plan import NUMPY_DRAWS
 from peira.cli import main
 from peira.io import demo_dir
+from tests.fresh import FreshPython
 
 CONSOLE = """
 import atexit, sys, threading, time
@@ -111,15 +112,11 @@ def _n_clusters(split: str, unit: str) -> int:
         ("public", "case", 10_000),
     ],
 )
-def test_preload_follows_the_plan_size(split: str, unit: str, b: int) -> None:
+def test_preload_follows_the_plan_size(
+    split: str, unit: str, b: int, fresh_python: FreshPython
+) -> None:
     argv = ["leaderboard", "--split", split, "--unit", unit, "--resamples", str(b)]
-    proc = subprocess.run(
-        [sys.executable, "-c", PROBE, *argv],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    proc = fresh_python.run(PROBE, *argv, timeout=120)
     assert proc.returncode == 0, proc.stderr
     want = _n_clusters(split, unit) * b > NUMPY_DRAWS
     assert proc.stdout.strip() == ("1" if want else "0")
@@ -135,16 +132,12 @@ def test_preload_cases_on_both_sides_of_the_rule() -> None:
     assert sizes[0] <= NUMPY_DRAWS < min(sizes[1:])
 
 
-def test_preload_ignores_an_unreadable_cases_table(tmp_path: Path) -> None:
+def test_preload_ignores_an_unreadable_cases_table(
+    tmp_path: Path, fresh_python: FreshPython
+) -> None:
     (tmp_path / "responses.parquet").write_bytes(b"")
     (tmp_path / "cases.parquet").write_bytes(b"not parquet")
     argv = ["leaderboard", "--dataset", str(tmp_path), "--resamples", "100000"]
-    proc = subprocess.run(
-        [sys.executable, "-c", PROBE, *argv],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    proc = fresh_python.run(PROBE, *argv, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "0"

@@ -22,6 +22,7 @@ from peira.engine.spark import SparkEngine, java_problem
 from peira.errors import MissingArmsError, PeiraError, UnknownNameError, ValidationError
 from peira.io import demo_dir, read_dataset
 from tests.builders import random_log, sampled_log
+from tests.fresh import FreshPython
 
 DEMO = demo_dir()
 
@@ -70,19 +71,17 @@ def test_spark_engine_without_java_says_so(monkeypatch: Any, tmp_path: Path) -> 
     assert "holds no bin/java" in (java_problem() or "")
 
 
-def test_pandera_import_leaves_pyspark_and_the_environment_alone() -> None:
+def test_pandera_import_leaves_pyspark_and_the_environment_alone(
+    fresh_python: FreshPython,
+) -> None:
     """``import peira.schema`` must not import pyspark.pandas nor set Spark's variables."""
-    import subprocess
-
     code = (
         "import os, sys, peira.schema; "
         "print('pyspark' in sys.modules, os.environ.get('SPARK_LOCAL_IP')); "
         "import pyspark.sql; print(pyspark.sql.SparkSession.__name__)"
     )
     env = {"PATH": "/usr/bin:/bin"}
-    out = subprocess.run(
-        [sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, env=env
-    )
+    out = fresh_python.run(code, env=env, warnings_error=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "None", "SparkSession"]  # pyspark still imports
 

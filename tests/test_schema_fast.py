@@ -15,6 +15,7 @@ import pytest
 from peira.schema import _RULES, _models, _passes, conform
 from peira.synth import generate
 from tests.builders import case, make_cases, make_responses, make_variants, pair_rows, resp
+from tests.fresh import FreshPython
 
 
 def _pandera_finds_nothing(df: pl.DataFrame, table: str) -> bool:
@@ -54,15 +55,12 @@ def test_the_rules_are_the_models_rules(table: str) -> None:
     assert not schema.coerce
 
 
-def test_import_leaves_pandera_out() -> None:
-    import subprocess
-    import sys
-
+def test_import_leaves_pandera_out(fresh_python: FreshPython) -> None:
     code = (
         "import sys, peira.schema as s, peira.api, peira.pairs; "
         "print('pandera' in sys.modules, s.Cases.__name__, 'pandera' in sys.modules)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = fresh_python.run(code, check=True)
     assert out.stdout.split() == ["False", "Cases", "True"]
 
 
