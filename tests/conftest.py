@@ -68,3 +68,16 @@ def spark_engine() -> Iterator[Any]:
     session = engine.session()
     yield engine
     session.stop()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Group the tests for ``pytest-xdist``'s ``--dist loadgroup`` (pyproject.toml).
+
+    Each file's tests run in one worker process, in file order, as without
+    xdist; the files whose tests use the Spark session share one group, so one
+    worker starts one Spark session for all of them.
+    """
+    spark = {item.path for item in items if "spark_engine" in getattr(item, "fixturenames", ())}
+    for item in items:
+        group = "spark" if item.path in spark else str(item.path)
+        item.add_marker(pytest.mark.xdist_group(group))
