@@ -70,6 +70,29 @@ def spark_engine() -> Iterator[Any]:
     session.stop()
 
 
+_TERMINAL = "TESTS_CONTROLLER_TERMINAL"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give each ``pytest-xdist`` worker the terminal variables of the run that started it.
+
+    A worker process starts with ``COLUMNS`` and ``LINES`` set; the table format
+    reads ``COLUMNS`` (:func:`peira.cli._output.terminal_width`), so a worker
+    restores the values (or their absence) that the controlling process had.
+    """
+    import json
+    import os
+
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        os.environ[_TERMINAL] = json.dumps({k: os.environ.get(k) for k in ("COLUMNS", "LINES")})
+        return
+    for name, value in json.loads(os.environ.get(_TERMINAL, "{}")).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Group the tests for ``pytest-xdist``'s ``--dist loadgroup`` (pyproject.toml).
 
