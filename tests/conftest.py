@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,11 @@ def spark_engine() -> Iterator[Any]:
     if problem is not None:
         pytest.fail(f"the Spark tests need Java: {problem}")
     engine = SparkEngine(master="local[2]", partitions=3)
+    sigint = signal.getsignal(signal.SIGINT)
     session = engine.session()
+    # Spark's context takes over Ctrl-C; the tests that run after it in this process
+    # check the handlers Python and peira install, so the one before comes back
+    signal.signal(signal.SIGINT, sigint)
     yield engine
     session.stop()
 

@@ -270,8 +270,7 @@ def test_one_default_split_everywhere() -> None:
 def test_validation_rejects_a_scenario_spanning_both_splits(tmp_path: Path) -> None:
     from peira.errors import ValidationError
     from peira.schema import validate_cases
-
-    from .builders import case, make_cases
+    from tests.builders import case, make_cases
 
     ok = make_cases(case("c1", scenario_id="s1"), case("c2", scenario_id="s2", split="holdout"))
     assert validate_cases(ok).height == 2
