@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ import pytest
 
 from peira.io import write_dataset, write_parquet
 from tests.builders import case, make_cases, make_responses, make_variants, pair_rows
+from tests.fresh import fresh_python  # noqa: F401  (a session fixture)
 
 
 @pytest.fixture
@@ -64,6 +66,46 @@ def spark_engine() -> Iterator[Any]:
     if problem is not None:
         pytest.fail(f"the Spark tests need Java: {problem}")
     engine = SparkEngine(master="local[2]", partitions=3)
+    sigint = signal.getsignal(signal.SIGINT)
     session = engine.session()
+    # Spark's context takes over Ctrl-C; the tests that run after it in this process
+    # check the handlers Python and peira install, so the one before comes back
+    signal.signal(signal.SIGINT, sigint)
     yield engine
     session.stop()
+
+
+_TERMINAL = "TESTS_CONTROLLER_TERMINAL"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give each ``pytest-xdist`` worker the terminal variables of the run that started it.
+
+    A worker process starts with ``COLUMNS`` and ``LINES`` set; the table format
+    reads ``COLUMNS`` (:func:`peira.cli._output.terminal_width`), so a worker
+    restores the values (or their absence) that the controlling process had.
+    """
+    import json
+    import os
+
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        os.environ[_TERMINAL] = json.dumps({k: os.environ.get(k) for k in ("COLUMNS", "LINES")})
+        return
+    for name, value in json.loads(os.environ.get(_TERMINAL, "{}")).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Group the tests for ``pytest-xdist``'s ``--dist loadgroup`` (pyproject.toml).
+
+    Each file's tests run in one worker process, in file order, as without
+    xdist; the files whose tests use the Spark session share one group, so one
+    worker starts one Spark session for all of them.
+    """
+    spark = {item.path for item in items if "spark_engine" in getattr(item, "fixturenames", ())}
+    for item in items:
+        group = "spark" if item.path in spark else str(item.path)
+        item.add_marker(pytest.mark.xdist_group(group))

@@ -22,7 +22,7 @@ project promises to handle); :func:`sample` draws a stratified,
 deterministic subset for the default suite. ``python -m tests.fuzzing``
 prints the counts per class.
 
-A new subcommand needs cases (``tests/test_fuzz.py`` fails until every
+A new subcommand needs cases (``tests/cli/test_fuzz.py`` fails until every
 subcommand and import format has some): a writer gets a row in
 :data:`WRITERS` (its argv with ``{out}``, ``"file"`` or ``"dir"``, and the
 inputs it must never overwrite), which brings every bad-output-path case;

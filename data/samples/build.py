@@ -2,7 +2,7 @@
 
     python data/samples/build.py
 
-The README's tour imports and exports these files; ``tests/test_readme.py``
+The README's tour imports and exports these files; ``tests/docs/test_readme.py``
 checks that this script reproduces them exactly. Everything is derived from
 ``data/demo`` (synthetic), except ``textattack/`` and ``jailbreakbench/``,
 which are excerpts of released results (see their NOTICE files).

@@ -1,0 +1,185 @@
+"""The README runs as written: every shell and Python block of it, in order.
+
+Convention for README code blocks (anyone adding a section follows it):
+
+- a fenced block tagged ``bash`` is **run** by :func:`test_readme_runs_as_written`,
+  as a user would paste it into one terminal at the root of a fresh clone
+  after command 1: all ``bash`` blocks of the README, in order, in one
+  ``bash`` process (``set -euo pipefail``, so the first failing line fails
+  the test and is named), with the installed ``peira`` reached through
+  ``.venv`` (the tour starts with ``source .venv/bin/activate``);
+- a fenced block tagged ``python`` is run too, after the shell blocks, each
+  in a fresh interpreter of the same environment, from the same directory;
+- any other block is **shown, not run**: ``console`` for commands that need
+  the network, credentials or a cluster (say why in a comment on its first
+  line), an untagged or ``text`` block for output. The two install commands
+  at the top are a ``console`` block: ``.ci/run`` runs them (and the slow
+  :func:`test_command_1_on_a_fresh_clone` runs command 1 on a clone).
+
+The copy the blocks run in is a temporary directory holding a fresh copy of
+``data/`` (the demo data and the samples), so writes stay there; the other
+top-level entries of the repository (``tests``, ``docs``, …) are linked
+read-only in place, and ``.venv`` links to the environment running the test.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+RUN = ("bash", "python")
+_FENCE = re.compile(r"^```([\w+-]*)[^\n]*\n(.*?)^```[ \t]*$", re.M | re.S)
+
+
+def blocks(text: str) -> list[tuple[str, int, str]]:
+    """Every fenced block: (language tag, line number of its fence, body)."""
+    return [
+        (m.group(1), text.count("\n", 0, m.start()) + 1, m.group(2)) for m in _FENCE.finditer(text)
+    ]
+
+
+def test_blocks_are_parsed() -> None:
+    text = "a\n```bash\necho 1\n```\nb\n```\nout\n```\n```console\npip install x\n```\n"
+    assert blocks(text) == [
+        ("bash", 2, "echo 1\n"),
+        ("", 6, "out\n"),
+        ("console", 9, "pip install x\n"),
+    ]
+
+
+def test_every_block_is_tagged_by_the_convention() -> None:
+    """A block is run (bash, python) or shown (console, text, none); no other shell tag,
+    so nobody adds an ``sh`` or ``shell`` block believing it is tested."""
+    found = blocks(README.read_text(encoding="utf-8"))
+    assert found, "the README has no code blocks"
+    bad = [
+        (lang, line) for lang, line, _ in found if lang in ("sh", "shell", "zsh", "bash-session")
+    ]
+    assert not bad, f"use ```bash (run) or ```console (shown only), not {bad}"
+    assert any(lang == "bash" for lang, _, _ in found)
+    first = found[0]
+    assert first[0] == "console" and "pip install -e ." in first[2], (
+        "the README starts with the two install commands"
+    )
+
+
+def _workspace(tmp: Path) -> Path:
+    """A fresh clone's layout: data/ copied, the rest linked, .venv → this environment."""
+    work = tmp / "clone"
+    work.mkdir()
+    for entry in ROOT.iterdir():
+        if entry.name in (".git", ".venv", "out", "data") or entry.name.endswith(".egg-info"):
+            continue
+        if entry.name.startswith(".") and entry.name not in (".ci", ".gitignore"):
+            continue
+        (work / entry.name).symlink_to(entry)
+    shutil.copytree(
+        ROOT / "data", work / "data", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
+    (work / ".venv").symlink_to(Path(sys.prefix))
+    return work
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PEIRA_", "VIRTUAL_ENV"))}
+    # the shell PATH without this environment: the tour must activate it itself
+    bindir = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != bindir)
+    env["COLUMNS"] = "100"
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def test_readme_runs_as_written(tmp_path: Path) -> None:
+    text = README.read_text(encoding="utf-8")
+    found = blocks(text)
+    shell = [(line, body) for lang, line, body in found if lang == "bash"]
+    python = [(line, body) for lang, line, body in found if lang == "python"]
+    work = _workspace(tmp_path)
+    script = ["set -euo pipefail", "export PS4='+ README: '"]
+    for line, body in shell:
+        script.append(f": README.md line {line}")
+        script.append("set -x")
+        script.append(body)
+        script.append("{ set +x; } 2>/dev/null")
+    proc = subprocess.run(
+        ["bash", "-c", "\n".join(script)],
+        cwd=work,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
+    trace = [ln for ln in proc.stderr.splitlines() if ln.startswith("+ README: ")]
+    assert proc.returncode == 0, (
+        f"README line failed (exit {proc.returncode}): {trace[-1] if trace else '?'}\n"
+        f"stderr (end):\n{proc.stderr[-3000:]}\nstdout (end):\n{proc.stdout[-2000:]}"
+    )
+    # what the tour promises is there
+    out = work / "out"
+    for path in ("tables/manifest.json", "tables/tables.tex", "report.html", "public/manifest.json", "m01",
+                 "blinded.parquet", "run.parquet", "my-dataset/cases.parquet", "cases.jsonl",
+                 "ta/responses.parquet", "jbb/responses.parquet", "mine/responses.parquet",
+                 "mine.parquet"):  # fmt: skip
+        assert (out / path).exists(), f"the tour should have written out/{path}"
+    assert len(list((out / "tables" / "figures").glob("*.png"))) >= 5, "command 1 draws figures"
+    assert (work / "KEY").stat().st_mode & 0o077 == 0
+    assert (work / "out" / "cases.jsonl").read_bytes() == (
+        work / "data" / "samples" / "cases.jsonl"
+    ).read_bytes(), "import cases then export cases gives the sample back"
+    for line, body in python:
+        proc = subprocess.run(
+            [str(work / ".venv" / "bin" / "python"), "-c", body],
+            cwd=work,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert proc.returncode == 0, f"README.md line {line} (python):\n{proc.stderr[-3000:]}"
+    assert (out / "forest.png").stat().st_size > 0, "the peira.plot block saved its figure"
+
+
+def test_samples_are_what_their_builder_writes() -> None:
+    """``data/samples/build.py`` rewrites the samples from the demo data byte for byte."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("samples_build", ROOT / "data/samples/build.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    built = module.build()
+    assert set(built) == {"cases.jsonl", "run.json", "calls.jsonl", "results.csv"}
+    for name, data in built.items():
+        assert (ROOT / "data" / "samples" / name).read_bytes() == data, name
+
+
+@pytest.mark.slow
+def test_command_1_on_a_fresh_clone(tmp_path: Path) -> None:
+    """Command 1 of the README, verbatim, in a clone of this repository (installs from
+    the package index: slow, and needs it reachable)."""
+    text = README.read_text(encoding="utf-8")
+    install = blocks(text)[0][2]
+    command_1 = next(ln for ln in install.splitlines() if ln.strip() and not ln.startswith("#"))
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    proc = subprocess.run(
+        ["bash", "-c", command_1], cwd=clone, env=_env(), capture_output=True, text=True,
+        timeout=1800,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "m01-robust" in proc.stdout
+    proc = subprocess.run(
+        ["bash", "-c", ".venv/bin/peira tables --out out/tables"],
+        cwd=clone, env=_env(), capture_output=True, text=True, timeout=1800,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(list((clone / "out/tables/figures").glob("*.png"))) >= 5
