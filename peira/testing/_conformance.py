@@ -319,18 +319,23 @@ def _concurrent(adapter: Any, reqs: list[Request], n: int, is_async: bool) -> li
 
         res = asyncio.run(main())
     else:
-        barrier = threading.Barrier(min(n, len(reqs) * 2))
+        # the first wave (one call per thread) starts together; later calls
+        # would find no party left to wait for, so they do not wait
+        parties = min(n, len(reqs) * 2)
+        barrier = threading.Barrier(parties)
 
-        def go(r: Request) -> Any:
-            with contextlib.suppress(threading.BrokenBarrierError):
-                barrier.wait(5)
+        def go(item: tuple[int, Request]) -> Any:
+            i, r = item
+            if i < parties:
+                with contextlib.suppress(threading.BrokenBarrierError):
+                    barrier.wait(5)
             try:
                 return one(adapter.decide(r), None)
             except Exception as exc:
                 return one(None, exc)
 
         with ThreadPoolExecutor(n) as pool:
-            res = list(pool.map(go, reqs * 2))
+            res = list(pool.map(go, enumerate(reqs * 2)))
     half = len(reqs)
     # both rounds must agree with the sequential answers: return the first
     # round, with a mismatch between rounds marked
