@@ -21,7 +21,7 @@ import signal
 import threading
 from typing import Any
 
-__all__ = ["StandIn", "main", "portable_error"]
+__all__ = ["main", "portable_error"]
 
 HEADER = 4  # bytes of the little-endian length of each message
 
@@ -53,11 +53,11 @@ def portable_error(exc: BaseException) -> BaseException:
         if isinstance(exc, kind):
             base = kind
             break
-    return StandIn(type(exc).__name__, base.__name__, str(exc),
+    return _StandIn(type(exc).__name__, base.__name__, str(exc),
                     getattr(exc, "retry_after", None), getattr(exc, "status", None))  # fmt: skip
 
 
-class StandIn(Exception):
+class _StandIn(Exception):
     """An unpicklable exception of a worker, as sent to the runner (rebuilt by :meth:`build`)."""
 
     def __init__(self, name: str, base: str, text: str, retry_after: Any, status: Any) -> None:

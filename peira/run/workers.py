@@ -41,7 +41,7 @@ import sys
 from typing import Any
 
 from ..errors import RunError, WorkerExited
-from ._worker import HEADER, StandIn, frame
+from ._worker import HEADER, _StandIn, frame
 from .protocol import Request
 
 __all__ = ["ProcessCalls", "WorkerExited", "settle"]
@@ -97,7 +97,7 @@ class _Worker(asyncio.SubprocessProtocol):
         if kind == "done":
             fut, slots = self.inflight.pop(call_id)
             value, exc = payload
-            if isinstance(exc, StandIn):
+            if isinstance(exc, _StandIn):
                 exc = exc.build()
             settle(fut, slots, value, exc)
         elif kind == "ready":

@@ -228,10 +228,10 @@ def test_failures_cross_from_the_workers_unchanged(ds: Dataset, tmp_path: Path) 
 
 
 def test_portable_error_keeps_name_message_and_retry_after() -> None:
-    from peira.run._worker import StandIn
+    from peira.run._worker import _StandIn
 
     e = portable_error(Unpicklable("x"))
-    assert isinstance(e, StandIn)
+    assert isinstance(e, _StandIn)
     back = e.build()
     assert type(back).__name__ == "Unpicklable" and str(back) == "x"
     t = portable_error(RetryableError("slow down", status=429, retry_after=2.5))

@@ -23,7 +23,7 @@ import pytest
 from peira.schema import Cases, Published, Responses, Variants, collect_failures, conform
 from peira.synth import generate
 from tests.builders import case, make_cases, make_responses, make_variants, pair_rows
-from tests.test_schema_fast import CASE_BREAKS, RESPONSE_BREAKS
+from tests.schema.test_schema_fast import CASE_BREAKS, RESPONSE_BREAKS
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden" / "schema_failures.json"
