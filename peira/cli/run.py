@@ -60,6 +60,26 @@ def _build_adapter(args: argparse.Namespace, *, dataset: str | None) -> tuple[An
     return load_adapter(spec, **kwargs), kwargs
 
 
+#: The options of ``peira run`` handed to :func:`peira.run.run` as they are, under
+#: the same name (``--checkpoint-every`` is ``checkpoint_every=``).
+_AS_GIVEN = (
+    "samples",
+    "concurrency",
+    "retries",
+    "backoff",
+    "run_id",
+    "checkpoint_every",
+    "progress",
+    "keep_parts",
+    "cache",
+    "max_cost_usd",
+    "rpm",
+    "tpm",
+    "workers",
+    "force",
+)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Run an adapter over a dataset and write the response log.
 
@@ -102,24 +122,11 @@ def _run(args: argparse.Namespace, adapter: Any, kwargs: dict[str, Any]) -> int:
             adapter,
             ds,
             args.out,
-            samples=args.samples,
-            concurrency=args.concurrency,
             timeout=args.timeout if args.timeout > 0 else None,
-            retries=args.retries,
-            backoff=args.backoff,
             key=key,
-            run_id=args.run_id,
-            checkpoint_every=args.checkpoint_every,
             checkpoint_seconds=args.checkpoint_seconds if args.checkpoint_seconds > 0 else None,
-            progress=args.progress,
-            keep_parts=args.keep_parts,
             adapter_args=kwargs,
-            cache=args.cache,
-            max_cost_usd=args.max_cost_usd,
-            rpm=args.rpm,
-            tpm=args.tpm,
-            workers=args.workers,
-            force=args.force,
+            **{name: getattr(args, name) for name in _AS_GIVEN},
         )
     except KeyboardInterrupt as exc:
         raise KeyboardInterrupt(
