@@ -74,13 +74,7 @@ def _context(args: argparse.Namespace, *, publication: bool = False) -> Any:
     ds = read_dataset(d)
     config = ReportConfig(
         split="public" if publication else args.split,
-        n_resamples=args.resamples,
-        seed=args.seed,
-        unit=args.unit,
-        level=args.level,
-        rule=args.rule,
-        delta=args.delta,
-        missing=args.missing,
+        **c.api_kwargs(args, ("n_resamples", "seed", "unit", "level", "rule", "delta", "missing")),
         thresholds=GateThresholds(),
         publication=publication,
     )

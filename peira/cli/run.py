@@ -282,6 +282,18 @@ def _add_ranged(p: argparse.ArgumentParser, options: tuple[_Ranged, ...]) -> Non
         p.add_argument(flag, type=kind, default=default, help=text)
 
 
+def _add_adapter_args(p: argparse.ArgumentParser, note: str = "") -> None:
+    """``--adapter-arg NAME=VALUE`` (repeatable): a keyword argument of the adapter,
+    read by :func:`parse_adapter_args`; ``note`` ends its help."""
+    p.add_argument(
+        "--adapter-arg",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help=f"keyword argument of the adapter (repeatable{note})",
+    )
+
+
 def register(sub: Any) -> None:
     """Add ``run`` and ``rescore`` to the ``peira`` subparsers object ``sub``."""
     r = c.add_command(
@@ -299,13 +311,7 @@ def register(sub: Any) -> None:
         help="module:Class (e.g. peira.adapters:OpenAICompatible), or a name from "
         "'peira adapters list' (e.g. openai, inspect, subprocess, simulated)",
     )
-    r.add_argument(
-        "--adapter-arg",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="keyword argument of the adapter (repeatable; VALUE read as JSON if it parses)",
-    )
+    _add_adapter_args(r, "; VALUE read as JSON if it parses")
     r.add_argument(
         "--dataset",
         required=True,
@@ -360,10 +366,7 @@ def register(sub: Any) -> None:
         "run the conformance kit (peira.testing.check_adapter) on an adapter",
     )
     ck.add_argument("adapter", help="module:Class, or a name from 'peira adapters list'")
-    ck.add_argument(
-        "--adapter-arg", action="append", default=[], metavar="NAME=VALUE",
-        help="keyword argument of the adapter (repeatable)",
-    )  # fmt: skip
+    _add_adapter_args(ck)
     ck.add_argument(
         "--concurrency",
         type=c.int_range(1, 10_000),
