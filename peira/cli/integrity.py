@@ -225,10 +225,7 @@ def cmd_divergence(args: argparse.Namespace) -> int:
         pairs,
         ds.cases,
         by=args.by or None,
-        level=args.level,
-        n_resamples=args.resamples,
-        seed=args.seed,
-        unit=args.unit,
+        **c.api_kwargs(args, ("level", "n_resamples", "seed", "unit")),
     )
     return c.emit(table, args.format)
 

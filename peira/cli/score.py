@@ -74,7 +74,7 @@ def _emit_published(args: argparse.Namespace, published: pl.DataFrame) -> None:
     pairs, cases = api.pairs_and_cases(
         log, dataset, split=args.split, missing=args.missing, delta=args.delta
     )
-    plan = api.resample_plan(cases, unit=args.unit, n_resamples=args.resamples, seed=args.seed)
+    plan = api.resample_plan(cases, **c.api_kwargs(args, ("unit", "n_resamples", "seed")))
     rows = beside(pairs, published, plan, level=args.level)
     if rows.is_empty():
         return
