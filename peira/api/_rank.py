@@ -20,12 +20,34 @@ from ._inputs import (
 
 if TYPE_CHECKING:
     from .._pairs import Missing
-    from ..bootstrap import Unit
+    from ..bootstrap import ResamplePlan, Unit
     from ..engine import Engine
     from ..io import Dataset
+    from ..metrics.summary import RunSums
     from ..ranking import Rule
 
 __all__ = ["compare", "leaderboard"]
+
+
+def _split_sums(
+    responses: PathLike | FrameLike,
+    cases: PathLike | Dataset | FrameLike,
+    split: Split,
+    *,
+    unit: Unit,
+    n_resamples: int,
+    seed: int,
+    missing: Missing,
+    delta: float,
+    engine: str | Engine,
+) -> tuple[RunSums, pl.DataFrame, ResamplePlan]:
+    """What a ranking reads: the run sums of ``split`` (reduced on ``engine``), the
+    split's cases and the resample plan drawn over them."""
+    ds = as_dataset(cases)
+    cs = split_cases(ds, split)
+    plan = resample_plan(cs, unit=unit, n_resamples=n_resamples, seed=seed)
+    sums = run_sums(responses, ds, unit=unit, missing=missing, delta=delta, engine=engine)
+    return sums.split(split), cs, plan
 
 
 @validate_params
@@ -98,11 +120,11 @@ def leaderboard(
     """
     from ..ranking import leaderboard as rank_runs
 
-    ds = as_dataset(cases)
-    cs = split_cases(ds, split)
-    plan = resample_plan(cs, unit=unit, n_resamples=n_resamples, seed=seed)
-    sums = run_sums(responses, ds, unit=unit, missing=missing, delta=delta, engine=engine)
-    board = rank_runs(sums.split(split), cs, plan, metric=metric, rule=rule, level=level)
+    table, cs, plan = _split_sums(
+        responses, cases, split, unit=unit, n_resamples=n_resamples, seed=seed,
+        missing=missing, delta=delta, engine=engine,
+    )  # fmt: skip
+    board = rank_runs(table, cs, plan, metric=metric, rule=rule, level=level)
     return board.with_columns(
         pl.col("estimate").alias(metric),
         pl.col("lo").alias(f"{metric}_lo"),
@@ -170,12 +192,10 @@ def compare(
 
     if runs is not None and len(runs) < 2:
         raise PeiraValueError(f"runs: compare needs two runs or more, not {list(runs)!r}")
-    ds = as_dataset(cases)
-    cs = split_cases(ds, split)
-    plan = resample_plan(cs, unit=unit, n_resamples=n_resamples, seed=seed)
-    table = run_sums(responses, ds, unit=unit, missing=missing, delta=delta, engine=engine).split(
-        split
-    )
+    table, cs, plan = _split_sums(
+        responses, cases, split, unit=unit, n_resamples=n_resamples, seed=seed,
+        missing=missing, delta=delta, engine=engine,
+    )  # fmt: skip
     if runs is not None and len(runs) == 2:
         row = head_to_head(
             table,

@@ -338,14 +338,17 @@ def preload_for_plan(dataset: Path, args: argparse.Namespace) -> None:
         preload_for(n, b)
 
 
-def api_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+def api_kwargs(args: argparse.Namespace, names: Sequence[str] | None = None) -> dict[str, Any]:
     """The flat API's keyword arguments of the options given: each parameter of
-    :data:`peira.api.PARAMETERS` whose option the command has (``--resamples`` gives
-    ``n_resamples``; ``--engine`` the engine of :func:`engine_of`)."""
+    :data:`peira.api.PARAMETERS` (or of those of them in ``names``) whose option the
+    command has (``--resamples`` gives ``n_resamples``; ``--engine`` the engine of
+    :func:`engine_of`)."""
     from ..api import PARAMETERS
 
     out: dict[str, Any] = {}
     for name, constraint in PARAMETERS.items():
+        if names is not None and name not in names:
+            continue
         dest = constraint.option.removeprefix("--").replace("-", "_")
         if hasattr(args, dest):
             out[name] = engine_of(args) if constraint.kind == "engine" else getattr(args, dest)

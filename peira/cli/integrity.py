@@ -58,12 +58,7 @@ def cmd_seal(args: argparse.Namespace) -> int:
     responses = read_responses(args.responses, cases=ds.cases)
     config = SealConfig(
         split=None if args.split == "all" else args.split,
-        missing=args.missing,
-        delta=args.delta,
-        n_resamples=args.resamples,
-        seed=args.seed,
-        unit=args.unit,
-        method=args.method,
+        **c.api_kwargs(args, ("missing", "delta", "n_resamples", "seed", "unit", "method")),
     )
     out = seal(ds, responses, args.run, args.out, config=config, key=key, overwrite=args.force)
     kind = "HMAC-SHA256 (keyed)" if key is not None else "SHA-256"
@@ -230,10 +225,7 @@ def cmd_divergence(args: argparse.Namespace) -> int:
         pairs,
         ds.cases,
         by=args.by or None,
-        level=args.level,
-        n_resamples=args.resamples,
-        seed=args.seed,
-        unit=args.unit,
+        **c.api_kwargs(args, ("level", "n_resamples", "seed", "unit")),
     )
     return c.emit(table, args.format)
 

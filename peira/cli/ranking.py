@@ -40,11 +40,10 @@ def _board(args: argparse.Namespace) -> tuple[pl.DataFrame, pl.DataFrame | None]
     dataset, log = c.dataset_and_log(args)
     ds = api.as_dataset(dataset)
     cases = api.split_cases(ds, args.split)
-    plan = api.resample_plan(cases, unit=args.unit, n_resamples=args.resamples, seed=args.seed)
+    plan = api.resample_plan(cases, **c.api_kwargs(args, ("unit", "n_resamples", "seed")))
     sums = api.run_sums(
-        c.responses_arg(args, log), ds, unit=args.unit, missing=args.missing, delta=args.delta,
-        engine=c.engine_of(args),
-    )  # fmt: skip
+        c.responses_arg(args, log), ds, **c.api_kwargs(args, ("unit", "missing", "delta", "engine"))
+    )
     table = sums.split(args.split)
     metric = args.metric
     board = rank_runs(table, cases, plan, metric=metric, rule=args.rule, level=args.level)
@@ -65,8 +64,8 @@ def _board(args: argparse.Namespace) -> tuple[pl.DataFrame, pl.DataFrame | None]
     from ..holdout import divergence
 
     div = divergence(
-        sums.cluster_sums(by=["split"]), ds.cases, n_resamples=args.resamples, seed=args.seed,
-        unit=args.unit, level=args.level,
+        sums.cluster_sums(by=["split"]), ds.cases,
+        **c.api_kwargs(args, ("n_resamples", "seed", "unit", "level")),
     ).filter(pl.col("run_id").is_in(board["run_id"].implode()))  # fmt: skip
     board = board.join(
         div.select(

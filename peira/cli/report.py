@@ -74,13 +74,7 @@ def _context(args: argparse.Namespace, *, publication: bool = False) -> Any:
     ds = read_dataset(d)
     config = ReportConfig(
         split="public" if publication else args.split,
-        n_resamples=args.resamples,
-        seed=args.seed,
-        unit=args.unit,
-        level=args.level,
-        rule=args.rule,
-        delta=args.delta,
-        missing=args.missing,
+        **c.api_kwargs(args, ("n_resamples", "seed", "unit", "level", "rule", "delta", "missing")),
         thresholds=GateThresholds(),
         publication=publication,
     )
@@ -88,9 +82,10 @@ def _context(args: argparse.Namespace, *, publication: bool = False) -> Any:
         from .. import api
 
         sums = api.run_sums(
-            c.responses_arg(args, log), ds, unit=args.unit, missing=args.missing,
-            delta=args.delta, engine=c.engine_of(args),
-        )  # fmt: skip
+            c.responses_arg(args, log),
+            ds,
+            **c.api_kwargs(args, ("unit", "missing", "delta", "engine")),
+        )
         return ReportContext(ds, None, config, sums=sums, engine=args.engine)
     return ReportContext(ds, read_responses(log, cases=ds.cases), config)
 

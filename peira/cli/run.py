@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,26 @@ def _build_adapter(args: argparse.Namespace, *, dataset: str | None) -> tuple[An
     return load_adapter(spec, **kwargs), kwargs
 
 
+#: The options of ``peira run`` handed to :func:`peira.run.run` as they are, under
+#: the same name (``--checkpoint-every`` is ``checkpoint_every=``).
+_AS_GIVEN = (
+    "samples",
+    "concurrency",
+    "retries",
+    "backoff",
+    "run_id",
+    "checkpoint_every",
+    "progress",
+    "keep_parts",
+    "cache",
+    "max_cost_usd",
+    "rpm",
+    "tpm",
+    "workers",
+    "force",
+)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Run an adapter over a dataset and write the response log.
 
@@ -101,24 +122,11 @@ def _run(args: argparse.Namespace, adapter: Any, kwargs: dict[str, Any]) -> int:
             adapter,
             ds,
             args.out,
-            samples=args.samples,
-            concurrency=args.concurrency,
             timeout=args.timeout if args.timeout > 0 else None,
-            retries=args.retries,
-            backoff=args.backoff,
             key=key,
-            run_id=args.run_id,
-            checkpoint_every=args.checkpoint_every,
             checkpoint_seconds=args.checkpoint_seconds if args.checkpoint_seconds > 0 else None,
-            progress=args.progress,
-            keep_parts=args.keep_parts,
             adapter_args=kwargs,
-            cache=args.cache,
-            max_cost_usd=args.max_cost_usd,
-            rpm=args.rpm,
-            tpm=args.tpm,
-            workers=args.workers,
-            force=args.force,
+            **{name: getattr(args, name) for name in _AS_GIVEN},
         )
     except KeyboardInterrupt as exc:
         raise KeyboardInterrupt(
@@ -221,6 +229,71 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     return c.EXIT_OK
 
 
+_Ranged = tuple[str, Callable[[str], Any], Any, str]
+"""An option with a bounded value: flag, value type, default, help."""
+
+_PACING: tuple[_Ranged, ...] = (
+    ("--samples", c.int_range(1, 100_000), 1, "calls per variant (1-100000)"),
+    ("--concurrency", c.int_range(1, 10_000), 8, "calls in flight (1-10000)"),
+    (
+        "--workers",
+        c.int_range(0, 256),
+        0,
+        "make the calls in N worker processes (0: threads of this process; for a "
+        "client that binds a core, e.g. an HTTP SDK at hundreds of calls/s)",
+    ),
+    ("--timeout", c.number_range(0, 86_400), 60.0, "seconds per attempt, at most a day (0: none)"),
+    ("--retries", c.int_range(0, 1000), 3, "retries of timeouts/transient errors (0-1000)"),
+    ("--backoff", c.number_range(0, 3600), 0.5, "first retry delay in seconds, doubling (0-3600)"),
+)
+"""How ``peira run`` paces its calls."""
+
+_CHECKPOINTS: tuple[_Ranged, ...] = (
+    ("--checkpoint-every", c.int_range(1, 10_000_000), 500, "calls per part file (1-10000000)"),
+    (
+        "--checkpoint-seconds",
+        c.number_range(0, 86_400),
+        5.0,
+        "also write completed calls at least this often, in seconds (0: only every N calls)",
+    ),
+)
+"""How often ``peira run`` writes its completed calls."""
+
+_RATE_LIMITS: tuple[_Ranged, ...] = (
+    (
+        "--rpm",
+        c.number_range(0, 1e9, open_lo=True),
+        None,
+        "at most this many requests per minute (> 0)",
+    ),
+    (
+        "--tpm",
+        c.number_range(0, 1e12, open_lo=True),
+        None,
+        "at most this many (estimated) tokens per minute (> 0)",
+    ),
+)
+"""The provider's rate limits ``peira run`` keeps under (no limit by default)."""
+
+
+def _add_ranged(p: argparse.ArgumentParser, options: tuple[_Ranged, ...]) -> None:
+    """Add each bounded option of ``options`` to ``p``, in order."""
+    for flag, kind, default, text in options:
+        p.add_argument(flag, type=kind, default=default, help=text)
+
+
+def _add_adapter_args(p: argparse.ArgumentParser, note: str = "") -> None:
+    """``--adapter-arg NAME=VALUE`` (repeatable): a keyword argument of the adapter,
+    read by :func:`parse_adapter_args`; ``note`` ends its help."""
+    p.add_argument(
+        "--adapter-arg",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help=f"keyword argument of the adapter (repeatable{note})",
+    )
+
+
 def register(sub: Any) -> None:
     """Add ``run`` and ``rescore`` to the ``peira`` subparsers object ``sub``."""
     r = c.add_command(
@@ -238,13 +311,7 @@ def register(sub: Any) -> None:
         help="module:Class (e.g. peira.adapters:OpenAICompatible), or a name from "
         "'peira adapters list' (e.g. openai, inspect, subprocess, simulated)",
     )
-    r.add_argument(
-        "--adapter-arg",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="keyword argument of the adapter (repeatable; VALUE read as JSON if it parses)",
-    )
+    _add_adapter_args(r, "; VALUE read as JSON if it parses")
     r.add_argument(
         "--dataset",
         required=True,
@@ -252,55 +319,14 @@ def register(sub: Any) -> None:
         "unless --adapter-arg dataset=... is set)",
     )
     r.add_argument("--out", required=True, help="response log to write (Parquet)")
-    r.add_argument(
-        "--samples", type=c.int_range(1, 100_000), default=1, help="calls per variant (1-100000)"
-    )
-    r.add_argument(
-        "--concurrency", type=c.int_range(1, 10_000), default=8, help="calls in flight (1-10000)"
-    )
-    r.add_argument(
-        "--workers",
-        type=c.int_range(0, 256),
-        default=0,
-        help="make the calls in N worker processes (0: threads of this process; for a "
-        "client that binds a core, e.g. an HTTP SDK at hundreds of calls/s)",
-    )
-    r.add_argument(
-        "--timeout",
-        type=c.number_range(0, 86_400),
-        default=60.0,
-        help="seconds per attempt, at most a day (0: none)",
-    )
-    r.add_argument(
-        "--retries",
-        type=c.int_range(0, 1000),
-        default=3,
-        help="retries of timeouts/transient errors (0-1000)",
-    )
-    r.add_argument(
-        "--backoff",
-        type=c.number_range(0, 3600),
-        default=0.5,
-        help="first retry delay in seconds, doubling (0-3600)",
-    )
+    _add_ranged(r, _PACING)
     r.add_argument(
         "--key-file",
         type=Path,
         help="pseudonym key file (default: $PEIRA_HOLDOUT_KEY, else an ephemeral random key)",
     )
     r.add_argument("--run-id", help="run_id (default: adapter name-version)")
-    r.add_argument(
-        "--checkpoint-every",
-        type=c.int_range(1, 10_000_000),
-        default=500,
-        help="calls per part file (1-10000000)",
-    )
-    r.add_argument(
-        "--checkpoint-seconds",
-        type=c.number_range(0, 86_400),
-        default=5.0,
-        help="also write completed calls at least this often, in seconds (0: only every N calls)",
-    )
+    _add_ranged(r, _CHECKPOINTS)
     r.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
@@ -327,16 +353,7 @@ def register(sub: Any) -> None:
         help=f"stop before the run's cost would pass USD (needs a price table: "
         f"--adapter-arg price_in=... price_out=...); exit {EXIT_BUDGET}, resumable",
     )
-    r.add_argument(
-        "--rpm",
-        type=c.number_range(0, 1e9, open_lo=True),
-        help="at most this many requests per minute (> 0)",
-    )
-    r.add_argument(
-        "--tpm",
-        type=c.number_range(0, 1e12, open_lo=True),
-        help="at most this many (estimated) tokens per minute (> 0)",
-    )
+    _add_ranged(r, _RATE_LIMITS)
 
     a = sub.add_parser("adapters", help="list the installed adapters, or check one")
     asub = a.add_subparsers(dest="adapters_command", required=True, metavar="ACTION")
@@ -349,10 +366,7 @@ def register(sub: Any) -> None:
         "run the conformance kit (peira.testing.check_adapter) on an adapter",
     )
     ck.add_argument("adapter", help="module:Class, or a name from 'peira adapters list'")
-    ck.add_argument(
-        "--adapter-arg", action="append", default=[], metavar="NAME=VALUE",
-        help="keyword argument of the adapter (repeatable)",
-    )  # fmt: skip
+    _add_adapter_args(ck)
     ck.add_argument(
         "--concurrency",
         type=c.int_range(1, 10_000),

@@ -63,6 +63,21 @@ def _published(args: argparse.Namespace) -> pl.DataFrame | None:
     return read_published(d)
 
 
+#: The columns of :func:`peira.published.beside` shown after ``metric``, in order,
+#: by the name the view gives them.
+_BESIDE = {
+    "estimate": "peira",
+    "lo": "peira_lo",
+    "hi": "peira_hi",
+    "method": "peira_method",
+    "published": "published",
+    "published_stderr": "stderr",
+    "published_lo": "pub_lo",
+    "published_hi": "pub_hi",
+    "source": "source",
+}
+
+
 def _emit_published(args: argparse.Namespace, published: pl.DataFrame) -> None:
     """The source's figures beside Peira's estimate and cluster interval."""
     import polars as pl
@@ -74,7 +89,7 @@ def _emit_published(args: argparse.Namespace, published: pl.DataFrame) -> None:
     pairs, cases = api.pairs_and_cases(
         log, dataset, split=args.split, missing=args.missing, delta=args.delta
     )
-    plan = api.resample_plan(cases, unit=args.unit, n_resamples=args.resamples, seed=args.seed)
+    plan = api.resample_plan(cases, **c.api_kwargs(args, ("unit", "n_resamples", "seed")))
     rows = beside(pairs, published, plan, level=args.level)
     if rows.is_empty():
         return
@@ -82,15 +97,7 @@ def _emit_published(args: argparse.Namespace, published: pl.DataFrame) -> None:
         "run_id",
         *(["family"] if rows["family"].is_not_null().any() else []),
         "metric",
-        pl.col("estimate").alias("peira"),
-        pl.col("lo").alias("peira_lo"),
-        pl.col("hi").alias("peira_hi"),
-        pl.col("method").alias("peira_method"),
-        "published",
-        pl.col("published_stderr").alias("stderr"),
-        pl.col("published_lo").alias("pub_lo"),
-        pl.col("published_hi").alias("pub_hi"),
-        "source",
+        *(pl.col(name).alias(shown) for name, shown in _BESIDE.items()),
     )
     unit = "cluster" if args.unit == "cluster" else "case"
     print(
