@@ -244,12 +244,19 @@ def _fail(where: str, message: str) -> InputFormatError:
     return InputFormatError(f"{where}: {message}")
 
 
-def _req_str(obj: Mapping[str, Any], key: str, field: str, where: str) -> str:
+def _required(obj: Mapping[str, Any], key: str, field: str, where: str, kind: type) -> Any:
+    """``obj[key]``, present, not null and of ``kind`` (``str`` or ``dict``)."""
     if key not in obj or obj[key] is None:
         raise _fail(where, f"missing required field '{field}'")
     value = obj[key]
-    if not isinstance(value, str):
-        raise _fail(where, f"field '{field}' must be a string, got {json_kind(value)}")
+    if not isinstance(value, kind):
+        noun = "a string" if kind is str else "an object"
+        raise _fail(where, f"field '{field}' must be {noun}, got {json_kind(value)}")
+    return value
+
+
+def _req_str(obj: Mapping[str, Any], key: str, field: str, where: str) -> str:
+    value: str = _required(obj, key, field, where, str)
     return value
 
 
@@ -261,11 +268,7 @@ def _opt_str(obj: Mapping[str, Any], key: str, field: str, where: str) -> str | 
 
 
 def _req_obj(obj: Mapping[str, Any], key: str, field: str, where: str) -> dict[str, Any]:
-    if key not in obj or obj[key] is None:
-        raise _fail(where, f"missing required field '{field}'")
-    value = obj[key]
-    if not isinstance(value, dict):
-        raise _fail(where, f"field '{field}' must be an object, got {json_kind(value)}")
+    value: dict[str, Any] = _required(obj, key, field, where, dict)
     return value
 
 
