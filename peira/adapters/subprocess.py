@@ -33,6 +33,7 @@ each answers one request at a time.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import queue
@@ -51,19 +52,7 @@ from ._common import read_answer
 
 __all__ = ["Subprocess", "SubprocessError"]
 
-_FIELDS = (
-    "decision",
-    "abstained",
-    "refusal_reason",
-    "score",
-    "confidence",
-    "raw_text",
-    "latency_ms",
-    "tokens_in",
-    "tokens_out",
-    "cost_usd",
-    "error",
-)
+_FIELDS = tuple(f.name for f in dataclasses.fields(Decision))
 _ANSWERS = ("decision", "abstained", "abstain", "refusal_reason", "error")
 
 

@@ -24,6 +24,8 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
+from ._arrays import F64, I64
+
 __all__ = [
     "auroc_block",
     "auroc_sorted_block",
@@ -38,9 +40,6 @@ __all__ = [
     "transpose_block",
     "warm",
 ]
-
-I64 = npt.NDArray[np.int64]
-F64 = npt.NDArray[np.float64]
 
 
 _jit = numba.njit(cache=True, nogil=True)

@@ -27,10 +27,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ._arrays import F64, I64
+
 __all__ = ["REL_ERR", "bca_positions"]
 
-F64 = npt.NDArray[np.float64]
-I64 = npt.NDArray[np.int64]
 
 #: Relative error allowed to each implementation of Φ and Φ⁻¹ (both are below 1e-15).
 REL_ERR = 1e-12

@@ -54,6 +54,7 @@ import numpy.typing as npt
 import polars as pl
 
 from ..errors import PeiraValueError
+from ._arrays import F64, I64
 from ._normal import bca_positions
 from .plan import MIN_CLUSTERS, FewClustersWarning, ResamplePlan, Unit, make_plan
 from .smallcell import DESIGN_METHODS, CellStats, bootstrap_carries, cell_stats, design_interval
@@ -69,8 +70,6 @@ Method = Literal["auto", "percentile", "bca", "korn-graubard", "design-jeffreys"
 METHODS: tuple[str, ...] = ("auto", "percentile", "bca", *DESIGN_METHODS)
 """Every interval method; ``"auto"`` is the default."""
 DEFAULT_METHOD: Method = "auto"
-F64 = npt.NDArray[np.float64]
-I64 = npt.NDArray[np.int64]
 T = TypeVar("T")
 
 _FALLBACK = "percentile (bca z0 infinite)"

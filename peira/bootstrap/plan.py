@@ -48,6 +48,7 @@ from ..errors import (
     PeiraWarning,
     PlanMismatchError,
 )
+from ._arrays import I64
 
 __all__ = [
     "BLOCK_DRAWS",
@@ -71,7 +72,6 @@ __all__ = [
 ]
 
 Unit = Literal["cluster", "case"]
-I64 = npt.NDArray[np.int64]
 
 MIN_CLUSTERS = 30
 """Below this many clusters in a plan, intervals carry ``few_clusters`` and a warning."""

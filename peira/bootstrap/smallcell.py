@@ -39,6 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import PeiraValueError
+from ._arrays import B1, F64, I64
 
 __all__ = [
     "CARRY_MIN_CLUSTERS",
@@ -54,9 +55,6 @@ __all__ = [
     "mover_difference",
 ]
 
-F64 = npt.NDArray[np.float64]
-I64 = npt.NDArray[np.int64]
-B1 = npt.NDArray[np.bool_]
 
 DesignMethod = Literal["korn-graubard", "design-jeffreys", "design-wilson"]
 DESIGN_METHODS: tuple[str, ...] = ("korn-graubard", "design-jeffreys", "design-wilson")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import polars as pl
 
-from ..errors import DataFileError
+from ..errors import DataFileError, InputFormatError
 from ..io import atomic_dir, dataset_owner, write_parquet
 from ..schema import (
     CASES_SCHEMA,
@@ -34,6 +34,7 @@ from .cases import canonical_json
 __all__ = [
     "Imported",
     "case_key",
+    "input_files",
     "label_text",
     "sort_labels",
     "variants_of",
@@ -149,6 +150,24 @@ def sort_labels(labels: Iterable[str]) -> list[str]:
         return sorted(uniq, key=int)
     except ValueError:
         return sorted(uniq)
+
+
+def input_files(paths: Sequence[PathLike], run_ids: Sequence[str] | None, what: str) -> list[Path]:
+    """The input files of an importer, at least one, with one run id each when given.
+
+    Raises
+    ------
+    InputFormatError
+        No file (``no <what> given``), or as many run ids as files not.
+    """
+    files = [Path(p) for p in paths]
+    if not files:
+        raise InputFormatError(f"no {what} given")
+    if run_ids is not None and len(run_ids) != len(files):
+        raise InputFormatError(
+            f"{len(run_ids)} run id(s) for {len(files)} file(s); give one --run per file"
+        )
+    return files
 
 
 def case_key(*parts: str) -> str:

@@ -117,6 +117,25 @@ def _read_text(p: Path) -> str:
         raise _utf8_error(p, data, exc) from exc
 
 
+def _parse(text: str, p: Path, lineno: int | None = None) -> Any:
+    """:func:`_loads`, failing with an :class:`InputFormatError` that names where.
+
+    ``lineno`` is the line of a JSONL file that ``text`` is; without it
+    ``text`` is the whole file and the message names the error's line and column.
+    """
+    where = f"{p}" if lineno is None else f"{p}:{lineno}"
+    try:
+        return _loads(text)
+    except json.JSONDecodeError as exc:
+        if lineno is None:
+            at = f"{p}:{exc.lineno}:{exc.colno}: invalid JSON: {_json.describe(exc)}"
+        else:
+            at = f"{where}: invalid JSON: {_json.describe(exc)} (column {exc.colno})"
+        raise InputFormatError(at) from None
+    except ValueError as exc:
+        raise InputFormatError(f"{where}: invalid JSON: {exc}") from exc
+
+
 def iter_jsonl(path: PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, object)`` for each non-blank line of a JSONL file.
 
@@ -138,14 +157,7 @@ def iter_jsonl(path: PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
     for lineno, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
-        try:
-            obj = _loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputFormatError(
-                f"{p}:{lineno}: invalid JSON: {_json.describe(exc)} (column {exc.colno})"
-            ) from None
-        except ValueError as exc:
-            raise InputFormatError(f"{p}:{lineno}: invalid JSON: {exc}") from exc
+        obj = _parse(line, p, lineno)
         if not isinstance(obj, dict):
             raise InputFormatError(f"{p}:{lineno}: expected a JSON object, got {json_kind(obj)}")
         seen = True
@@ -166,15 +178,7 @@ def load_json_file(path: PathLike) -> Any:
         NaN/Infinity).
     """
     p = Path(path)
-    text = _read_text(p)
-    try:
-        return _loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputFormatError(
-            f"{p}:{exc.lineno}:{exc.colno}: invalid JSON: {_json.describe(exc)}"
-        ) from None
-    except ValueError as exc:
-        raise InputFormatError(f"{p}: invalid JSON: {exc}") from exc
+    return _parse(_read_text(p), p)
 
 
 def json_kind(value: Any) -> str:
@@ -240,12 +244,19 @@ def _fail(where: str, message: str) -> InputFormatError:
     return InputFormatError(f"{where}: {message}")
 
 
-def _req_str(obj: Mapping[str, Any], key: str, field: str, where: str) -> str:
+def _required(obj: Mapping[str, Any], key: str, field: str, where: str, kind: type) -> Any:
+    """``obj[key]``, present, not null and of ``kind`` (``str`` or ``dict``)."""
     if key not in obj or obj[key] is None:
         raise _fail(where, f"missing required field '{field}'")
     value = obj[key]
-    if not isinstance(value, str):
-        raise _fail(where, f"field '{field}' must be a string, got {json_kind(value)}")
+    if not isinstance(value, kind):
+        noun = "a string" if kind is str else "an object"
+        raise _fail(where, f"field '{field}' must be {noun}, got {json_kind(value)}")
+    return value
+
+
+def _req_str(obj: Mapping[str, Any], key: str, field: str, where: str) -> str:
+    value: str = _required(obj, key, field, where, str)
     return value
 
 
@@ -257,11 +268,7 @@ def _opt_str(obj: Mapping[str, Any], key: str, field: str, where: str) -> str | 
 
 
 def _req_obj(obj: Mapping[str, Any], key: str, field: str, where: str) -> dict[str, Any]:
-    if key not in obj or obj[key] is None:
-        raise _fail(where, f"missing required field '{field}'")
-    value = obj[key]
-    if not isinstance(value, dict):
-        raise _fail(where, f"field '{field}' must be an object, got {json_kind(value)}")
+    value: dict[str, Any] = _required(obj, key, field, where, dict)
     return value
 
 

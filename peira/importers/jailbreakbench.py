@@ -34,7 +34,7 @@ import polars as pl
 
 from ..errors import InputFormatError
 from ..schema import CASES_SCHEMA, PUBLISHED_SCHEMA, RESPONSE_EXTENSIONS, RESPONSES_SCHEMA
-from ._bundle import Imported, variants_of
+from ._bundle import Imported, input_files, variants_of
 from .cases import canonical_json, json_kind, load_json_file
 
 __all__ = ["OPTIONS", "read_jailbreakbench"]
@@ -136,13 +136,7 @@ def read_jailbreakbench(
         behaviour is kept, see the notes), two files with one run id: the
         message names the file, the entry and the field.
     """
-    files = [Path(p) for p in paths]
-    if not files:
-        raise InputFormatError("no JailbreakBench artifact given")
-    if run_ids is not None and len(run_ids) != len(files):
-        raise InputFormatError(
-            f"{len(run_ids)} run id(s) for {len(files)} file(s); give one --run per file"
-        )
+    files = input_files(paths, run_ids, "JailbreakBench artifact")
     behaviours: dict[int, dict[str, Any]] = {}
     responses: list[dict[str, Any]] = []
     published: list[dict[str, Any]] = []

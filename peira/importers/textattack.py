@@ -41,7 +41,7 @@ import polars as pl
 
 from ..errors import InputFormatError
 from ..schema import CASES_SCHEMA, PUBLISHED_SCHEMA, RESPONSES_SCHEMA
-from ._bundle import Imported, case_key, sort_labels, variants_of
+from ._bundle import Imported, case_key, input_files, sort_labels, variants_of
 
 __all__ = ["RESULT_TYPES", "read_summary", "read_textattack"]
 
@@ -217,13 +217,7 @@ def read_textattack(
         ``labels``, two files with one run id: the message names the file,
         the row and the field.
     """
-    files = [Path(p) for p in paths]
-    if not files:
-        raise InputFormatError("no TextAttack CSV file given")
-    if run_ids is not None and len(run_ids) != len(files):
-        raise InputFormatError(
-            f"{len(run_ids)} run id(s) for {len(files)} file(s); give one --run per file"
-        )
+    files = input_files(paths, run_ids, "TextAttack CSV file")
     names = list(run_ids) if run_ids is not None else [_stem(f) for f in files]
     seen: dict[str, Path] = {}
     for name, f in zip(names, files, strict=True):

@@ -144,6 +144,12 @@ def ranking_gates(
     return _gates(RunSums.of(lf, cluster=None, metrics=wanted), cases, thresholds, metric)
 
 
+def _beyond(column: str, op: str, limit: float, broken: pl.Expr) -> pl.Expr:
+    """The reason ``"<column> <value> <op> <limit>"`` (value to 4 places) where ``broken``."""
+    text = pl.format(f"{column} {{}} {op} {{}}", pl.col(column).round(4), pl.lit(limit))
+    return pl.when(broken).then(text).otherwise(None)
+
+
 def _gates(
     sums: RunSums, cases: pl.DataFrame, thresholds: GateThresholds | None, metric: str
 ) -> pl.DataFrame:
@@ -228,28 +234,20 @@ def _gates(
         .otherwise(None),
     )
     reasons = pl.concat_list(
-        pl.when(pl.col("malformed_rate").fill_null(1.0) > t.max_malformed_rate)
-        .then(
-            pl.format(
-                "malformed_rate {} > {}",
-                pl.col("malformed_rate").round(4),
-                pl.lit(t.max_malformed_rate),
-            )
-        )
-        .otherwise(None),
-        pl.when(
+        _beyond(
+            "malformed_rate",
+            ">",
+            t.max_malformed_rate,
+            pl.col("malformed_rate").fill_null(1.0) > t.max_malformed_rate,
+        ),
+        _beyond(
+            "benign_accuracy",
+            "<",
+            t.min_benign_accuracy,
             pl.lit(metric not in BENIGN_ONLY)
             & (arms != "attacked")
-            & (pl.col("benign_accuracy").fill_null(0.0) < t.min_benign_accuracy)
-        )
-        .then(
-            pl.format(
-                "benign_accuracy {} < {}",
-                pl.col("benign_accuracy").round(4),
-                pl.lit(t.min_benign_accuracy),
-            )
-        )
-        .otherwise(None),
+            & (pl.col("benign_accuracy").fill_null(0.0) < t.min_benign_accuracy),
+        ),
         pl.when(unobserved).then(pl.concat_list(why)).otherwise(counts),
         pl.when((pl.col("n_missing") > 0) & pl.lit(not t.allow_missing))
         .then(pl.format("{} missing pairs", pl.col("n_missing")))

@@ -19,14 +19,11 @@ from typing import Any
 
 from ..run import REQUEST_FIELDS, Decision, Request, TransientError
 
-_ANSWER_FIELDS = (
-    "decision",
-    "abstained",
-    "refusal_reason",
-    "score",
-    "confidence",
-    "raw_text",
-    "error",
+#: The fields of a :class:`Decision` that answer (the rest measure usage).
+_ANSWER_FIELDS = tuple(
+    f.name
+    for f in dataclasses.fields(Decision)
+    if f.name not in ("latency_ms", "tokens_in", "tokens_out", "cost_usd")
 )
 
 

@@ -44,7 +44,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Self
 
 __all__ = ["ChatServer", "FastChatServer", "Reply", "completion", "default_answer"]
 
@@ -185,7 +185,32 @@ def error_body(message: str, kind: str = "server_error") -> bytes:
     ).encode()
 
 
-class ChatServer:
+class _Loopback:
+    """A server on 127.0.0.1 that a background thread runs; a context manager."""
+
+    @property
+    def port(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def url(self) -> str:
+        """The API root to give a client as ``base_url`` (``http://127.0.0.1:PORT/v1``)."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class ChatServer(_Loopback):
     """A loopback Chat Completions server (module notes); a context manager.
 
     Parameters
@@ -237,11 +262,6 @@ class ChatServer:
     def port(self) -> int:
         return int(self._httpd.server_address[1])
 
-    @property
-    def url(self) -> str:
-        """The API root to give a client as ``base_url`` (``http://127.0.0.1:PORT/v1``)."""
-        return f"http://127.0.0.1:{self.port}/v1"
-
     def start(self) -> ChatServer:
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
@@ -255,12 +275,6 @@ class ChatServer:
         self._httpd.server_close()
         if self._thread is not None:
             self._thread.join(5)
-
-    def __enter__(self) -> ChatServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def add_faults(self, *replies: Reply) -> None:
         """Queue replies to serve next, in order."""
@@ -387,7 +401,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 _NO_SCHEMA = "response_format type 'json_schema' is not supported by this server"
 
 
-class FastChatServer:
+class FastChatServer(_Loopback):
     """A lean loopback Chat Completions server on one asyncio event loop (for benchmarks).
 
     It answers like :class:`ChatServer`'s default model (:func:`completion`),
@@ -415,10 +429,6 @@ class FastChatServer:
     def port(self) -> int:
         assert self._server is not None, "the server is not started"
         return int(self._server.sockets[0].getsockname()[1])
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
 
     async def _open(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -458,12 +468,6 @@ class FastChatServer:
                 self._loop.call_soon_threadsafe(self._server.close)
         if self._thread is not None:
             self._thread.join(5)
-
-    def __enter__(self) -> FastChatServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def answer(self, method: str, path: str, raw: bytes) -> tuple[int, bytes, bool]:
         """(status, body, delayed) of one request."""

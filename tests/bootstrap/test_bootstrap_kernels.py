@@ -222,13 +222,13 @@ def test_auroc_one_pass_over_transposed_weights(
 
 
 def test_ratio_precision_numpy_and_compiled_agree(monkeypatch: pytest.MonkeyPatch) -> None:
-    from peira.bootstrap import ratio
+    from peira.bootstrap import _gemm
 
     rng = np.random.default_rng(9)
     for v in (rng.integers(0, 9, (50, 6)) / 4.0, rng.random((20, 3)), np.zeros((3, 2))):
-        small = ratio._dyadic_precision(v)
-        monkeypatch.setattr(ratio, "_NUMPY_VALUES", 0)
-        assert ratio._dyadic_precision(v) == small == dyadic_precision(v, 8)
+        small = _gemm._dyadic_precision(v)
+        monkeypatch.setattr(_gemm, "_NUMPY_VALUES", 0)
+        assert _gemm._dyadic_precision(v) == small == dyadic_precision(v, 8)
         monkeypatch.undo()
 
 

@@ -351,7 +351,7 @@ def test_jackknife_values_are_the_leave_one_cluster_out_ratios(
     """The jackknife (n × C), computed once per distinct row of sums when clusters share
     rows (unit="case": single-case clusters), is the leave-one-out ratio of every cluster
     recomputed from the pairs, and the estimate where a run has no pairs in a cluster."""
-    from peira.bootstrap.ratio import _TYPE_GAIN, _distinct, _Engine
+    from peira.bootstrap._gemm import _TYPE_GAIN, _distinct, _Engine
 
     cases, pairs = rlog
     plan = plan_for_cases(cases, unit=unit, n_resamples=50, seed=3)  # type: ignore[arg-type]
