@@ -200,8 +200,7 @@ def add_input_options(p: argparse.ArgumentParser, *, required: bool = False) -> 
         )
         p.add_argument(
             "--responses",
-            help="response log: file, directory or glob (default: the dataset's "
-            "responses.parquet)",
+            help="response log: file, directory or glob (default: the dataset's responses.parquet)",
         )
 
 
