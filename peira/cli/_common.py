@@ -332,7 +332,7 @@ def _shown(path: Path) -> str:
 
 def _resolve_inputs(args: argparse.Namespace) -> tuple[Path, Path]:
     from ..errors import DataFileError, PeiraError
-    from ..io import demo_dir
+    from ..io import DATASET_FILES, demo_dir
 
     if args.dataset is None and args.responses is None:
         d = demo_dir()
@@ -340,14 +340,14 @@ def _resolve_inputs(args: argparse.Namespace) -> tuple[Path, Path]:
         return d, d / "responses.parquet"
     if args.dataset is None:
         log = Path(args.responses)
-        d = dataset_beside(log)
-        if d is None:
+        beside = dataset_beside(log)
+        if beside is None:
             raise PeiraError(
                 f"--responses {args.responses}: no --dataset given and the log's folder holds "
-                "no dataset (cases.parquet, variants.parquet); pass --dataset DIR"
+                f"no dataset ({', '.join(DATASET_FILES)}); pass --dataset DIR"
             )
-        _note(f"no --dataset given: using the dataset in the log's folder ({d})")
-        return d, log
+        _note(f"no --dataset given: using the dataset in the log's folder ({beside})")
+        return beside, log
     d = Path(args.dataset)
     if not d.exists():
         raise DataFileError(f"--dataset {d}: no such directory")
