@@ -48,6 +48,7 @@ __all__ = [
     "check_out",
     "confidence_level",
     "dataset_and_log",
+    "dataset_beside",
     "dataset_files",
     "emit",
     "finite_non_negative",
@@ -186,13 +187,21 @@ def add_command(
 
 
 def add_input_options(p: argparse.ArgumentParser, *, required: bool = False) -> None:
-    """``--dataset`` and ``--responses`` (both default to the bundled demo data)."""
+    """``--dataset`` and ``--responses`` (neither given: the bundled demo data; see
+    :func:`dataset_and_log`)."""
     if required:
         p.add_argument("--dataset", required=True, help="dataset directory")
         p.add_argument("--responses", required=True, help="response log: file, directory or glob")
     else:
-        p.add_argument("--dataset", help="dataset directory (default: the bundled data/demo)")
-        p.add_argument("--responses", help="response log: file, directory or glob")
+        p.add_argument(
+            "--dataset",
+            help="dataset directory (default: the log's folder when it holds one; the "
+            "bundled data/demo when neither --dataset nor --responses is given)",
+        )
+        p.add_argument(
+            "--responses",
+            help="response log: file, directory or glob (default: the dataset's responses.parquet)",
+        )
 
 
 def add_format_option(p: argparse.ArgumentParser) -> None:
@@ -287,25 +296,79 @@ def add_data_options(p: argparse.ArgumentParser, *, split: str, method: bool = F
 def dataset_and_log(args: argparse.Namespace) -> tuple[Path, Path]:
     """The dataset directory and the response log that ``--dataset``/``--responses`` name.
 
+    Nothing is assumed silently:
+
+    - neither option: the bundled demo data (its dataset and its
+      ``responses.parquet``), said in one note on stderr;
+    - ``--responses`` alone: the log's folder when it holds a dataset (every
+      file of :data:`peira.io.DATASET_FILES`), said in a note; else an error
+      naming ``--dataset``;
+    - ``--dataset`` alone: its ``responses.parquet``;
+    - a ``--dataset`` that does not exist is reported as such.
+
+    The answer is kept on ``args``, so a command asking twice gets one note.
     Also starts loading the compiled bootstrap kernels when the command's plan
     will need them (:func:`preload_for_plan`).
     """
-    from ..errors import DataFileError
-    from ..io import demo_dir
+    known: tuple[Path, Path] | None = getattr(args, "_dataset_and_log", None)
+    if known is None:
+        known = _resolve_inputs(args)
+        args._dataset_and_log = known
+        preload_for_plan(known[0], args)
+    return known
 
-    if args.dataset is None:
+
+def _note(message: str) -> None:
+    print(f"peira: note: {message}", file=sys.stderr)
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when it lies inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _resolve_inputs(args: argparse.Namespace) -> tuple[Path, Path]:
+    from ..errors import DataFileError, PeiraError
+    from ..io import DATASET_FILES, demo_dir
+
+    if args.dataset is None and args.responses is None:
         d = demo_dir()
-        log = Path(args.responses) if args.responses else d / "responses.parquet"
-    else:
-        d = Path(args.dataset)
-        if args.responses is None:
-            log = d / "responses.parquet"
-            if not log.exists():
-                raise DataFileError(f"{d}: no responses.parquet; pass --responses LOG")
-        else:
-            log = Path(args.responses)
-    preload_for_plan(d, args)
+        _note(f"no --dataset or --responses given: using the bundled demo data ({_shown(d)})")
+        return d, d / "responses.parquet"
+    if args.dataset is None:
+        log = Path(args.responses)
+        beside = dataset_beside(log)
+        if beside is None:
+            raise PeiraError(
+                f"--responses {args.responses}: no --dataset given and the log's folder holds "
+                f"no dataset ({', '.join(DATASET_FILES)}); pass --dataset DIR"
+            )
+        _note(f"no --dataset given: using the dataset in the log's folder ({beside})")
+        return beside, log
+    d = Path(args.dataset)
+    if not d.exists():
+        raise DataFileError(f"--dataset {d}: no such directory")
+    if args.responses is not None:
+        return d, Path(args.responses)
+    log = d / "responses.parquet"
+    if not log.exists():
+        raise DataFileError(f"{d}: no responses.parquet; pass --responses LOG")
     return d, log
+
+
+def dataset_beside(log: str | Path) -> Path | None:
+    """The dataset directory a response log sits in: the log's folder (a directory
+    log: itself) when it holds every file of :data:`peira.io.DATASET_FILES`, else None."""
+    from ..io import DATASET_FILES
+
+    p = Path(log)
+    folder = p if p.is_dir() else p.parent
+    if all((folder / name).is_file() for name in DATASET_FILES):
+        return folder
+    return None
 
 
 def preload_for_plan(dataset: Path, args: argparse.Namespace) -> None:

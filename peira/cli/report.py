@@ -1,6 +1,7 @@
 """``peira tables``, ``report`` and ``publish``: every table and figure from one command.
 
-Without ``--dataset`` they read the bundled demo data, like ``peira leaderboard``.
+Their inputs are those of ``peira leaderboard``: without ``--dataset`` and
+``--responses`` the bundled demo data (a note on stderr says so).
 
 - ``peira tables --out DIR``: every table (CSV, Markdown, LaTeX), every
   figure (PNG, SVG) and ``manifest.json``, written atomically; a second run

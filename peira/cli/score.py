@@ -122,7 +122,12 @@ def cmd_metrics(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add ``score`` and ``metrics`` to the ``peira`` subparsers object ``sub``."""
-    s = c.add_command(sub, "score", cmd_score, "per-run metrics (default: the bundled demo data)")
+    s = c.add_command(
+        sub,
+        "score",
+        cmd_score,
+        "per-run metrics (no --dataset or --responses: the bundled demo data)",
+    )
     c.add_data_options(s, split="public", method=True)
     c.add_engine_options(s)
     s.add_argument(

@@ -65,7 +65,9 @@ def test_console_keeps_output_threads_and_atexit(
 def test_console_error_exit_code(tmp_path: Path) -> None:
     proc = _console(tmp_path, "score", "--dataset", str(tmp_path / "missing"))
     assert proc.returncode == 2
-    assert "no responses.parquet" in proc.stderr
+    assert (
+        proc.stderr == f"peira score: error: --dataset {tmp_path / 'missing'}: no such directory\n"
+    )
     assert proc.stdout == "atexit ran\n"
     assert (tmp_path / "thread.txt").read_text() == "thread done"
 

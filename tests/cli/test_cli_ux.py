@@ -219,7 +219,9 @@ def test_flips_unknown_names_exit_2_with_a_close_match(
     assert main(["flips", "--run", "m02-fragil"]) == 2
     err = capsys.readouterr().err
     assert "unknown run 'm02-fragil'; did you mean 'm02-fragile'?" in err
-    assert len(err.strip().splitlines()) == 1
+    note, error = err.strip().splitlines()  # the error is one line, after the note on the inputs
+    assert note.startswith("peira: note: no --dataset or --responses given: using the bundled demo")
+    assert error.startswith("peira flips: error: ") and "unknown run 'm02-fragil'" in error
     assert main(["flips", "--family", "urgency"]) == 2
     assert "did you mean 'urgency_pressure'" in capsys.readouterr().err
     with pytest.raises(SystemExit) as info:
@@ -277,9 +279,25 @@ def test_progress_is_a_periodic_log_when_not_a_terminal() -> None:
     assert every.getvalue() == "peira report: [1/2] table a\npeira report: [2/2] table b\n"
 
 
+def _shown_demo() -> str:
+    d = peira.demo_dir().resolve()
+    try:
+        return str(d.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(d)
+
+
 def test_tables_quiet_and_progress(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base = ["tables", *B, "--no-figures"]
     assert main([*base, "--out", str(tmp_path / "q"), "--quiet"]) == 0
+    # no progress at all: the one line is the note on the inputs, which --quiet keeps
+    assert capsys.readouterr().err == (
+        "peira: note: no --dataset or --responses given: using the bundled demo data "
+        f"({_shown_demo()})\n"
+    )
+    d = peira.demo_dir()
+    data = ["--dataset", str(d), "--responses", str(d / "responses.parquet")]
+    assert main([*base, *data, "--out", str(tmp_path / "q2"), "--quiet"]) == 0
     assert capsys.readouterr().err == ""
     with pytest.raises(SystemExit) as info:
         main([*base, "--out", str(tmp_path / "x"), "--quiet", "--progress"])
