@@ -40,7 +40,7 @@ from .errors import (
 )
 from .integrity.keys import MIN_KEY_BYTES
 from .io import Dataset, write_parquet
-from .metrics.keys import group_keys
+from .metrics.keys import check_by
 from .schema import ARMS, RESPONSES_SCHEMA, validate_responses
 
 if TYPE_CHECKING:
@@ -448,9 +448,9 @@ def divergence(
             f"both plans use seed {pp.seed}: their draws would be correlated; give the "
             "holdout plan another seed (default: public seed + 1)"
         )
-    keys = group_keys(by)
-    groups = keys[1:]
     lf = pairs.lazy()
+    keys = ["run_id", *check_by(by, lf.collect_schema().names())]
+    groups = keys[1:]
     reps = {
         split: replicates(
             lf.filter(pl.col("split") == split).collect(),
