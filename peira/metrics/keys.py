@@ -26,6 +26,8 @@ NOT_BREAKDOWNS = (
     "eligible",
 )
 
+_CHOICES = "one that groups a run's cases, e.g. family, primitive, severity, suite"
+
 
 def check_by(by: str | Sequence[str] | None, columns: Sequence[str]) -> list[str]:
     """The breakdown columns ``by`` as a list, each checked against ``columns``.
@@ -39,19 +41,18 @@ def check_by(by: str | Sequence[str] | None, columns: Sequence[str]) -> list[str
     ['family']
     """
     names = [by] if isinstance(by, str) else list(by or [])
-    choices = "a column of the pair table that groups cases, e.g. family, primitive, severity"
     seen: set[str] = set()
     for name in names:
         if name in seen:
-            raise PeiraValueError(f"by {name!r}: given twice; name each breakdown column once")
+            raise PeiraValueError(f"by {name}: given twice; name each breakdown column once")
         seen.add(name)
         if name in NOT_BREAKDOWNS:
             raise PeiraValueError(
-                f"by {name!r}: a key of the pair table or a column the score computes, "
-                f"not a breakdown; choose {choices}"
+                f"by {name}: a key of the pair table or a column the score computes, "
+                f"not a breakdown; choose {_CHOICES}"
             )
         if name not in columns:
-            raise PeiraValueError(f"by {name!r}: not a column of the pair table; choose {choices}")
+            raise PeiraValueError(f"by {name}: not a column of the pair table; choose {_CHOICES}")
     return names
 
 

@@ -46,11 +46,11 @@ def _one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
-        (["score", "--by", "sample"], "by 'sample': a key of the pair table"),
-        (["score", "--by", "run_id"], "by 'run_id': a key of the pair table"),
-        (["score", "--by", "family", "--by", "family"], "by 'family': given twice"),
-        (["score", "--by", "nope", "--ratio-only"], "by 'nope': not a column of the pair table"),
-        ([*_divergence(), "--by", "nope"], "by 'nope': not a column of the pair table"),
+        (["score", "--by", "sample"], "by sample: a key of the pair table"),
+        (["score", "--by", "run_id"], "by run_id: a key of the pair table"),
+        (["score", "--by", "family", "--by", "family"], "by family: given twice"),
+        (["score", "--by", "nope", "--ratio-only"], "by nope: not a column of the pair table"),
+        ([*_divergence(), "--by", "nope"], "by nope: not a column of the pair table"),
     ],
 )
 def test_a_bad_breakdown_is_one_line_exit_2(
