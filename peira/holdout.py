@@ -40,7 +40,7 @@ from .errors import (
 )
 from .integrity.keys import MIN_KEY_BYTES
 from .io import Dataset, write_parquet
-from .metrics.keys import group_keys
+from .metrics.keys import check_by
 from .schema import ARMS, RESPONSES_SCHEMA, validate_responses
 
 if TYPE_CHECKING:
@@ -325,6 +325,17 @@ def _percentile(
     return r.lo, r.hi, r.n_defined
 
 
+def _check_flag_level(level: float) -> None:
+    """The flag's one-sided bound is the end of a two-sided interval at
+    1 − 2α (α = 1 − level), so it needs α < 1/2: a level above 0.5."""
+    if not 0.5 < level < 1:
+        alpha = 1 - Fraction(repr(float(level)))
+        raise PeiraValueError(
+            f"level {level!r}: the holdout divergence flag is a one-sided test at "
+            f"alpha = 1 - level = {float(alpha):g}, which needs a level in (0.5, 1)"
+        )
+
+
 def divergence(
     pairs: pl.DataFrame | pl.LazyFrame,
     cases: pl.DataFrame,
@@ -351,7 +362,8 @@ def divergence(
         Resample plans of each split (:func:`peira.bootstrap.plan_for_cases`
         with ``split=``). They must have the same B and different seeds, so
         that the two bootstraps are independent. Default: ``seed`` for the
-        public split and ``seed + 1`` for the holdout.
+        public split and ``seed + 1`` for the holdout
+        (:func:`peira.bootstrap.plan.holdout_seed`: 0 after the largest seed).
     by
         Grouping columns besides ``run_id`` (e.g. ``"family"``); each run's
         overall row (group columns null) is always included.
@@ -406,24 +418,26 @@ def divergence(
     Raises
     ------
     ValueError
-        Plans with different B or the same seed, or no cases in a split.
+        Plans with different B or the same seed, no cases in a split, or a
+        ``level`` of 0.5 or less (the one-sided flag needs α = 1 − level < 0.5).
     KeyError
         Unknown metric.
     """
     from .bootstrap import plan_for_cases, replicates
     from .bootstrap.intervals import cell_intervals
-    from .bootstrap.plan import MIN_CLUSTERS
+    from .bootstrap.plan import MIN_CLUSTERS, holdout_seed
     from .bootstrap.smallcell import mover_difference
     from .metrics import RATIO_METRICS
 
     if adjust not in ("bonferroni", "none"):
         raise PeiraValueError(f"adjust must be 'bonferroni' or 'none', not {adjust!r}")
+    _check_flag_level(level)
     higher_is_better = RATIO_METRICS[metric].higher_is_better
     pp = plan_public or plan_for_cases(
         cases, split="public", unit=unit, n_resamples=n_resamples, seed=seed
     )
     ph = plan_holdout or plan_for_cases(
-        cases, split="holdout", unit=unit, n_resamples=n_resamples, seed=seed + 1
+        cases, split="holdout", unit=unit, n_resamples=n_resamples, seed=holdout_seed(seed)
     )
     if pp.n_resamples != ph.n_resamples:
         raise PeiraValueError(
@@ -434,9 +448,9 @@ def divergence(
             f"both plans use seed {pp.seed}: their draws would be correlated; give the "
             "holdout plan another seed (default: public seed + 1)"
         )
-    keys = group_keys(by)
-    groups = keys[1:]
     lf = pairs.lazy()
+    keys = ["run_id", *check_by(by, lf.collect_schema().names())]
+    groups = keys[1:]
     reps = {
         split: replicates(
             lf.filter(pl.col("split") == split).collect(),

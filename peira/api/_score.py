@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from .._frames import FrameLike
-from ..errors import PeiraValueError
 from ..io import in_split
 from ..metrics.wide import INTERVAL_COLUMNS, wide_intervals
 from ._data import pairs_and_cases, resample_plan
@@ -56,15 +55,9 @@ def score_pairs(
     """
     from ..bootstrap import nonratio_intervals, ratio_intervals
     from ..metrics import metric_table
+    from ..metrics.keys import check_by
 
-    by = list(by)
-    unknown = [c for c in by if c not in pairs.columns]
-    if unknown:
-        strings = [c for c in pairs.columns if pairs.schema[c] == pl.String]
-        raise PeiraValueError(
-            f"by {', '.join(unknown)}: not a column of the pair table; "
-            f"choose among {', '.join(strings)}"
-        )
+    by = check_by(by, pairs.columns)
     table = metric_table(pairs, by, cases=cases)
     if plan is None:
         return table
@@ -195,7 +188,10 @@ def score(
     │ m02-fragile ┆ 0.440832 ┆ 0.4      ┆ 0.483376 │
     └─────────────┴──────────┴──────────┴──────────┘
     """
-    keys = [by] if isinstance(by, str) else list(by)
+    from .._pairs import PAIR_COLUMNS
+    from ..metrics.keys import check_by
+
+    keys = check_by(by, PAIR_COLUMNS)
     if ratio_only or not check_engine(engine):
         return _score_on(
             engine, responses, cases, by=keys, split=split, intervals=intervals,

@@ -55,6 +55,7 @@ __all__ = [
     "CACHE_DRAWS",
     "FINGERPRINT_ROWS",
     "MIN_CLUSTERS",
+    "SEED_LIMIT",
     "TYPED_BLOCK_BYTES",
     "TYPED_BLOCK_FACTOR",
     "TYPE_MEMO_BYTES",
@@ -63,6 +64,7 @@ __all__ = [
     "PlanMismatchError",
     "ResamplePlan",
     "Unit",
+    "holdout_seed",
     "make_plan",
     "plan_fingerprint",
     "plan_for_cases",
@@ -596,6 +598,22 @@ def _check_unit(unit: str) -> Unit:
     if unit not in ("cluster", "case"):
         raise PeiraValueError(f"unit must be 'cluster' or 'case', not {unit!r}")
     return "cluster" if unit == "cluster" else "case"
+
+
+#: Largest seed (seeds are stored and hashed as signed 64-bit integers).
+SEED_LIMIT = 2**63 - 1
+
+
+def holdout_seed(seed: int) -> int:
+    """The holdout plan's default seed: ``seed + 1``, and 0 after :data:`SEED_LIMIT`.
+
+    Always another seed than ``seed`` (independent bootstraps) and inside the
+    seeds' range, so the largest seed works too.
+
+    >>> holdout_seed(0), holdout_seed(SEED_LIMIT)
+    (1, 0)
+    """
+    return seed + 1 if seed < SEED_LIMIT else 0
 
 
 def make_plan(

@@ -516,6 +516,7 @@ class SparkEngine(Engine):
         """Shuffle the log by ``shuffle``, run ``reduce`` on each partition's pairs and
         add each kind of its results up by its keys (``blanks``: kind → (an empty
         result with its columns and types, its keys))."""
+        _pyspark()  # absent: say which extra installs it, before any import of it
         from pyspark.sql import functions as F
 
         schema = _out_schema({kind: blank for kind, (blank, _) in blanks.items()})

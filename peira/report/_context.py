@@ -236,14 +236,17 @@ class ReportContext:
 
     @cached_property
     def holdout_plan(self) -> ResamplePlan:
-        """The holdout split's plan (seed ``config.seed + 1``, independent of the public one)."""
+        """The holdout split's plan (seed ``config.seed + 1``, independent of the public one;
+        :func:`~peira.bootstrap.plan.holdout_seed`)."""
+        from ..bootstrap.plan import holdout_seed
+
         c = self.config
         return plan_for_cases(
             self.dataset.cases,
             split="holdout",
             unit=c.unit,
             n_resamples=c.n_resamples,
-            seed=c.seed + 1,
+            seed=holdout_seed(c.seed),
         )
 
     def plans(self) -> dict[str, ResamplePlan]:
