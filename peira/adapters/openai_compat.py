@@ -206,6 +206,7 @@ class OpenAICompatible:
         self.prices = Prices(price_in, price_out)
         self.parser = parser
         self._key_env = api_key_env
+        self.env_read = (api_key_env,)  # its value is redacted from a run's texts
         key = os.environ.get(api_key_env) or None
         self._secrets = (key,)
         # the SDK reads OPENAI_BASE_URL itself when base_url is None

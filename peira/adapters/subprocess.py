@@ -14,7 +14,8 @@ An answer holds the fields of :class:`~peira.run.Decision` — ``decision``,
 model's text (a JSON object directly, other text through
 :mod:`peira.parse`). Unknown keys are ignored. An answer may echo
 ``variant_id`` and ``sample``; when it does they must match the request.
-stderr is the program's own (its last lines are quoted in errors).
+stderr is the program's own (its last lines are quoted in errors, with
+secret values redacted by the runner: :mod:`peira._redaction`).
 
 Failures become malformed rows with their reasons, and the run goes on:
 
@@ -185,6 +186,12 @@ class Subprocess:
             self._free.put(i)
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _stop_all, self._slots)
+
+    @property
+    def secret_values(self) -> tuple[str, ...]:
+        """The extra variables' values: redacted from every text a run writes
+        (:mod:`peira._redaction`)."""
+        return tuple(self.env_extra.values())
 
     def config(self) -> dict[str, Any]:
         """What determines the answers: the command, its directory, extra variables' names."""
