@@ -116,5 +116,7 @@ class Redactor:
         """A :class:`Decision` with its texts redacted (what the response cache keeps)."""
         if not self.secrets:
             return d
-        changes = {k: self.text(v) for k in _TEXT_FIELDS if isinstance(v := getattr(d, k), str)}
+        changes: dict[str, Any] = {
+            k: self.text(v) for k in _TEXT_FIELDS if isinstance(v := getattr(d, k), str)
+        }
         return replace(d, **changes) if changes else d
