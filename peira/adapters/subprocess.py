@@ -15,7 +15,7 @@ model's text (a JSON object directly, other text through
 :mod:`peira.parse`). Unknown keys are ignored. An answer may echo
 ``variant_id`` and ``sample``; when it does they must match the request.
 stderr is the program's own (its last lines are quoted in errors, with
-secret values redacted by the runner: :mod:`peira._redaction`).
+secret values redacted: :mod:`peira._redaction`).
 
 Failures become malformed rows with their reasons, and the run goes on:
 
@@ -47,6 +47,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import IO, Any
 
+from .._redaction import Redactor
 from ..errors import PeiraError
 from ..run.protocol import Decision, Request
 from ._common import read_answer
@@ -176,6 +177,7 @@ class Subprocess:
         self.startup_timeout = float(startup_timeout)
         self.cwd = cwd
         self.env_extra = {str(k): str(v) for k, v in (env or {}).items()}
+        self._redactor = Redactor((), self.env_extra.values())  # for direct calls too
         self.parser = parser
         self.name = name or os.path.basename(argv[-1] if len(argv) > 1 else argv[0]) or "subprocess"
         self.version = version
@@ -281,7 +283,7 @@ class Subprocess:
             rc = child.proc.wait(2)
         except subprocess.TimeoutExpired:
             rc = None
-        tail = child.tail()
+        tail = self._redactor.text(child.tail())
         self._slots[i] = None
         child.stop()
         self.restarts += 1

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import warnings
+from pathlib import Path
 
 import pytest
 
 from peira._redaction import MIN_LENGTH, Redactor, looks_secret
 from peira.cli._errors import guard
 from peira.errors import PeiraError, PeiraWarning
-from peira.run import Decision
+from peira.io import write_dataset
+from peira.run import Decision, Request, run
+from peira.synth import generate
 
 ENV = {
     "OPENAI_API_KEY": "sk-abcdefgh12345678",
@@ -77,3 +80,46 @@ def test_command_line_messages_are_redacted(
     assert code == PeiraError.exit_code and secret not in err
     assert "peira run: error: the server said: bad token [redacted]" in err
     assert "peira: warning: careful with [redacted]" in err
+
+
+class _Leaky:
+    """An adapter that redacts nothing: it raises, reports and answers with secrets."""
+
+    name, version = "leaky", "1"
+    env_read = ("CUSTOM_VAR",)
+
+    def decide(self, request: Request) -> Decision:
+        key, token, custom = (ENV[k] for k in ("OPENAI_API_KEY", "my_service_token", "CUSTOM_VAR"))
+        n = int(request.variant_id.encode().hex(), 16) % 3
+        if n == 0:
+            raise RuntimeError(f"child said: OPENAI_API_KEY={key} {custom}")
+        if n == 1:
+            return Decision(error=f"server said {token}", raw_text=f"text {key}")
+        return Decision(abstained=True, refusal_reason=f"no, {custom}", raw_text=token)
+
+
+def test_the_runner_redacts_every_row_whatever_the_adapter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for k, v in ENV.items():
+        monkeypatch.setenv(k, v)
+    b = generate(6, 4, seed=2)
+    ds = write_dataset(b.cases, b.variants, tmp_path / "ds")
+    out = tmp_path / "out"
+    res = run(_Leaky(), ds, out / "log.parquet", progress=False, cache=out / "cache",
+              checkpoint_every=1, concurrency=2)  # fmt: skip
+    marked = [
+        t
+        for col in ("error", "raw_text", "refusal_reason")
+        for t in res.responses[col].drop_nulls()
+        if "[redacted]" in t
+    ]
+    assert len(marked) >= res.responses.height
+    secrets = [ENV[k] for k in ("OPENAI_API_KEY", "my_service_token", "CUSTOM_VAR")]
+    leaks = [
+        f"{f}: {s}"
+        for f in sorted(p for p in tmp_path.rglob("*") if p.is_file())
+        for s in secrets
+        if s.encode() in f.read_bytes()
+    ]
+    assert leaks == []
