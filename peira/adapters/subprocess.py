@@ -82,11 +82,15 @@ class _Child:
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.stderr: deque[str] = deque(maxlen=5)
         assert self.proc.stdout is not None and self.proc.stderr is not None
-        for target, stream in (
-            (self._read_out, self.proc.stdout),
-            (self._read_err, self.proc.stderr),
-        ):
-            threading.Thread(target=target, args=(stream,), daemon=True).start()
+        self._readers = [
+            threading.Thread(target=target, args=(stream,), daemon=True)
+            for target, stream in (
+                (self._read_out, self.proc.stdout),
+                (self._read_err, self.proc.stderr),
+            )
+        ]
+        for t in self._readers:
+            t.start()
 
     def _read_out(self, stream: IO[str]) -> None:
         with contextlib.suppress(ValueError, OSError):
@@ -100,6 +104,9 @@ class _Child:
                 self.stderr.append(line.rstrip("\n")[:300])
 
     def tail(self) -> str:
+        """The last stderr lines; of an exited child, all it wrote (up to 1 s to read)."""
+        if self.proc.poll() is not None:
+            self._readers[1].join(1.0)
         return " | ".join(self.stderr)
 
     def stop(self) -> int | None:
