@@ -62,6 +62,7 @@ import time
 import urllib.parse
 from typing import Any
 
+from .._redaction import Redactor
 from ..errors import PeiraError
 from ..run.protocol import Decision, Request
 from ._common import (
@@ -206,8 +207,10 @@ class OpenAICompatible:
         self.prices = Prices(price_in, price_out)
         self.parser = parser
         self._key_env = api_key_env
+        self.env_read = (api_key_env,)  # its value is redacted from a run's texts
         key = os.environ.get(api_key_env) or None
         self._secrets = (key,)
+        self._redactor = Redactor(self.env_read)  # the shared rule, for direct calls too
         # the SDK reads OPENAI_BASE_URL itself when base_url is None
         self._client = openai.OpenAI(
             api_key=key or "no-key",
@@ -401,7 +404,7 @@ class OpenAICompatible:
         )
 
     def _clean(self, text: str) -> str:
-        return redact(text, self._secrets)
+        return self._redactor.text(redact(text, self._secrets))
 
     def _status_error(self, exc: Any) -> Exception:
         status = int(exc.status_code)

@@ -14,7 +14,8 @@ An answer holds the fields of :class:`~peira.run.Decision` — ``decision``,
 model's text (a JSON object directly, other text through
 :mod:`peira.parse`). Unknown keys are ignored. An answer may echo
 ``variant_id`` and ``sample``; when it does they must match the request.
-stderr is the program's own (its last lines are quoted in errors).
+stderr is the program's own (its last lines are quoted in errors, with
+secret values redacted: :mod:`peira._redaction`).
 
 Failures become malformed rows with their reasons, and the run goes on:
 
@@ -46,6 +47,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import IO, Any
 
+from .._redaction import Redactor
 from ..errors import PeiraError
 from ..run.protocol import Decision, Request
 from ._common import read_answer
@@ -80,11 +82,15 @@ class _Child:
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.stderr: deque[str] = deque(maxlen=5)
         assert self.proc.stdout is not None and self.proc.stderr is not None
-        for target, stream in (
-            (self._read_out, self.proc.stdout),
-            (self._read_err, self.proc.stderr),
-        ):
-            threading.Thread(target=target, args=(stream,), daemon=True).start()
+        self._readers = [
+            threading.Thread(target=target, args=(stream,), daemon=True)
+            for target, stream in (
+                (self._read_out, self.proc.stdout),
+                (self._read_err, self.proc.stderr),
+            )
+        ]
+        for t in self._readers:
+            t.start()
 
     def _read_out(self, stream: IO[str]) -> None:
         with contextlib.suppress(ValueError, OSError):
@@ -98,6 +104,9 @@ class _Child:
                 self.stderr.append(line.rstrip("\n")[:300])
 
     def tail(self) -> str:
+        """The last stderr lines; of an exited child, all it wrote (up to 1 s to read)."""
+        if self.proc.poll() is not None:
+            self._readers[1].join(1.0)
         return " | ".join(self.stderr)
 
     def stop(self) -> int | None:
@@ -175,6 +184,7 @@ class Subprocess:
         self.startup_timeout = float(startup_timeout)
         self.cwd = cwd
         self.env_extra = {str(k): str(v) for k, v in (env or {}).items()}
+        self._redactor = Redactor((), self.env_extra.values())  # for direct calls too
         self.parser = parser
         self.name = name or os.path.basename(argv[-1] if len(argv) > 1 else argv[0]) or "subprocess"
         self.version = version
@@ -185,6 +195,12 @@ class Subprocess:
             self._free.put(i)
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _stop_all, self._slots)
+
+    @property
+    def secret_values(self) -> tuple[str, ...]:
+        """The extra variables' values: redacted from every text a run writes
+        (:mod:`peira._redaction`)."""
+        return tuple(self.env_extra.values())
 
     def config(self) -> dict[str, Any]:
         """What determines the answers: the command, its directory, extra variables' names."""
@@ -274,7 +290,7 @@ class Subprocess:
             rc = child.proc.wait(2)
         except subprocess.TimeoutExpired:
             rc = None
-        tail = child.tail()
+        tail = self._redactor.text(child.tail())
         self._slots[i] = None
         child.stop()
         self.restarts += 1

@@ -14,6 +14,9 @@
   (writers clean up, the runner checkpoints) and says so on stderr.
 - Each :class:`~peira.errors.PeiraWarning` is printed once, as
   ``peira: warning: …``, whatever number of times the library raised it.
+- Every message printed here (errors, warnings, the reason of a stop) is
+  redacted first: the values of environment variables named like secrets
+  become ``[redacted]`` (:mod:`peira._redaction`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import sys
 import warnings
 from typing import Any
 
+from .._redaction import Redactor
 from ..errors import PeiraError, PeiraWarning
 from ._common import EXIT_USAGE, Command
 
@@ -41,8 +45,13 @@ def _install(signum: int, handler: Any) -> Any:
         return None
 
 
+def _say(text: str) -> None:
+    """Print one message to stderr, secret values redacted."""
+    print(Redactor().text(text), file=sys.stderr)
+
+
 def _error(name: str, message: object) -> None:
-    print(f"peira {name}: error: {message}", file=sys.stderr)
+    _say(f"peira {name}: error: {message}")
 
 
 def _interrupt_handled() -> None:
@@ -64,7 +73,7 @@ def _print_warnings(caught: list[warnings.WarningMessage]) -> None:
         if issubclass(w.category, PeiraWarning):
             if str(w.message) not in shown:  # one plan warns once per statistic
                 shown.add(str(w.message))
-                print(f"peira: warning: {w.message}", file=sys.stderr)
+                _say(f"peira: warning: {w.message}")
         else:  # not ours: re-emit
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
@@ -98,7 +107,7 @@ def guard(func: Command, args: argparse.Namespace) -> int:
         _interrupt_handled()
         how = "terminated (SIGTERM)" if terminated else "interrupted"
         detail = f"; {exc.args[0]}" if exc.args else ""
-        print(f"peira {name}: {how}{detail}", file=sys.stderr)
+        _say(f"peira {name}: {how}{detail}")
         return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
     except PeiraError as exc:  # refused on purpose: the class says the exit code
         _error(name, exc)

@@ -8,6 +8,12 @@ An *adapter* wraps a model: an object with ``name``, ``version`` and
 (docs/spec/holdout.md#the-blinded-export) — ``variant_id, primitive, prompt, options, input`` — plus the
 repeated-sampling index ``sample``. No case id, arm, family, split or gold
 label exists on a request, so none can reach an adapter.
+
+An adapter may also name its secrets: ``env_read`` (the environment
+variables it reads, e.g. ``("OPENAI_API_KEY",)``) and ``secret_values``
+(values given to it otherwise). Their values, and those of every variable
+named like a secret, are redacted from every row of a run
+(:mod:`peira._redaction`).
 """
 
 from __future__ import annotations

@@ -54,6 +54,7 @@ from typing import IO, Any
 
 import polars as pl
 
+from .._redaction import Redactor
 from .._writes import discard_tree
 from ..errors import PeiraError
 from ..io import Dataset, check_output, output_lock, read_dataset, write_parquet
@@ -440,6 +441,7 @@ async def run_async(
         else None
     )
     ident = {"run_id": rid, "model": model, "model_version": version}
+    redactor = Redactor.for_adapter(adapter)  # every row's outside texts pass through it
     it: Iterator[Request] = iter(pending)
     slots = asyncio.Semaphore(o.concurrency)  # sync calls in flight, timed-out ones included
     threads: _CallThreads | ProcessCalls | None = (
@@ -461,6 +463,7 @@ async def run_async(
             if row is None:  # the budget stopped the run: no further call
                 break
             case_id, arm = secret[req.variant_id]
+            row = redactor.row(row)
             ckpt.add({**ident, "case_id": case_id, "arm": arm, "sample": req.sample, **row})
             if bar is not None:
                 bar.tick()
@@ -503,7 +506,7 @@ async def run_async(
             used = (row["tokens_in"] or 0) + (row["tokens_out"] or 0)
             limiter.correct(est.tokens_in + est.tokens_out, used or None)
         if store is not None and ckey is not None and isinstance(out, Decision):
-            store.put(ckey, out, ms)
+            store.put(ckey, redactor.decision(out), ms)
         return {**row, "cached": False} if store is not None else row
 
     interrupted: RunInterrupted | None = None

@@ -3,12 +3,15 @@
 ``--crash-every N``: exit with code 3 on every Nth request of this process
 (before answering it). ``--garbage``: answer non-JSON text. ``--silent-on
 WORD``: never answer a request whose prompt contains WORD. ``--text``:
-answer with raw_text only.
+answer with raw_text only. ``--env-on-fail``: print the environment to stderr
+(``OPENAI_API_KEY``, ``MY_SERVICE_TOKEN`` and ``EXTRA_CRED`` last, so the quoted
+tail holds them) and exit with code 2 on every request.
 """
 
 import argparse
 import hashlib
 import json
+import os
 import sys
 import time
 
@@ -17,6 +20,7 @@ p.add_argument("--crash-every", type=int, default=0)
 p.add_argument("--garbage", action="store_true")
 p.add_argument("--silent-on", default=None)
 p.add_argument("--text", action="store_true")
+p.add_argument("--env-on-fail", action="store_true")
 args = p.parse_args()
 
 n = 0
@@ -26,6 +30,13 @@ for line in sys.stdin:
         print(f"model: crashing on request {n}", file=sys.stderr, flush=True)
         sys.exit(3)
     r = json.loads(line)
+    if args.env_on_fail:
+        for k, v in sorted(os.environ.items()):
+            print(f"{k}={v}", file=sys.stderr)
+        for k in ("OPENAI_API_KEY", "MY_SERVICE_TOKEN", "EXTRA_CRED"):
+            print(f"{k}={os.environ.get(k)}", file=sys.stderr)
+        sys.stderr.flush()
+        sys.exit(2)
     if args.silent_on and args.silent_on in r["prompt"]:
         time.sleep(3600)
     if args.garbage:

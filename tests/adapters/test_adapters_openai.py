@@ -466,3 +466,33 @@ def test_pickled_adapter_holds_no_key_and_rebuilds_the_same(
     assert dataclasses.replace(da, latency_ms=None) == dataclasses.replace(db, latency_ms=None)
     # the same body; the copy read the key from the environment (the server checks it)
     assert server.requests[-1] == server.requests[-2]
+
+
+def test_no_secret_of_the_environment_in_any_file_a_run_writes(
+    server: ChatServer, keyed: None, small: Dataset, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    token = "svc-token-made-up-98765"
+    monkeypatch.setenv("MY_SERVICE_TOKEN", token)
+    server.add_faults(
+        Reply(status=400, message=f"bad request from {KEY} with {token}"),
+        Reply(content=f"my environment: OPENAI_API_KEY={KEY} MY_SERVICE_TOKEN={token}"),
+        Reply(refusal=f"no, {token}"),
+    )
+    out = tmp_path / "out"
+    res = run(_adapter(server), small, out / "log.parquet", concurrency=1, progress=False,
+              cache=out / "cache", checkpoint_every=1)  # fmt: skip
+    texts = [
+        t
+        for col in ("error", "raw_text", "refusal_reason")
+        for t in res.responses[col].drop_nulls()
+        if "[redacted]" in t
+    ]
+    assert len(texts) >= 3
+    leaks = [
+        f"{f}: {s}"
+        for f in sorted(p for p in tmp_path.rglob("*") if p.is_file())
+        for s in (KEY, token)
+        if s.encode() in f.read_bytes()
+    ]
+    assert leaks == []

@@ -150,3 +150,39 @@ def test_bad_commands_and_arguments() -> None:
     assert Subprocess("python my_model.py --t 0").config()["command"] == [
         "python", "my_model.py", "--t", "0"
     ]  # fmt: skip
+
+
+SECRETS = {
+    "OPENAI_API_KEY": "sk-test-0123456789abcdefghijklmnop",
+    "MY_SERVICE_TOKEN": "svc-token-made-up-98765",
+}
+
+
+def _scan(root: Path, secrets: list[str]) -> list[str]:
+    """Every file under ``root`` whose bytes hold one of ``secrets``."""
+    hits = []
+    for f in sorted(p for p in root.rglob("*") if p.is_file()):
+        data = f.read_bytes()
+        hits += [f"{f}: {s}" for s in secrets if s.encode() in data]
+    return hits
+
+
+def test_a_child_printing_its_environment_leaves_no_secret_in_any_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for k, v in SECRETS.items():
+        monkeypatch.setenv(k, v)
+    b = generate(4, 6, seed=4)
+    small = write_dataset(b.cases, b.variants, tmp_path / "ds")
+    extra = "extra-credential-value-42"  # given to the child by env=, named harmlessly
+    a = _adapter("--env-on-fail", env={"EXTRA_CRED": extra})
+    out = tmp_path / "out"
+    try:
+        res = run(a, small, out / "log.parquet", concurrency=2, key=KEY, progress=False,
+                  cache=out / "cache", checkpoint_every=1)  # fmt: skip
+    finally:
+        a.close()
+    errors = res.responses["error"].to_list()
+    assert errors and all("exited with code 2" in e for e in errors)
+    assert all(e.count("[redacted]") == 3 for e in errors), errors[0]
+    assert _scan(tmp_path, [*SECRETS.values(), extra]) == []
