@@ -25,10 +25,10 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
-if TYPE_CHECKING:
-    from .run.protocol import Decision
+#: A frozen dataclass with text fields, such as :class:`peira.run.Decision`.
+D = TypeVar("D")
 
 __all__ = ["MARK", "MIN_LENGTH", "Redactor", "looks_secret"]
 
@@ -112,11 +112,11 @@ class Redactor:
                 out[k] = self.text(out[k])
         return out
 
-    def decision(self, d: Decision) -> Decision:
-        """A :class:`Decision` with its texts redacted (what the response cache keeps)."""
+    def decision(self, d: D) -> D:
+        """A decision (:class:`peira.run.Decision`) with its texts redacted (what the response cache keeps)."""
         if not self.secrets:
             return d
         changes: dict[str, Any] = {
             k: self.text(v) for k in _TEXT_FIELDS if isinstance(v := getattr(d, k), str)
         }
-        return replace(d, **changes) if changes else d
+        return replace(d, **changes) if changes else d  # type: ignore[type-var]

@@ -34,7 +34,14 @@ ROOT = Path(__file__).resolve().parent.parent / "peira"
 #: below its own (and itself), never a room of its own layer or above.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "_version", "_pandera"),  # the error tree, the version, pandera loader
-    ("_registry", "_frames", "_writes", "_json", "canonical"),  # registries, frames, writes, JSON
+    (
+        "_registry",
+        "_frames",
+        "_writes",
+        "_json",
+        "_redaction",
+        "canonical",
+    ),  # registries, frames, writes, JSON, redaction
     ("schema",),  # the data model: table schemas and their checks
     ("io", "integrity"),  # reading and writing tables; manifests and hashes
     ("_pairs", "importers", "synth"),  # the scoring rule; log importers; synthetic benchmarks
