@@ -42,9 +42,7 @@ import numba
 import numpy as np
 import polars as pl
 
-from .._pairs import CASE_COLUMNS, RULE_INPUTS, pair_flags
-from .._pairs import SHIFT_TOL as _SHIFT_TOL
-from .._pairs import column_default as _default
+from .._pairs import CASE_COLUMNS, RULE_INPUTS, SHIFT_TOL, column_default, pair_flags
 from ..metrics.ratios import RatioMetric
 from ..schema import (
     CONTROL_CHARACTERS,
@@ -501,7 +499,7 @@ class _Reducer:
         self.version_of = np.full(0, -1, np.int64)
         self.state_id = np.zeros(_RAW_STATES, np.int64)
         self.state_raw = np.zeros(256, np.int64)  # [0]: codes in use
-        self.threshold = float(delta - _SHIFT_TOL)
+        self.threshold = float(delta - SHIFT_TOL)
         self.staged = 0
         self.stage_rows = 0
         # the terms of the (case labels, pair of answer codes) met, by sorted key
@@ -698,7 +696,7 @@ class _Reducer:
             .then(pl.lit("attacked"))
             .otherwise(None)
             .alias("missing_arm"),
-            *[_default(n) for n in ("arms", "a_no_attack")],
+            *[column_default(n) for n in ("arms", "a_no_attack")],
         )
         lf = frame.lazy()
         for e in pair_flags(delta=self.delta, extended=False):
@@ -795,7 +793,7 @@ def stream_cluster_sums(
     cols = [*by, cluster]
     if any(c not in CASE_COLUMNS for c in cols) or len(set(cols)) != len(cols):
         return None
-    if not (0 < delta - _SHIFT_TOL <= 1):  # the shift class stands in for the scores
+    if not (0 < delta - SHIFT_TOL <= 1):  # the shift class stands in for the scores
         return None
     names = _eligible(files)
     if names is None or not files:

@@ -74,8 +74,7 @@ from .protocol import (
 )
 from .rows import failed_row, requests_for, response_row
 from .spend import Budget, RateLimiter, estimate
-from .workers import ProcessCalls
-from .workers import settle as _settle
+from .workers import ProcessCalls, settle
 
 __all__ = ["RunOptions", "RunResult", "run", "run_async"]
 
@@ -245,7 +244,7 @@ class _CallThreads:
                 if not closing:
                     self._idle += 1
             with contextlib.suppress(RuntimeError):  # the loop may be closed by then
-                self._loop.call_soon_threadsafe(_settle, fut, slots, value, exc)
+                self._loop.call_soon_threadsafe(settle, fut, slots, value, exc)
             del item, fn, req, fut, slots, value, exc
             if closing:
                 return
