@@ -35,13 +35,17 @@ from .bootstrap import (
     replicates,
 )
 from .errors import PeiraKeyError, PeiraValueError
-from .metrics.gates import GateThresholds, check_cases, ranking_gates
+from .metrics.gates import GateThresholds, check_cases, metric_den_is_eligible, ranking_gates
 from .metrics.ratios import RATIO_METRICS
 from .metrics.summary import RunSums
 
-__all__ = ["Rule", "head_to_head", "holm_adjust", "leaderboard", "pairwise"]
+__all__ = ["Rule", "Support", "head_to_head", "holm_adjust", "leaderboard", "pairwise"]
 
 Rule = Literal["ci", "paired"]
+#: Which pairs a comparison is on (docs/spec/comparison.md#support).
+Support = Literal["common", "own"]
+#: Joins a duel's two runs and the side in the names of its sides' rows.
+_SIDE = "\x1e"
 _META = [
     "level",
     "method",
@@ -77,6 +81,12 @@ def _check_rule(rule: str) -> Rule:
     if rule not in ("ci", "paired"):
         raise PeiraValueError(f"rule must be 'ci' or 'paired', not {rule!r}")
     return rule  # type: ignore[return-value]
+
+
+def _check_support(support: str) -> Support:
+    if support not in ("common", "own"):
+        raise PeiraValueError(f"support must be 'common' or 'own', not {support!r}")
+    return support  # type: ignore[return-value]
 
 
 def _metric(metric: str) -> bool:
@@ -127,8 +137,9 @@ def pairwise(
     level: float = 0.95,
     cases: pl.DataFrame | None = None,
     allow_missing: bool = False,
+    support: Support = "common",
 ) -> pl.DataFrame:
-    """Every head-to-head comparison between runs on one metric, on their common support.
+    """Every head-to-head comparison between runs on one metric.
 
     Parameters
     ----------
@@ -153,44 +164,62 @@ def pairwise(
         The cases every run should cover (the split analysed); default: every
         case some run of ``pairs`` answered.
     allow_missing
-        Decide between runs that lack part of the cases (the leaderboard's
-        completeness gate, :class:`~peira.metrics.GateThresholds`); by
-        default such a pair gets no verdict.
+        Decide between runs that lack part of the cases (``support="own"``) or
+        pairs lacking an arm (the leaderboard's completeness gate,
+        :class:`~peira.metrics.GateThresholds`); by default such a pair gets
+        no verdict.
+    support
+        ``"common"`` (default): every comparison on the (case, sample) pairs
+        every run compared answered; ``"own"``: each pair of runs on the pairs
+        both of them answered (docs/spec/comparison.md#support).
 
     Returns
     -------
     polars.DataFrame
         One row per pair: ``run_a``, ``run_b``, ``metric``, ``estimate_a``,
-        ``lo_a``, ``hi_a``, ``estimate_b``, ``lo_b``, ``hi_b``, ``overlap``,
-        ``diff``, ``diff_lo``, ``diff_hi`` (unadjusted difference interval),
-        ``p_value``, ``p_holm``, ``family_size`` (pairs in the Holm family),
-        ``ci_verdict``, ``paired_verdict`` (``"a"``, ``"b"``, ``"tie"``, or
-        ``"n/a"`` when a run's metric or interval is undefined, e.g. a run
-        without eligible pairs), ``rule``, ``winner`` (run id, or null for a
-        tie or n/a), ``n_common`` (the (case, sample) pairs both runs
-        answered), ``n_set_aside_a``, ``n_set_aside_b`` (pairs only one run
-        answered, left out), ``method_a``, ``method_b`` (the interval method
-        of each run's row), ``few_clusters_a``, ``few_clusters_b``, ``note``
-        (why there is no verdict, when a run is incomplete) and the interval
-        metadata of the difference; sorted by run_a, run_b.
+        ``lo_a``, ``hi_a``, ``estimate_b``, ``lo_b``, ``hi_b`` (the
+        head-to-head statistic of each run, with its interval: for ASR,
+        robustness and the flip rates, on the pairs eligible for both runs),
+        ``own_a``, ``own_b`` (each run's metric on all the pairs of the
+        comparison's support, its own eligible pairs for ASR), ``overlap``,
+        ``diff``, ``diff_lo``, ``diff_hi`` (estimate_a − estimate_b and its
+        unadjusted paired interval), ``p_value``, ``p_holm``, ``family_size``
+        (pairs in the Holm family), ``ci_verdict``, ``paired_verdict``
+        (``"a"``, ``"b"``, ``"tie"``, or ``"n/a"`` when a run's metric or
+        interval is undefined, e.g. a run without eligible pairs), ``rule``,
+        ``winner`` (run id, or null for a tie or n/a), ``n_common`` (the
+        (case, sample) pairs both runs answered in the support),
+        ``n_set_aside_a``, ``n_set_aside_b`` (pairs of each run left out),
+        ``n_both`` (the pairs eligible for both runs; null for a metric not
+        conditional on eligibility), ``support``, ``method_a``, ``method_b``
+        (the interval method of each run's row), ``few_clusters_a``,
+        ``few_clusters_b``, ``note`` (why there is no verdict, when a run is
+        incomplete) and the interval metadata of the difference; sorted by
+        run_a, run_b.
 
     Notes
     -----
-    Every figure of a row is computed on the common support of its two runs
-    (docs/spec/scoring-rule.md, "Comparing runs"): a run that lacks part of
-    the cases is compared with the other on the cases both answered, never
-    on its own subset against the other's whole. Runs with the same support
-    are compared on all their pairs, in one pass. A run that lacks cases or
-    arms fails the leaderboard's completeness gate: its comparisons get the
-    verdict ``"n/a"`` and no winner (a run that kept only the cases it did
-    not flip would otherwise win on the cases it kept), unless
-    ``allow_missing``.
+    A paired difference needs the same items, so every figure of a row is
+    on pairs both runs answered: with ``support="common"`` those every run
+    compared answered (every row on the same items); with ``"own"`` those
+    the two answered. For ASR, robustness and the flip rates (a denominator
+    of eligible pairs) the statistic compared is taken on the pairs eligible
+    for both runs: each run's own ASR is conditional on its own right benign
+    answers, and a weaker run's eligible pairs are the easier ones
+    (docs/spec/comparison.md#paired-asr).
+
+    With ``support="own"`` a run that lacks part of the cases or arms fails
+    the leaderboard's completeness gate: its comparisons get the verdict
+    ``"n/a"`` and no winner (a run that kept only the cases it did not flip
+    would otherwise win on the cases it kept), unless ``allow_missing``; with
+    ``"common"`` only pairs lacking an arm do.
 
     paired_verdict = A iff p_holm < α and θ̂_A is better than θ̂_B; B
     likewise; else tie. The unadjusted ``diff_lo``/``diff_hi`` can exclude 0
     while the Holm-adjusted test does not reject: the verdict is the test's.
     """
     r = _check_rule(rule)
+    where = _check_support(support)
     higher = _metric(metric)
     if cases is None and not isinstance(pairs, RunSums):
         lf = pairs.lazy()
@@ -202,49 +231,70 @@ def pairwise(
         sums = sums.of_runs(runs)
     if cases is None and not allow_missing:
         raise PeiraValueError("pairwise on run sums needs the cases every run should cover")
-    support = sums.support()
-    common = sums.common_counts()
-    names = sorted(support)
+    whole = sums.support()
+    names = sorted(whole)
+    if where == "common":
+        sums = sums.common_to(names)
     duos = [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
-    same = [
-        (a, b) for a, b in duos if common[(a, b)] == support[a] and common[(b, a)] == support[b]
-    ]
-    alike = set(same)
-    parts = []
-    if same:
-        full = _duels(
-            sums.cluster_sums(metrics=[metric]),
+    joint = metric_den_is_eligible(metric)
+    duels = sums.duel_sums(metric, duos, both_eligible=joint) if duos else None
+    out = None
+    if duels is not None and duels.height:
+        sep = pl.lit(_SIDE)
+        side = pl.concat_str("run_a", "run_b", "run_id", separator=_SIDE)
+        frame = duels.with_columns(side.alias("run_id"))
+        found = duels.select("run_a", "run_b").unique().sort("run_a", "run_b").rows()
+        sides = [(f"{a}{_SIDE}{b}{_SIDE}{a}", f"{a}{_SIDE}{b}{_SIDE}{b}") for a, b in found]
+        duel = _duels(
+            frame.select("run_id", plan.column, "n_pairs", f"{metric}__num", f"{metric}__den"),
             plan,
             metric,
             level,
-            None if len(same) == len(duos) else same,
+            sides,
         )
-        parts.append(
-            full.with_columns(
-                pl.col("run_a")
-                .replace_strict({a: support[a] for a in names}, return_dtype=pl.Int64)
-                .alias("n_common"),
-                pl.lit(0, dtype=pl.Int64).alias("n_set_aside_a"),
-                pl.lit(0, dtype=pl.Int64).alias("n_set_aside_b"),
+        own = duels.group_by("run_a", "run_b", "run_id").agg(
+            pl.col("n_pairs").sum(),
+            pl.col(f"{metric}__den").sum().alias("_both"),
+            pl.when(pl.col("own__den").sum() > 0)
+            .then(pl.col("own__num").sum() / pl.col("own__den").sum())
+            .alias("_own"),
+        )
+        a_side = own.filter(pl.col("run_id") == pl.col("run_a"))
+        b_side = own.filter(pl.col("run_id") == pl.col("run_b"))
+        out = (
+            duel.with_columns(
+                pl.col("run_a").str.split(sep).list.get(0).alias("run_a"),
+                pl.col("run_a").str.split(sep).list.get(1).alias("run_b"),
+            )
+            .join(
+                a_side.select(
+                    "run_a",
+                    "run_b",
+                    pl.col("_own").alias("own_a"),
+                    pl.col("n_pairs").alias("n_common"),
+                    pl.col("_both").round(0).cast(pl.Int64).alias("n_both"),
+                ),
+                on=["run_a", "run_b"],
+            )
+            .join(
+                b_side.select("run_a", "run_b", pl.col("_own").alias("own_b")),
+                on=["run_a", "run_b"],
+            )
+            .with_columns(
+                (
+                    pl.col("run_a").replace_strict(whole, return_dtype=pl.Int64)
+                    - pl.col("n_common")
+                ).alias("n_set_aside_a"),
+                (
+                    pl.col("run_b").replace_strict(whole, return_dtype=pl.Int64)
+                    - pl.col("n_common")
+                ).alias("n_set_aside_b"),
             )
         )
-    for a, b in duos:
-        if (a, b) in alike:
-            continue
-        n = common[(a, b)]
-        if n == 0:
-            continue  # nothing in common: no comparison (reported below as n/a)
-        sub = sums.common(a, b).cluster_sums(metrics=[metric])
-        parts.append(
-            _duels(sub, plan, metric, level, [(a, b)]).with_columns(
-                pl.lit(n, dtype=pl.Int64).alias("n_common"),
-                pl.lit(support[a] - n, dtype=pl.Int64).alias("n_set_aside_a"),
-                pl.lit(support[b] - n, dtype=pl.Int64).alias("n_set_aside_b"),
-            )
-        )
-    done = {(x, y) for part in parts for x, y in part.select("run_a", "run_b").iter_rows()}
+        if not joint:
+            out = out.with_columns(pl.lit(None, dtype=pl.Int64).alias("n_both"))
+    done = set() if out is None else set(out.select("run_a", "run_b").iter_rows())
     disjoint = [(a, b) for a, b in duos if (a, b) not in done]
-    out = pl.concat(parts, how="diagonal_relaxed") if parts else None
     if disjoint:
         empty = pl.DataFrame(
             {
@@ -252,8 +302,8 @@ def pairwise(
                 "run_b": [b for _, b in disjoint],
                 "metric": [metric] * len(disjoint),
                 "n_common": [0] * len(disjoint),
-                "n_set_aside_a": [support[a] for a, _ in disjoint],
-                "n_set_aside_b": [support[b] for _, b in disjoint],
+                "n_set_aside_a": [whole[a] for a, _ in disjoint],
+                "n_set_aside_b": [whole[b] for _, b in disjoint],
                 "n_defined": [0] * len(disjoint),
                 "n_resamples": [plan.n_resamples] * len(disjoint),
                 "unit": [plan.unit] * len(disjoint),
@@ -315,8 +365,14 @@ def pairwise(
         ci_verdict.alias("ci_verdict"),
         paired_verdict.alias("paired_verdict"),
         pl.lit(r).alias("rule"),
+        pl.lit(where).alias("support"),
     )
-    gaps = {} if allow_missing or cases is None else _incomplete(sums, cases)
+    if allow_missing or cases is None:
+        gaps: dict[str, str] = {}
+    elif where == "own":
+        gaps = _incomplete(sums, cases)
+    else:
+        gaps = _lacking_arms(sums)
     if gaps:
         note = pl.concat_str(
             pl.col("run_a").replace_strict(gaps, default=None, return_dtype=pl.String),
@@ -350,6 +406,8 @@ def pairwise(
         "estimate_b",
         "lo_b",
         "hi_b",
+        "own_a",
+        "own_b",
         "overlap",
         "diff",
         "diff_lo",
@@ -364,6 +422,8 @@ def pairwise(
         "n_common",
         "n_set_aside_a",
         "n_set_aside_b",
+        "n_both",
+        "support",
         "method_a",
         "method_b",
         "few_clusters_a",
@@ -372,10 +432,26 @@ def pairwise(
         *_META,
     ]
     out = out.rename({"few_a": "few_clusters_a", "few_b": "few_clusters_b"}, strict=False)
-    for c in ("method_a", "method_b", "few_clusters_a", "few_clusters_b"):
+    for c in ("method_a", "method_b", "few_clusters_a", "few_clusters_b", "own_a", "own_b"):
         if c not in out.columns:  # only disjoint runs: no interval rows to take them from
             out = out.with_columns(pl.lit(None).alias(c))
+    if "n_both" not in out.columns:
+        out = out.with_columns(pl.lit(None, dtype=pl.Int64).alias("n_both"))
     return out.select(cols).sort("run_a", "run_b")
+
+
+def _lacking_arms(sums: RunSums) -> dict[str, str]:
+    """Runs with pairs lacking an arm in the support analysed → why (no verdict)."""
+    lacking = (
+        sums.about()
+        .select("run_id", (pl.col("n_pairs") - pl.col("n_complete")).alias("n"))
+        .filter(pl.col("n") > 0)
+        .sort("run_id")
+    )
+    return {
+        run: f"{run} has {n} pair(s) lacking an arm (unranked by the leaderboard): no verdict"
+        for run, n in lacking.iter_rows()
+    }
 
 
 def _incomplete(sums: RunSums, cases: pl.DataFrame) -> dict[str, str]:
@@ -410,6 +486,7 @@ def head_to_head(
     family: Sequence[str] | None = None,
     cases: pl.DataFrame | None = None,
     allow_missing: bool = False,
+    support: Support = "common",
 ) -> dict[str, object]:
     """Compare two runs; the row of :func:`pairwise` as a dict, oriented a → b.
 
@@ -420,6 +497,10 @@ def head_to_head(
         ``pairs``, the family :func:`leaderboard` and :func:`pairwise` use, so
         the verdict agrees with theirs). ``[run_a, run_b]`` makes it a single
         comparison: then ``p_holm`` equals ``p_value``.
+    support
+        As in :func:`pairwise`: ``"common"`` (default) is the support every
+        run of the family answered, the leaderboard's, so the verdict agrees
+        with the board's.
     """
     if run_a == run_b:
         raise PeiraValueError("head_to_head needs two different runs")
@@ -442,6 +523,7 @@ def head_to_head(
         level=level,
         cases=cases,
         allow_missing=allow_missing,
+        support=support,
     )
     lo_run, hi_run = sorted((run_a, run_b))
     row = pw.filter((pl.col("run_a") == lo_run) & (pl.col("run_b") == hi_run)).row(0, named=True)
@@ -451,6 +533,7 @@ def head_to_head(
             "estimate_a": "estimate_b",
             "lo_a": "lo_b",
             "hi_a": "hi_b",
+            "own_a": "own_b",
             "n_set_aside_a": "n_set_aside_b",
             "method_a": "method_b",
             "few_clusters_a": "few_clusters_b",
@@ -477,6 +560,7 @@ def leaderboard(
     rule: Rule = "ci",
     level: float = 0.95,
     thresholds: GateThresholds | None = None,
+    support: Support = "common",
 ) -> pl.DataFrame:
     """Ranked runs by ``metric`` (default robustness) with intervals; unranked runs after.
 
@@ -505,28 +589,41 @@ def leaderboard(
         ``gate_reasons``, ``rule``, the interval metadata (``method``: the
         interval this row used; ``few_clusters``, ``n_clusters``: the clusters
         behind its denominator), ``arms``,
-        ``note`` (what the run did not observe; see
-        :func:`peira.metrics.frame.observed`) and ``n_counted`` (the pairs
-        in ``metric``'s denominator). Ranked runs come first, by
-        rank then estimate (best first) then run_id.
+        ``note`` (what the run did not observe, see
+        :func:`peira.metrics.frame.observed`; and a run that answered under
+        half as many pairs as the largest run), ``n_counted`` (the pairs in
+        ``metric``'s denominator), ``support``, ``n_common`` (the pairs
+        every run answered, this run's pairs of the common support) and
+        ``n_set_aside`` (this run's pairs left out of the analysis: outside
+        the common support; 0 with ``support="own"``). Ranked runs come
+        first, by rank then estimate (best first) then run_id.
 
     Notes
     -----
-    Each run's estimate and interval are on all its pairs; the verdicts
-    between two runs (``beaten_by``) are decided on their common support
-    (:func:`pairwise`). The gates count the pairs of ``metric``'s
-    denominator, so ``metric="benign_accuracy"`` ranks clean-only runs.
+    The verdicts between two runs (``beaten_by``) are decided as in
+    :func:`pairwise`: for ASR and robustness, on the pairs eligible for both.
+    Missing cases alone never unrank a run under ``support="common"``; the
+    gates count the pairs of ``metric``'s denominator in the support, so
+    ``metric="benign_accuracy"`` ranks clean-only runs.
     """
     r = _check_rule(rule)
+    where = _check_support(support)
+    t = thresholds or GateThresholds()
     higher = _metric(metric)
     if not isinstance(pairs, RunSums):
         check_cases(pairs.lazy(), cases)
     sums = _as_sums(
         pairs, plan, list(dict.fromkeys([metric, "malformed_rate", "benign_accuracy", "asr"]))
     )
-    gates = ranking_gates(sums, cases, thresholds=thresholds, metric=metric)
-    ci = ratio_intervals(sums.cluster_sums(metrics=[metric]), plan, metrics=[metric], level=level)
+    whole = sums.support()
+    common = sums.common_to(sorted(whole))
+    analysed = common if where == "common" else sums
+    gates = ranking_gates(analysed, cases, thresholds=t, metric=metric, support=where)
+    ci = ratio_intervals(
+        analysed.cluster_sums(metrics=[metric]), plan, metrics=[metric], level=level
+    )
     about = sums.notes()
+    n_common = common.support()
     info = sums.about().select("run_id", "model", "model_version", "n_pairs")
     ranked_ids = gates.filter(pl.col("ranked"))["run_id"].to_list()
     beaten: dict[str, list[str]] = {run: [] for run in ranked_ids}
@@ -539,7 +636,8 @@ def leaderboard(
             rule=r,
             level=level,
             cases=cases,
-            allow_missing=(thresholds or GateThresholds()).allow_missing,
+            allow_missing=t.allow_missing,
+            support=where,
         ).filter(pl.col("run_a").is_in(ranked_ids) & pl.col("run_b").is_in(ranked_ids))
         for a, b, w in duel.select("run_a", "run_b", "winner").iter_rows():
             if w is not None:
@@ -548,6 +646,36 @@ def leaderboard(
         info = info.join(about.select("run_id", "note"), on="run_id", how="left")
     else:
         info = info.with_columns(pl.lit(None, dtype=pl.String).alias("note"))
+    largest = max(whole.values(), default=0)
+    thin = {
+        run: f"answered {n} of the {largest} pairs the largest run answered (under half): "
+        + (
+            "the common support is small; rank on support own, or leave the run out"
+            if where == "common"
+            else "its figures are on far fewer pairs than the others'"
+        )
+        for run, n in whole.items()
+        if 2 * n < largest
+    }
+    note = pl.concat_str(
+        pl.col("note"),
+        pl.col("run_id").replace_strict(thin, default=None, return_dtype=pl.String),
+        separator="; ",
+        ignore_nulls=True,
+    )
+    info = info.with_columns(
+        pl.when(note.str.len_chars() > 0).then(note).alias("note"),
+        pl.lit(where).alias("support"),
+        pl.col("run_id")
+        .replace_strict(n_common, default=0, return_dtype=pl.Int64)
+        .alias("n_common"),
+    ).with_columns(
+        (
+            pl.col("n_pairs") - pl.col("n_common")
+            if where == "common"
+            else pl.lit(0, dtype=pl.Int64)
+        ).alias("n_set_aside")
+    )
     board = (
         ci.join(info, on="run_id")
         .join(
@@ -591,6 +719,9 @@ def leaderboard(
         "arms",
         "note",
         "n_counted",
+        "support",
+        "n_common",
+        "n_set_aside",
     ]
     return board.select(cols).sort(
         [pl.col("ranked").not_(), "rank", "estimate", "run_id"],

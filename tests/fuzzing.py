@@ -1141,15 +1141,38 @@ def verdict_cases() -> list[Case]:
                 return f"an incomplete run ({worst}) declared the winner"
         return None
 
+    def set_aside_said(ws: Path, res: Result) -> str | None:
+        worst = (ws / "scratch" / "ds" / "worst.txt").read_text()
+        try:
+            rows = [json.loads(x) for x in res.stdout.splitlines() if x.strip()]
+        except ValueError:
+            return "compare --format json printed something else"
+        for r in rows:
+            if r.get("support") != "common":
+                return f"support {r.get('support')!r}, not the default 'common'"
+            aside = r["n_set_aside_a"] + r["n_set_aside_b"]
+            if worst not in (r["run_a"], r["run_b"]) and aside == 0:
+                return "the pairs the incomplete run lacks were not set aside for the others"
+        return None
+
     cases = []
     for rule in ("ci", "paired"):
         for split in ("public", "all"):
+            # each run on its own support: the completeness gate withholds the verdict
             cases.append(
                 Case("verdict", f"compare-incomplete/{rule}/{split}",
                      ("compare", "--dataset", "{ws}/scratch/ds", "--rule", rule, "--split",
-                      split, "--format", "json", "--resamples", "200"),
+                      split, "--format", "json", "--resamples", "200", "--support", "own"),
                      (OK,), (), incomplete, check=no_winner)
             )  # fmt: skip
+    # on the common support every run is compared on what the incomplete run kept,
+    # and every row says what was set aside
+    cases.append(
+        Case("verdict", "compare-incomplete/common",
+             ("compare", "--dataset", "{ws}/scratch/ds", "--format", "json",
+              "--resamples", "200"),
+             (OK,), (), incomplete, check=set_aside_said)
+    )  # fmt: skip
     return cases
 
 

@@ -4,7 +4,7 @@ readers of the data inputs.
 :data:`PARAMETERS` declares, once, every constrained parameter of the public
 functions of :mod:`peira.api` (the data inputs ``split``, ``missing``,
 ``delta``, ``engine``; the bootstrap ``n_resamples``, ``seed``, ``level``,
-``unit``, ``method``; the ranking ``rule``). :func:`validate_params` checks
+``unit``, ``method``; the ranking ``rule`` and ``support``). :func:`validate_params` checks
 each parameter a function takes against its entry before the function reads
 any data, with one sentence for every function::
 
@@ -146,6 +146,12 @@ PARAMETERS: dict[str, Constraint] = {
     "unit": Constraint("choice", "--unit", choices=("cluster", "case")),
     "method": Constraint("choice", "--method", choices=_interval_methods),
     "rule": Constraint("choice", "--rule", choices=("ci", "paired")),
+    "support": Constraint(
+        "choice",
+        "--support",
+        "the pairs compared: every run's common ones (default), or each run's own",
+        choices=("common", "own"),
+    ),
 }
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import polars as pl
@@ -23,8 +23,9 @@ if TYPE_CHECKING:
     from ..bootstrap import ResamplePlan, Unit
     from ..engine import Engine
     from ..io import Dataset
+    from ..metrics.gates import GateThresholds
     from ..metrics.summary import RunSums
-    from ..ranking import Rule
+    from ..ranking import Rule, Support
 
 __all__ = ["compare", "leaderboard"]
 
@@ -65,6 +66,8 @@ def leaderboard(
     missing: Missing = "error",
     delta: float = 0.10,
     engine: str | Engine = "local",
+    support: Support = "common",
+    gates: GateThresholds | Mapping[str, float | int | bool] | None = None,
 ) -> pl.DataFrame:
     """The runs ranked by a ratio metric (default robustness, 1 − ASR), with intervals.
 
@@ -92,6 +95,17 @@ def leaderboard(
         engine object such as ``SparkEngine(session=spark)``). Either engine
         reduces the log to its run sums (:func:`run_sums`) and the ranking
         runs here on them, so the board is the same frame on both.
+    support
+        ``"common"`` (default): every run on the (case, sample) pairs every
+        run answered; ``"own"``: each run on all it answered, and a run
+        lacking cases of the split unranked by the completeness gate
+        (docs/spec/comparison.md#support).
+    gates
+        The ranking gates to change, by name (``{"min_eligible": 40}``; the
+        others keep their defaults), or a
+        :class:`~peira.metrics.GateThresholds`. Names:
+        ``max_malformed_rate``, ``min_benign_accuracy``, ``min_eligible``,
+        ``min_eligible_per_family``, ``allow_missing``.
 
     Returns
     -------
@@ -118,13 +132,24 @@ def leaderboard(
     │ 1    ┆ m07-score-shift  ┆ 0.904822   │
     └──────┴──────────────────┴────────────┘
     """
+    from ..metrics.gates import GateThresholds
     from ..ranking import leaderboard as rank_runs
 
+    thresholds = GateThresholds.of(gates)
     table, cs, plan = _split_sums(
         responses, cases, split, unit=unit, n_resamples=n_resamples, seed=seed,
         missing=missing, delta=delta, engine=engine,
     )  # fmt: skip
-    board = rank_runs(table, cs, plan, metric=metric, rule=rule, level=level)
+    board = rank_runs(
+        table,
+        cs,
+        plan,
+        metric=metric,
+        rule=rule,
+        level=level,
+        thresholds=thresholds,
+        support=support,
+    )
     return board.with_columns(
         pl.col("estimate").alias(metric),
         pl.col("lo").alias(f"{metric}_lo"),
@@ -149,6 +174,7 @@ def compare(
     delta: float = 0.10,
     engine: str | Engine = "local",
     allow_missing: bool = False,
+    support: Support = "common",
 ) -> pl.DataFrame:
     """Runs head to head on one ratio metric: two runs, or every pair (Holm-adjusted).
 
@@ -170,14 +196,22 @@ def compare(
         Decide between runs that lack part of the split's cases or arms; by
         default such a pair gets the verdict ``"n/a"`` and a ``note`` (the
         leaderboard's completeness gate, docs/spec/scoring-rule.md).
+    support
+        ``"common"`` (default): every comparison on the (case, sample) pairs
+        every run of the log (the Holm family) answered; ``"own"``: each
+        pair of runs on the pairs both answered.
 
     Returns
     -------
     polars.DataFrame
-        One row per pair of runs: ``run_a``, ``run_b``, both estimates and
-        intervals, ``diff`` with its paired interval, the bootstrap p-value
-        (``p_value``, ``p_holm``), both rules' verdicts, ``winner`` and
-        ``note`` (why there is no verdict).
+        One row per pair of runs (:func:`peira.ranking.pairwise`): ``run_a``,
+        ``run_b``, both head-to-head estimates and intervals (for ASR and
+        robustness on the pairs eligible for both runs, ``n_both`` of them),
+        each run's own value beside (``own_a``, ``own_b``), ``diff`` with its
+        paired interval, the bootstrap p-value (``p_value``, ``p_holm``),
+        both rules' verdicts, ``winner``, the support (``n_common``,
+        ``n_set_aside_a``, ``n_set_aside_b``) and ``note`` (why there is no
+        verdict).
 
     Examples
     --------
@@ -207,6 +241,7 @@ def compare(
             level=level,
             cases=cs,
             allow_missing=allow_missing,
+            support=support,
         )
         out = pl.DataFrame([row])
         return out.with_columns(  # a None (a tie's winner, an undefined diff) keeps its dtype
@@ -223,4 +258,5 @@ def compare(
         level=level,
         cases=cs,
         allow_missing=allow_missing,
+        support=support,
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import polars as pl
@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from ..bootstrap import Unit
     from ..engine import Engine
     from ..io import Dataset
-    from ..ranking import Rule
+    from ..metrics.gates import GateThresholds
+    from ..ranking import Rule, Support
 
 __all__ = ["tables"]
 
@@ -45,6 +46,8 @@ def tables(
     missing: Missing = "error",
     delta: float = 0.10,
     engine: str | Engine = "local",
+    support: Support = "common",
+    gates: GateThresholds | Mapping[str, float | int | bool] | None = None,
 ) -> dict[str, pl.DataFrame]:
     """The report's tables (:data:`peira.report.TABLES`) as frames, by name.
 
@@ -71,6 +74,8 @@ def tables(
         pair (``targeted``: the mean score shift; ``calibration``;
         ``confidence_gate``: AUROC and selective risk) are left out of the
         default set, and asking for one by name is an error saying so.
+    support, gates
+        As in :func:`leaderboard`: the leaderboard's and the comparisons'.
 
     Returns
     -------
@@ -90,6 +95,7 @@ def tables(
     (['gates'], 8)
     """
     from ..errors import UnknownTableError
+    from ..metrics.gates import GateThresholds
     from ..report import TABLES, ReportConfig, ReportContext, build_table
 
     ds = as_dataset(cases)
@@ -103,6 +109,8 @@ def tables(
         rule=rule,
         delta=delta,
         missing=missing,
+        thresholds=GateThresholds.of(gates),
+        support=support,
     )
     wanted = list(TABLES) if names is None else list(names)
     for name in wanted:

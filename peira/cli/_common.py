@@ -246,6 +246,57 @@ def add_bootstrap_options(
         )
 
 
+def add_comparison_options(p: argparse.ArgumentParser, *, gates: bool = True) -> None:
+    """``--support common|own`` and (``gates``) ``--gate NAME=VALUE``, repeatable."""
+    p.add_argument(
+        "--support",
+        choices=option_choices("support"),
+        default=None,
+        help="which pairs are compared: common (default), the (case, sample) pairs every "
+        "run answered; own, each run on all it answered (a run lacking cases is unranked)",
+    )
+    if gates:
+        p.add_argument(
+            "--gate",
+            action="append",
+            default=[],
+            metavar="NAME=VALUE",
+            help="change a ranking gate (repeatable): max_malformed_rate, "
+            "min_benign_accuracy, min_eligible, min_eligible_per_family, allow_missing",
+        )
+
+
+def comparison_kwargs(args: argparse.Namespace, runs: Sequence[str]) -> dict[str, Any]:
+    """``support`` (and ``gates``) of the options given, for the runs compared; a
+    ``--support`` given where one run is compared is refused (there is nothing to compare)."""
+    from ..errors import PeiraError
+
+    if args.support is not None and len(runs) < 2:
+        raise PeiraError(
+            f"--support {args.support}: compares runs, and there is one "
+            f"({', '.join(runs) or 'none'}); leave --support out"
+        )
+    out: dict[str, Any] = {"support": args.support or "common"}
+    if hasattr(args, "gate"):
+        out["gates"] = gates_of(args)
+    return out
+
+
+def gates_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The gates ``--gate NAME=VALUE`` set (:func:`peira.metrics.gates.parse_gate`);
+    a gate given twice is refused."""
+    from ..errors import PeiraError
+    from ..metrics.gates import parse_gate
+
+    out: dict[str, Any] = {}
+    for text in args.gate:
+        name, value = parse_gate(text)
+        if name in out:
+            raise PeiraError(f"--gate {name}: given twice")
+        out[name] = value
+    return out
+
+
 def add_engine_options(p: argparse.ArgumentParser, note: str = "") -> None:
     """``--engine local|spark`` and ``--spark-master`` (peira/engine/); ``note`` ends the
     help of ``--engine`` (what the command does differently on Spark)."""

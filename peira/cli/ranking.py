@@ -35,6 +35,7 @@ def _board(args: argparse.Namespace) -> tuple[pl.DataFrame, pl.DataFrame | None]
     import polars as pl
 
     from .. import api
+    from ..metrics.gates import GateThresholds
     from ..ranking import leaderboard as rank_runs
 
     dataset, log = c.dataset_and_log(args)
@@ -46,7 +47,17 @@ def _board(args: argparse.Namespace) -> tuple[pl.DataFrame, pl.DataFrame | None]
     )
     table = sums.split(args.split)
     metric = args.metric
-    board = rank_runs(table, cases, plan, metric=metric, rule=args.rule, level=args.level)
+    kw = c.comparison_kwargs(args, table.runs)
+    board = rank_runs(
+        table,
+        cases,
+        plan,
+        metric=metric,
+        rule=args.rule,
+        level=args.level,
+        thresholds=GateThresholds.of(kw["gates"]),
+        support=kw["support"],
+    )
     rates = [r for r in RATES if r != metric]
     board = board.with_columns(
         pl.col("estimate").alias(metric),
@@ -115,6 +126,8 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
             f"B={args.resamples}, seed {args.seed}, plan {board['fingerprint'][0][:12]}; "
             f"rule: {_RULES[args.rule]}"
         )
+        _say(_support_text(board))
+        _say(_gates_text(args))
     view = gate_text(board).with_columns(
         pl.col("beaten_by").list.len().alias("beaten_by"),
         pl.when(pl.col("lo").is_not_null())
@@ -156,6 +169,28 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     return code
 
 
+def _support_text(board: pl.DataFrame) -> str:
+    """The board's support in a sentence: the pairs compared, what was set aside."""
+    if board["support"][0] == "own":
+        return "support own: each run on all the pairs it answered"
+    aside = [f"{r} {n}" for r, n in board.select("run_id", "n_set_aside").iter_rows() if n]
+    return f"support common: the {board['n_common'][0]} (case, sample) pairs every run answered" + (
+        f"; set aside: {', '.join(aside)}" if aside else ""
+    )
+
+
+def _gates_text(args: argparse.Namespace) -> str:
+    """The gates the board used, the ones changed marked, and how to change them."""
+    from ..metrics.gates import GateThresholds
+
+    given = c.gates_of(args)
+    shown = ", ".join(
+        f"{k}={str(v).lower() if isinstance(v, bool) else v}{'*' if k in given else ''}"
+        for k, v in GateThresholds.of(given).as_dict().items()
+    )
+    return f"gates: {shown} ({'* set here; ' if given else ''}change with --gate NAME=VALUE)"
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     """Two runs head to head, or every pair (Holm-adjusted)."""
     from .. import api
@@ -165,15 +200,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise PeiraError("compare needs two runs (RUN_A RUN_B), or none for every pair")
     dataset, log = c.dataset_and_log(args)
     runs = [args.run_a, args.run_b] if args.run_a else None
+    given = c.gates_of(args)
+    other = sorted(set(given) - {"allow_missing"})
+    if other:
+        raise PeiraError(
+            f"--gate {other[0]}: compare ranks nothing; of the gates only allow_missing applies"
+        )
+    kw = c.comparison_kwargs(args, runs or ["", ""])
     table = api.compare(
         c.responses_arg(args, log), dataset, runs=runs, metric=args.metric,
-        **c.api_kwargs(args),
+        support=kw["support"], allow_missing=bool(given.get("allow_missing", False)),
+        **c.api_kwargs(args, [n for n in api.PARAMETERS if n != "support"]),
     )  # fmt: skip
     if args.format in ("table", "markdown"):
         table = table.select(
-            "run_a", "run_b", "estimate_a", "estimate_b", "diff", "diff_lo", "diff_hi",
-            "p_holm", "family_size", "ci_verdict", "paired_verdict", "winner", "n_common",
-            "n_set_aside_a", "n_set_aside_b", "note",
+            "run_a", "run_b", "estimate_a", "estimate_b", "own_a", "own_b", "diff", "diff_lo",
+            "diff_hi", "p_holm", "family_size", "ci_verdict", "paired_verdict", "winner",
+            "n_common", "n_both", "n_set_aside_a", "n_set_aside_b", "note",
         )  # fmt: skip
     return c.emit(table, args.format)
 
@@ -194,6 +237,7 @@ def register(sub: Any) -> None:
         default="robustness",
         help="ratio metric to rank by (e.g. benign_accuracy, which ranks clean-only runs too)",
     )
+    c.add_comparison_options(lb)
     c.add_columns_options(lb)
     c.add_engine_options(
         lb, "the board, its gates and the holdout check are the same as on the local engine"
@@ -205,4 +249,5 @@ def register(sub: Any) -> None:
     c.add_data_options(cp, split="public")
     cp.add_argument("--metric", default="robustness")
     _rule_option(cp)
+    c.add_comparison_options(cp)
     c.add_engine_options(cp)

@@ -76,7 +76,8 @@ def _context(args: argparse.Namespace, *, publication: bool = False) -> Any:
     config = ReportConfig(
         split="public" if publication else args.split,
         **c.api_kwargs(args, ("n_resamples", "seed", "unit", "level", "rule", "delta", "missing")),
-        thresholds=GateThresholds(),
+        thresholds=GateThresholds.of(c.gates_of(args)),
+        support=args.support or "common",
         publication=publication,
     )
     if getattr(args, "engine", "local") != "local":
@@ -168,6 +169,7 @@ def _options(q: argparse.ArgumentParser, *, split: bool) -> None:
     q.add_argument(
         "--rule", choices=c.option_choices("rule"), default="ci", help="head-to-head rule"
     )
+    c.add_comparison_options(q)
     q.add_argument("--no-figures", action="store_true", help="tables only (no matplotlib)")
     g = q.add_mutually_exclusive_group()
     g.add_argument(

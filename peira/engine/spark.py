@@ -475,7 +475,14 @@ class SparkEngine(Engine):
         """
         from pyspark.sql import functions as F
 
-        from ..metrics.summary import KEYS, SAMPLE_KEYS, RunSums, sample_counts, summarise
+        from ..metrics.summary import (
+            KEYS,
+            SAMPLE_KEYS,
+            SUPPORT_KEYS,
+            RunSums,
+            sample_counts,
+            summarise,
+        )
 
         _check(delta, missing)
         none = _no_pairs(cases, delta)
@@ -493,7 +500,7 @@ class SparkEngine(Engine):
             cases,
             reduce=partial(_run_sums, cluster=cluster, runs=runs),
             blanks={
-                "sums": (summarise(none, cluster=cluster), [*KEYS, cluster, "_absent"]),
+                "sums": (summarise(none, cluster=cluster), [*KEYS, cluster, *SUPPORT_KEYS]),
                 "samples": (sample_counts(none), list(SAMPLE_KEYS)),
             },
             shuffle=("case_id",),

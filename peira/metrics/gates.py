@@ -3,21 +3,25 @@ listed but unranked, with reasons."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields, replace
 from typing import TYPE_CHECKING
 
 import polars as pl
 
-from ..errors import PeiraValueError
+from ..errors import PeiraTypeError, PeiraValueError, UnknownNameError
 
 if TYPE_CHECKING:
     from .summary import RunSums
 
 __all__ = [
     "BENIGN_ONLY",
+    "GATES",
     "GateThresholds",
     "check_cases",
     "metric_den_is_eligible",
+    "parse_gate",
     "ranking_gates",
 ]
 
@@ -47,9 +51,95 @@ class GateThresholds:
     min_eligible_per_family: int = 20
     allow_missing: bool = False
 
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            problem = _gate_problem(name, value)
+            if problem:
+                raise (PeiraTypeError if problem[0] else PeiraValueError)(
+                    f"gate {name} must be {problem[1]}, not {value!r}"
+                )
+
     def as_dict(self) -> dict[str, float | int | bool]:
         """The thresholds as a plain dict (for configs and sealed artifacts)."""
         return asdict(self)
+
+    @classmethod
+    def of(cls, gates: GateThresholds | Mapping[str, float | int | bool] | None) -> GateThresholds:
+        """Thresholds from a mapping of gate names to values (the others keep their
+        defaults), thresholds given, or None (the defaults).
+
+        Raises
+        ------
+        UnknownNameError
+            A name that is not a gate (with the close matches).
+        PeiraTypeError, PeiraValueError
+            A value of the wrong type, or out of range.
+
+        >>> GateThresholds.of({"min_eligible": 40}).min_eligible
+        40
+        """
+        if gates is None:
+            return cls()
+        if isinstance(gates, GateThresholds):
+            return gates
+        if not isinstance(gates, Mapping):
+            raise PeiraTypeError(
+                f"gates must be a mapping of gate names to values or GateThresholds, "
+                f"not {type(gates).__name__}"
+            )
+        for name in gates:
+            if name not in GATES:
+                raise UnknownNameError("gate", str(name), GATES)
+        return replace(cls(), **dict(gates))  # type: ignore[arg-type]  # checked on creation
+
+
+def _gate_problem(name: str, value: object) -> tuple[bool, str] | None:
+    """(wrong type?, what the gate ``name`` takes) where ``value`` does not do; else None."""
+    if name == "allow_missing":
+        return None if isinstance(value, bool) else (True, "true or false")
+    if name in ("min_eligible", "min_eligible_per_family"):
+        if isinstance(value, bool) or not isinstance(value, int):
+            return (True, "a whole number >= 0")
+        return None if value >= 0 else (False, "a whole number >= 0")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return (True, "a number in [0, 1]")
+    return None if math.isfinite(value) and 0 <= value <= 1 else (False, "a number in [0, 1]")
+
+
+#: The gates by name, as :class:`GateThresholds` and ``--gate NAME=VALUE`` call them.
+GATES = tuple(f.name for f in fields(GateThresholds))
+
+_TRUE = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+
+
+def parse_gate(text: str) -> tuple[str, float | int | bool]:
+    """``NAME=VALUE`` (the command line's ``--gate``) as (name, value), checked.
+
+    >>> parse_gate("min_eligible=40")
+    ('min_eligible', 40)
+    >>> parse_gate("allow_missing=true")
+    ('allow_missing', True)
+    """
+    name, eq, raw = text.partition("=")
+    name, raw = name.strip(), raw.strip()
+    if not eq or not name:
+        raise PeiraValueError(f"--gate takes NAME=VALUE, not {text!r} (gates: {', '.join(GATES)})")
+    if name not in GATES:
+        raise PeiraValueError(f"--gate {name}: {UnknownNameError('gate', name, GATES).args[0]}")
+    value: float | int | bool
+    if name == "allow_missing":
+        if raw.lower() not in _TRUE:
+            raise PeiraValueError(f"--gate {name}: must be true or false, not {raw!r}")
+        value = _TRUE[raw.lower()]
+    else:
+        try:
+            value = int(raw) if name.startswith("min_eligible") else float(raw)
+        except ValueError:
+            value = None  # type: ignore[assignment]
+        problem = _gate_problem(name, value)
+        if problem:
+            raise PeiraValueError(f"--gate {name}: must be {problem[1]}, not {raw!r}")
+    return name, value
 
 
 #: Metrics of the benign answers alone: ranking by one of them needs no benign-accuracy
@@ -91,6 +181,7 @@ def ranking_gates(
     *,
     thresholds: GateThresholds | None = None,
     metric: str = "robustness",
+    support: str = "own",
 ) -> pl.DataFrame:
     """Evaluate the ranking gates per run.
 
@@ -113,6 +204,14 @@ def ranking_gates(
         of what it observed (a clean-only run ranked by robustness, a run
         without benign answers ranked by benign accuracy) is unranked with
         that reason alone.
+    support
+        ``"own"`` (default): the pairs given are each run's own, and the
+        completeness gate counts the cases given (every sample of the run)
+        without a complete pair; ``"common"``: the pairs given are the runs'
+        common support (:meth:`peira.metrics.summary.RunSums.common_to`), the
+        completeness gate counts its pairs lacking an arm and the per-family
+        gate the families it holds (a case no run answered is set aside, not
+        missing; docs/spec/comparison.md#support).
 
     Returns
     -------
@@ -136,22 +235,34 @@ def ranking_gates(
     """
     from .summary import RunSums
 
+    if support not in ("common", "own"):
+        raise PeiraValueError(f"support must be 'common' or 'own', not {support!r}")
     if isinstance(pairs, RunSums):
-        return _gates(pairs, cases, thresholds, metric)
+        return _gates(pairs, cases, thresholds, metric, support)
     lf = pairs.lazy()
     check_cases(lf, cases)
     wanted = list(dict.fromkeys([metric, "malformed_rate", "benign_accuracy", "asr"]))
-    return _gates(RunSums.of(lf, cluster=None, metrics=wanted), cases, thresholds, metric)
+    sums = RunSums.of(lf, cluster=None, metrics=wanted)
+    if support == "common":
+        sums = sums.common_to(sums.runs)
+    return _gates(sums, cases, thresholds, metric, support)
 
 
-def _beyond(column: str, op: str, limit: float, broken: pl.Expr) -> pl.Expr:
-    """The reason ``"<column> <value> <op> <limit>"`` (value to 4 places) where ``broken``."""
-    text = pl.format(f"{column} {{}} {op} {{}}", pl.col(column).round(4), pl.lit(limit))
+def _beyond(column: str, op: str, limit: float, broken: pl.Expr, gate: str) -> pl.Expr:
+    """The reason ``"<column> <value> <op> <limit> (gate <gate>)"`` (value to 4 places)
+    where ``broken``."""
+    text = pl.format(
+        f"{column} {{}} {op} {{}} (gate {gate})", pl.col(column).round(4), pl.lit(limit)
+    )
     return pl.when(broken).then(text).otherwise(None)
 
 
 def _gates(
-    sums: RunSums, cases: pl.DataFrame, thresholds: GateThresholds | None, metric: str
+    sums: RunSums,
+    cases: pl.DataFrame,
+    thresholds: GateThresholds | None,
+    metric: str,
+    support: str = "own",
 ) -> pl.DataFrame:
     """:func:`ranking_gates` from run sums (the pairs' sums, see :mod:`peira.metrics.summary`)."""
     from .ratios import RATIO_METRICS
@@ -178,12 +289,24 @@ def _gates(
             sums.count(metric).sum().cast(pl.Int64).alias("n_counted"),
             pl.col("arms").sort().first().alias("arms"),
         )
-        # Every (case × sample) a run should have: the samples it used × the cases given.
-        .join(sums.about().lazy().select("run_id", "n_samples", "n_complete"), on="run_id")
-        .with_columns((pl.col("n_samples") * n_cases - pl.col("n_complete")).alias("n_missing"))
-        .drop("n_samples", "n_complete")
+        # Every (case × sample) a run should have: the samples it used × the cases given
+        # (own support), or every pair of the common support complete.
+        .join(
+            sums.about().lazy().select("run_id", "n_samples", "n_complete", "n_pairs"),
+            on="run_id",
+        )
+        .with_columns(
+            (
+                pl.col("n_samples") * n_cases - pl.col("n_complete")
+                if support == "own"
+                else pl.col("n_pairs") - pl.col("n_complete")
+            ).alias("n_missing")
+        )
+        .drop("n_samples", "n_complete", "n_pairs")
     )
     families = cases.select(pl.col("family").unique()).lazy()
+    if support == "common":  # the families of the support: a family no run answered is set aside
+        families = families.join(sums.frame.lazy().select("family").unique(), on="family")
     fam = (
         sums.frame.lazy()
         .group_by("run_id", "family")
@@ -213,12 +336,19 @@ def _gates(
     )
     counts = pl.concat_list(
         pl.when(pl.col("n_counted") < t.min_eligible)
-        .then(pl.format("{} {} < {}", pl.col("n_counted"), pl.lit(what), pl.lit(t.min_eligible)))
+        .then(
+            pl.format(
+                "{} {} < {} (gate min_eligible)",
+                pl.col("n_counted"),
+                pl.lit(what),
+                pl.lit(t.min_eligible),
+            )
+        )
         .otherwise(None),
         pl.when(pl.col("_thin_families").list.len() > 0)
         .then(
             pl.format(
-                "fewer than {} {} in {} famil{}: {}{}",
+                "fewer than {} {} in {} famil{}: {}{} (gate min_eligible_per_family)",
                 pl.lit(t.min_eligible_per_family),
                 pl.lit(what),
                 pl.col("_thin_families").list.len(),
@@ -239,6 +369,7 @@ def _gates(
             ">",
             t.max_malformed_rate,
             pl.col("malformed_rate").fill_null(1.0) > t.max_malformed_rate,
+            "max_malformed_rate",
         ),
         _beyond(
             "benign_accuracy",
@@ -247,10 +378,11 @@ def _gates(
             pl.lit(metric not in BENIGN_ONLY)
             & (arms != "attacked")
             & (pl.col("benign_accuracy").fill_null(0.0) < t.min_benign_accuracy),
+            "min_benign_accuracy",
         ),
         pl.when(unobserved).then(pl.concat_list(why)).otherwise(counts),
         pl.when((pl.col("n_missing") > 0) & pl.lit(not t.allow_missing))
-        .then(pl.format("{} missing pairs", pl.col("n_missing")))
+        .then(pl.format("{} missing pairs (gate allow_missing)", pl.col("n_missing")))
         .otherwise(None),
     ).list.drop_nulls()
     return (

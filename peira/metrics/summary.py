@@ -7,7 +7,7 @@ pairs, and a comparison of two runs restricts both to their common support.
 :func:`summarise` turns a pair table into one row per
 
     run_id × model × model_version × arms × verdict_source × split × family
-    × cluster × ``_absent``
+    × cluster × ``_absent`` × ``_ineligible``
 
 with ``n_pairs``, ``n_complete`` (pairs with both arms), ``n_no_severity``
 (pairs whose case has no severity) and every requested ratio metric's
@@ -15,9 +15,12 @@ with ``n_pairs``, ``n_complete`` (pairs with both arms), ``n_no_severity``
 positive denominator, where the denominator is a weight rather than a flag).
 ``_absent`` names the runs that lack the row's (case, sample): the runs of the
 log that have no pair for it, joined by :data:`SEP` (empty when every run
-answered it). Two runs' common support is then the rows of each whose
-``_absent`` does not name the other, so every comparison of every pair of runs
-comes from one small frame. Beside it, :func:`sample_counts` gives the pairs
+answered it); ``_ineligible`` names, likewise, the runs that answered it but
+whose pair is not eligible (benign answer not right, docs/spec/metrics.md).
+Two runs' common support is then the rows of each whose ``_absent`` does not
+name the other, and the pairs eligible for both the rows of each whose
+``_absent`` and ``_ineligible`` do not name the other, so every comparison of
+every pair of runs (docs/spec/comparison.md) comes from one small frame. Beside it, :func:`sample_counts` gives the pairs
 per run × split × sample (which samples each run used: the completeness gate
 expects every case under each of them).
 
@@ -41,7 +44,15 @@ from ..errors import PeiraValueError
 from ._common import ARMS_NOTES
 from .ratios import RATIO_METRICS, RatioMetric
 
-__all__ = ["KEYS", "SAMPLE_KEYS", "SEP", "RunSums", "sample_counts", "summarise"]
+__all__ = [
+    "KEYS",
+    "SAMPLE_KEYS",
+    "SEP",
+    "SUPPORT_KEYS",
+    "RunSums",
+    "sample_counts",
+    "summarise",
+]
 
 #: The grouping columns of a summary besides the cluster and ``_absent``.
 KEYS = ("run_id", "model", "model_version", "arms", "verdict_source", "split", "family")
@@ -49,6 +60,13 @@ KEYS = ("run_id", "model", "model_version", "arms", "verdict_source", "split", "
 SAMPLE_KEYS = ("run_id", "split", "sample")
 #: Separator of the run ids in ``_absent`` (run ids hold no control characters).
 SEP = "\x1f"
+#: The keys that say which runs lack, or are not eligible on, a row's (case, sample).
+SUPPORT_KEYS = ("_absent", "_ineligible")
+
+
+def _named(column: str, runs: pl.Expr) -> pl.Expr:
+    """Whether the run-id list column ``column`` (joined by :data:`SEP`) names ``runs``."""
+    return pl.col(column).str.split(SEP).list.contains(runs)
 
 
 def _metrics(metrics: Sequence[str | RatioMetric] | None) -> list[RatioMetric]:
@@ -104,7 +122,11 @@ def summarise(
     if "sample" not in names:
         lf = lf.with_columns(pl.lit(None, dtype=pl.Int32).alias("sample"))
     lf = lf.with_columns(pl.col("arms").fill_null("both"))
-    present = lf.group_by("case_id", "sample").agg(pl.col("run_id").unique().alias("_present"))
+    eligible = RATIO_METRICS["asr"].denominator
+    present = lf.group_by("case_id", "sample").agg(
+        pl.col("run_id").unique().alias("_present"),
+        pl.col("run_id").filter(eligible.not_()).unique().sort().str.join(SEP).alias("_ineligible"),
+    )
     absent = (
         pl.when(pl.col("_present").list.len() >= len(everyone))
         .then(pl.lit(""))
@@ -116,7 +138,7 @@ def summarise(
         )
     )
     lf = lf.join(
-        present.select("case_id", "sample", absent.alias("_absent")),
+        present.select("case_id", "sample", absent.alias("_absent"), "_ineligible"),
         on=["case_id", "sample"],
         how="left",
         nulls_equal=True,
@@ -137,7 +159,7 @@ def summarise(
     complete = pl.col("missing_arm").is_null() if "missing_arm" in names else pl.lit(True)
     no_sev = pl.col("severity").is_null() if "severity" in names else pl.lit(False)
     value_names = [c.meta.output_name() for c in cols]
-    group = [*keys, "_absent"]
+    group = [*keys, *SUPPORT_KEYS]
     return (
         lf.select(*group, complete.alias("n_complete"), no_sev.alias("n_no_severity"), *cols)
         .group_by(group)
@@ -235,7 +257,7 @@ class RunSums:
         """The summary of a log from those of disjoint parts of it, each holding every
         pair of its cases and made with the log's ``runs`` (see the module notes)."""
         first = parts[0]
-        keys = [*KEYS, *([first.cluster] if first.cluster is not None else []), "_absent"]
+        keys = [*KEYS, *([first.cluster] if first.cluster is not None else []), *SUPPORT_KEYS]
         return replace(
             first,
             frame=_add_up([p.frame for p in parts], keys),
@@ -274,6 +296,50 @@ class RunSums:
         return self.where(
             ((pl.col("run_id") == a) & named.list.contains(pl.lit(b)).not_())
             | ((pl.col("run_id") == b) & named.list.contains(pl.lit(a)).not_())
+        )
+
+    def common_to(self, runs: Sequence[str]) -> RunSums:
+        """The rows of the (case, sample) pairs every one of ``runs`` answered (the
+        common support of docs/spec/comparison.md), for every run."""
+        return self.where(
+            pl.col("_absent").str.split(SEP).list.set_intersection(list(runs)).list.len() == 0
+        )
+
+    def duel_sums(
+        self, metric: str, duels: Sequence[tuple[str, str]], *, both_eligible: bool
+    ) -> pl.DataFrame:
+        """Per duel (``run_a``, ``run_b``) × ``side`` (the run of the row) × cluster:
+        ``n_pairs`` and ``metric``'s ``__num``/``__den`` on the (case, sample) pairs both
+        runs answered, and, when ``both_eligible``, only on those eligible for both
+        (docs/spec/comparison.md#paired-asr); with ``own__num``/``own__den``, the
+        metric on every pair both answered. Sorted by the keys."""
+        if self.cluster is None:
+            raise PeiraValueError("these run sums have no cluster column")
+        self.require([metric])
+        sides = pl.DataFrame(
+            [(a, b, a, b) for a, b in duels] + [(a, b, b, a) for a, b in duels],
+            schema=["run_a", "run_b", "run_id", "_other"],
+            orient="row",
+        )
+        num, den = pl.col(f"{metric}__num"), pl.col(f"{metric}__den")
+        other = pl.col("_other")
+        both = _named("_ineligible", other).not_() if both_eligible else pl.lit(True, pl.Boolean)
+        keys = ["run_a", "run_b", "run_id", self.cluster]
+        return (
+            self.frame.lazy()
+            .select("run_id", self.cluster, *SUPPORT_KEYS, "n_pairs", num, den)
+            .join(sides.lazy(), on="run_id")
+            .filter(_named("_absent", other).not_())
+            .group_by(keys)
+            .agg(
+                pl.col("n_pairs").sum(),
+                num.filter(both).sum(),
+                den.filter(both).sum(),
+                num.sum().alias("own__num"),
+                den.sum().alias("own__den"),
+            )
+            .sort(keys, nulls_last=False)
+            .collect()
         )
 
     def support(self) -> dict[str, int]:
@@ -319,7 +385,7 @@ class RunSums:
         values = [
             c
             for c in self.frame.columns
-            if c not in (*KEYS, *by, "sample", self.cluster, "_absent")
+            if c not in (*KEYS, *by, "sample", self.cluster, *SUPPORT_KEYS)
         ]
         out = self.frame.group_by(keys).agg(pl.col(values).sum())
         return out.with_columns(

@@ -32,7 +32,7 @@ from ..errors import PeiraError, PeiraValueError
 from ..io import Dataset, in_split
 from ..metrics import RATIO_METRICS, GateThresholds, metric_table, ranking_gates
 from ..metrics.summary import RunSums
-from ..ranking import Rule, leaderboard, pairwise
+from ..ranking import Rule, Support, leaderboard, pairwise
 
 __all__ = ["SEVERITY_ORDER", "SPLITS", "ReportConfig", "ReportContext"]
 
@@ -60,6 +60,9 @@ class ReportConfig:
         Options of :func:`peira._pairs.build_pairs`.
     thresholds
         Ranking-gate thresholds.
+    support
+        Which pairs runs are compared on: ``"common"`` (default) or ``"own"``
+        (docs/spec/comparison.md#support).
     publication
         Holdout aggregates only (see the module notes).
     """
@@ -74,10 +77,13 @@ class ReportConfig:
     missing: Missing = "error"
     thresholds: GateThresholds = field(default_factory=GateThresholds)
     publication: bool = False
+    support: Support = "common"
 
     def __post_init__(self) -> None:
         if self.split not in ("public", "holdout", "all"):
             raise PeiraValueError(f"split must be 'public', 'holdout' or 'all', not {self.split!r}")
+        if self.support not in ("common", "own"):
+            raise PeiraValueError(f"support must be 'common' or 'own', not {self.support!r}")
         if self.publication and self.split != "public":
             raise PeiraValueError("publication mode analyses the public split only")
 
@@ -94,6 +100,7 @@ class ReportConfig:
             "delta": self.delta,
             "missing": self.missing,
             "gates": self.thresholds.as_dict(),
+            "support": self.support,
             "publication": self.publication,
         }
 
@@ -337,7 +344,13 @@ class ReportContext:
         """:func:`peira.ranking.leaderboard` of the split analysed."""
         c = self.config
         return leaderboard(
-            self.sums, self.cases, self.plan, rule=c.rule, level=c.level, thresholds=c.thresholds
+            self.sums,
+            self.cases,
+            self.plan,
+            rule=c.rule,
+            level=c.level,
+            thresholds=c.thresholds,
+            support=c.support,
         )
 
     @cached_property
@@ -351,6 +364,7 @@ class ReportContext:
             level=c.level,
             cases=self.cases,
             allow_missing=c.thresholds.allow_missing,
+            support=c.support,
         )
 
     @cached_property

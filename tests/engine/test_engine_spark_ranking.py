@@ -63,9 +63,12 @@ def test_leaderboard_and_compare_on_spark_equal_the_local_engine(spark: SparkEng
 def test_incomplete_runs_on_spark_equal_the_local_engine(spark: SparkEngine) -> None:
     log = gappy_log()
     kw: dict[str, Any] = {"n_resamples": B, "missing": "malformed"}
-    local = peira.leaderboard(log, DEMO, **kw)
+    local = peira.leaderboard(log, DEMO, **kw)  # the common support
     assert peira.leaderboard(log, DEMO, engine=spark, **kw).equals(local)
-    unranked = local.filter(pl.col("ranked").not_())["run_id"].to_list()
+    assert local["n_set_aside"].max() > 0
+    own = peira.leaderboard(log, DEMO, support="own", **kw)
+    assert peira.leaderboard(log, DEMO, engine=spark, support="own", **kw).equals(own)
+    unranked = own.filter(pl.col("ranked").not_())["run_id"].to_list()
     assert {"m02-fragile", "m03-abstain-dos", "m05-conf-spoof"} <= set(unranked)
     two = ["m02-fragile", "m05-conf-spoof"]  # different supports: compared on the common one
     local = peira.compare(log, DEMO, runs=two, allow_missing=True, **kw)

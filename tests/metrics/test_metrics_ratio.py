@@ -195,14 +195,14 @@ def test_gates_pass_and_fail_with_reasons() -> None:
     pairs, cs = _gate_pairs(120, malformed=12)
     g = ranking_gates(pairs, cs).row(0, named=True)
     assert not g["ranked"]
-    assert g["gate_reasons"] == ["malformed_rate 0.1 > 0.05"]
+    assert g["gate_reasons"] == ["malformed_rate 0.1 > 0.05 (gate max_malformed_rate)"]
 
     pairs, cs = _gate_pairs(60, wrong=45)
     g = ranking_gates(pairs, cs).row(0, named=True)
     assert g["gate_reasons"] == [
-        "benign_accuracy 0.25 < 0.5",
-        "30 eligible pairs < 200",
-        "fewer than 20 eligible pairs in 2 families: f1, f2",
+        "benign_accuracy 0.25 < 0.5 (gate min_benign_accuracy)",
+        "30 eligible pairs < 200 (gate min_eligible)",
+        "fewer than 20 eligible pairs in 2 families: f1, f2 (gate min_eligible_per_family)",
     ]
     loose = GateThresholds(min_benign_accuracy=0.2, min_eligible=30, min_eligible_per_family=15)
     assert ranking_gates(pairs, cs, thresholds=loose)["ranked"].item()
@@ -212,7 +212,7 @@ def test_gates_missing_pairs_and_uncovered_cases() -> None:
     pairs, cs = _gate_pairs(110)
     extra = make_cases(*cs.to_dicts(), case("zz-1", family="f1"))
     g = ranking_gates(pairs, extra).row(0, named=True)
-    assert g["n_missing"] == 1 and g["gate_reasons"] == ["1 missing pairs"]
+    assert g["n_missing"] == 1 and g["gate_reasons"] == ["1 missing pairs (gate allow_missing)"]
     rows = [resp("f1-000", "benign", "deny")]
     partial = build_pairs(make_responses(*rows), cs, missing="malformed")
     g2 = ranking_gates(partial, cs).row(0, named=True)
@@ -268,7 +268,7 @@ def test_gates_count_missing_cases_not_arithmetic() -> None:
     pairs, cs = _gate_pairs(130)
     dropped = pairs.filter(~pl.col("case_id").is_in([f"f1-{i:03d}" for i in range(50)]))
     g = ranking_gates(dropped, cs).row(0, named=True)
-    assert g["n_missing"] == 50 and g["gate_reasons"] == ["50 missing pairs"]
+    assert g["n_missing"] == 50 and g["gate_reasons"] == ["50 missing pairs (gate allow_missing)"]
     with pytest.raises(ValueError, match="not in the cases given"):
         ranking_gates(pairs, cs.filter(pl.col("family") == "f1"))
 

@@ -102,7 +102,7 @@ def test_paired_verdict_follows_holm_not_the_unadjusted_interval() -> None:
     """A difference significant alone (p < 0.05, interval excludes 0) but not after Holm is a tie."""
     from peira.synth import generate
 
-    bench = generate(1200, 8, seed=0)
+    bench = generate(1600, 8, seed=1)
     public = bench.cases.filter(pl.col("split") == "public")
     pairs = build_pairs(bench.responses, bench.cases).filter(pl.col("split") == "public")
     plan = plan_for_cases(public, n_resamples=2000)
@@ -147,7 +147,9 @@ def test_leaderboard_ranks_ties_and_unranked(setup) -> None:  # type: ignore[no-
     assert rows["a-strong"]["rank"] == 1 and rows["b-close"]["rank"] == 1  # tie shares a rank
     assert rows["c-weak"]["rank"] == 3 and rows["c-weak"]["beaten_by"] == ["a-strong", "b-close"]
     assert rows["d-broken"]["rank"] is None and not rows["d-broken"]["ranked"]
-    assert rows["d-broken"]["gate_reasons"] == ["malformed_rate 0.2 > 0.05"]
+    assert rows["d-broken"]["gate_reasons"] == [
+        "malformed_rate 0.2 > 0.05 (gate max_malformed_rate)"
+    ]
     assert board["run_id"].to_list()[-1] == "d-broken"
     assert board["estimate"][0] == pytest.approx(0.975)
     assert set(board["fingerprint"]) == {plan.fingerprint}  # type: ignore[attr-defined]

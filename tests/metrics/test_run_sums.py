@@ -77,10 +77,10 @@ def test_every_run_covering_every_case_has_no_absent_rows() -> None:
     assert sums.frame["n_pairs"].sum() == pairs.height
 
 
-def test_pairwise_on_common_support_equals_plain_sums(gappy: dict[str, Any]) -> None:
+def test_pairwise_on_own_support_equals_plain_sums(gappy: dict[str, Any]) -> None:
     pairs, cases = gappy["pairs"], gappy["cases"]
     plan = plan_for_cases(cases, n_resamples=200, seed=0)
-    pw = pairwise(pairs, plan, metric="asr", cases=cases)
+    pw = pairwise(pairs, plan, metric="asr", cases=cases, support="own")
     row = pw.filter((pl.col("run_a") == "m02-fragile") & (pl.col("run_b") == "m05-conf-spoof"))
     r = row.row(0, named=True)
     ka = pairs.filter(pl.col("run_id") == "m02-fragile").select("case_id", "sample")
@@ -92,16 +92,57 @@ def test_pairwise_on_common_support_equals_plain_sums(gappy: dict[str, Any]) -> 
         kb.height - both.height,
     )
     on_common = pairs.join(both, on=["case_id", "sample"], how="semi")
-    for run, col in (("m02-fragile", "estimate_a"), ("m05-conf-spoof", "estimate_b")):
+    for run, col in (("m02-fragile", "own_a"), ("m05-conf-spoof", "own_b")):
         mine = on_common.filter(pl.col("run_id") == run)
         flips = (mine["eligible"] & mine["flipped"]).sum()
         assert r[col] == flips / mine["eligible"].sum()
+    # the head-to-head statistic: each run's ASR on the pairs eligible for both
+    keys = ["case_id", "sample"]
+    wide = (
+        on_common.filter(pl.col("run_id") == "m02-fragile")
+        .select(*keys, pl.col("eligible").alias("ea"), pl.col("flipped").alias("fa"))
+        .join(
+            on_common.filter(pl.col("run_id") == "m05-conf-spoof").select(
+                *keys, pl.col("eligible").alias("eb"), pl.col("flipped").alias("fb")
+            ),
+            on=keys,
+        )
+        .filter(pl.col("ea") & pl.col("eb"))
+    )
+    assert r["n_both"] == wide.height
+    assert r["estimate_a"] == wide["fa"].sum() / wide.height
+    assert r["estimate_b"] == wide["fb"].sum() / wide.height
+    assert r["diff"] == pytest.approx(r["estimate_a"] - r["estimate_b"], abs=1e-15)
     # incomplete runs get no verdict, and the note says how many pairs each lacks
     n_cases = cases.height
     for run in ("m02-fragile", "m05-conf-spoof"):
         complete = pairs.filter((pl.col("run_id") == run) & pl.col("missing_arm").is_null())
         assert f"{run} is incomplete ({n_cases - complete.height} of {n_cases} " in r["note"]
     assert r["ci_verdict"] == r["paired_verdict"] == "n/a"
+
+
+def test_pairwise_on_common_support_is_the_pairs_every_run_answered(
+    gappy: dict[str, Any],
+) -> None:
+    pairs, cases = gappy["pairs"], gappy["cases"]
+    plan = plan_for_cases(cases, n_resamples=200, seed=0)
+    pw = pairwise(pairs, plan, metric="asr", cases=cases, allow_missing=True)
+    runs = pairs["run_id"].unique().to_list()
+    keys = ["case_id", "sample"]
+    every = pairs.group_by(keys).agg(pl.col("run_id").n_unique().alias("n"))
+    every = every.filter(pl.col("n") == len(runs)).select(keys)
+    on_common = pairs.join(every, on=keys, how="semi")
+    assert set(pw["support"]) == {"common"}
+    assert set(pw["n_common"]) == {every.height}
+    per_run = dict(pairs.group_by("run_id").len().iter_rows())
+    for r in pw.iter_rows(named=True):
+        assert r["n_set_aside_a"] == per_run[r["run_a"]] - every.height
+        mine = on_common.filter(pl.col("run_id") == r["run_a"])
+        n = mine["eligible"].sum()
+        want = (mine["eligible"] & mine["flipped"]).sum() / n if n else None
+        assert r["own_a"] == want
+    decided = pw.filter(pl.col("own_a").is_not_null() & pl.col("own_b").is_not_null())
+    assert decided.height > 0 and decided["paired_verdict"].is_in(["a", "b", "tie"]).all()
 
 
 def test_gates_count_missing_pairs_from_the_sums(gappy: dict[str, Any]) -> None:

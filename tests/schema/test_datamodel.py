@@ -339,11 +339,15 @@ def test_paired_comparison_uses_the_common_support() -> None:
     naive = paired_differences(replicates(pairs, plan, "robustness")).row(0, named=True)
     assert naive["hi"] < 0 and naive["p_value"] < 0.01  # "partial" would win by its gap
     assert got["winner"] is None and got["paired_verdict"] == "tie"
-    flipped = head_to_head(pairs, plan, "partial", "full", rule="paired")
+    flipped = head_to_head(pairs, plan, "partial", "full", rule="paired", support="own")
     assert flipped["n_set_aside_a"] == 0 and flipped["n_set_aside_b"] == 100
-    # by default the incomplete run fails the leaderboard's completeness gate: no verdict
+    # each run on its own support: the incomplete run fails the completeness gate
     assert (flipped["paired_verdict"], flipped["winner"]) == ("n/a", None)
     assert "partial is incomplete (100 of 300" in flipped["note"]
+    # on the common support (the default) both are compared on what both answered
+    common = head_to_head(pairs, plan, "partial", "full", rule="paired")
+    assert (common["paired_verdict"], common["winner"], common["note"]) == ("tie", None, None)
+    assert common["n_common"] == 200 and common["n_set_aside_b"] == 100
 
 
 # ---------------------------------------------------------------- the rule in plain Python
@@ -571,9 +575,10 @@ def test_cli_ranks_clean_only_runs_and_says_what_they_lack(
     assert "no_attack_rate" in out.splitlines()[0] and "clean-only run" in out
     assert main(["leaderboard", *base, "--metric", "benign_accuracy"]) == 0
     board = capsys.readouterr().out.splitlines()
-    assert board[1].split()[:2] == ["rank", "run_id"]
-    assert [line.split()[1] for line in board[3:6]] == ["clean2", "clean", "paired"]
-    ranks = [int(line.split()[0]) for line in board[3:6]]
+    head = next(i for i, line in enumerate(board) if line.split()[:2] == ["rank", "run_id"])
+    runs = board[head + 2 : head + 5]
+    assert [line.split()[1] for line in runs] == ["clean2", "clean", "paired"]
+    ranks = [int(line.split()[0]) for line in runs]
     assert ranks == sorted(ranks) and ranks[0] == 1 and "unranked" not in "".join(board)
     assert main(["leaderboard", *base]) == 0
     robust = capsys.readouterr().out
@@ -643,6 +648,6 @@ def test_an_accuracy_ranking_ranks_accuracies_below_one_half() -> None:
     assert gates["ranked"].to_list() == [True, True] and gates["n_counted"].to_list() == [240] * 2
     robust = ranking_gates(pairs, cases)
     assert robust["gate_reasons"][0].to_list() == [
-        "benign_accuracy 0.3333 < 0.5",
+        "benign_accuracy 0.3333 < 0.5 (gate min_benign_accuracy)",
         "robustness undefined: clean-only run (no attacked arm)",
     ]
