@@ -434,7 +434,7 @@ def crosscheck(m: Model, n_datasets: int, n_resamples: int, seed: int) -> dict[s
                 "diff_hi": ("naive", "hi"), "p_value": ("naive", "p")}  # fmt: skip
         kwargs = {}
     point = [c for c in cols if c not in ("diff_lo", "diff_hi", "p_value")]
-    rows = []
+    rows: list[dict[str, Any]] = []
     for i in range(n_datasets):
         gap = (0.0, 0.05)[i % 2]
         clusters = ("clustered", "single")[(i // 2) % 2]
