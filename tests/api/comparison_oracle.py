@@ -62,7 +62,9 @@ def pair_table(responses: pl.DataFrame, cases: pl.DataFrame) -> pd.DataFrame:
     """One row per (run_id, case_id, sample) with the spec's flags, from the raw tables."""
     r = responses.to_pandas()
     r = r.astype(object).where(r.notna(), None)
-    expected = dict(zip(cases["case_id"].to_list(), cases["expected_decision"].to_list()))
+    expected = dict(
+        zip(cases["case_id"].to_list(), cases["expected_decision"].to_list(), strict=True)
+    )
     r["verdict"] = _verdict(r)
     r["decided"] = [
         (not bool(a)) and d is not None for a, d in zip(r["abstained"], r["decision"], strict=True)
@@ -97,9 +99,7 @@ def pair_table(responses: pl.DataFrame, cases: pl.DataFrame) -> pd.DataFrame:
         False
     ).astype(bool)
     p["flipped"] = p["live"] & (a_mal | (changed & (~judged | rightness_differs)))
-    return p[
-        ["run_id", *KEY, "has_b", "has_a", "benign_correct", "eligible", "live", "flipped"]
-    ]
+    return p[["run_id", *KEY, "has_b", "has_a", "benign_correct", "eligible", "live", "flipped"]]
 
 
 def _ratio(num: int, den: int) -> float | None:

@@ -18,7 +18,6 @@ importer's tables) and are checked against what each source printed itself
 
 from __future__ import annotations
 
-import gzip
 import inspect
 import json
 from pathlib import Path
@@ -30,7 +29,6 @@ import pytest
 
 import peira
 from peira.cli import main
-from peira.importers.lm_eval import read_lm_eval
 from peira.importers.textattack import read_summary
 from tests.api.comparison_oracle import Comparison, compare_runs, pair_table
 
@@ -136,7 +134,9 @@ def test_textattack_oracle_equals_the_printed_summaries(ta: tuple[Path, Path, Co
         assert own.n_pairs == n
         assert own.n_eligible == printed["n_successful"] + printed["n_failed"]
         assert own.n_flipped == printed["n_successful"]
-        assert round(100 * own.benign_accuracy, 2) == pytest.approx(100 * printed["benign_accuracy"])
+        assert round(100 * own.benign_accuracy, 2) == pytest.approx(
+            100 * printed["benign_accuracy"]
+        )
         assert own.asr is not None
         assert round(100 * own.asr, 2) == pytest.approx(100 * printed["asr"])
         under = (own.n_eligible - own.n_flipped) / own.n_pairs
@@ -179,7 +179,10 @@ def test_textattack_leaderboard_on_common_support(ta: tuple[Path, Path, Comparis
     rows = {r["run_id"]: r for r in board.iter_rows(named=True)}
     assert set(rows) == {BERT, LSTM}
     assert all(r["ranked"] for r in rows.values()), board["gate_reasons"].to_list()
-    for run, common, aside in ((BERT, c.common_a, c.n_set_aside_a), (LSTM, c.common_b, c.n_set_aside_b)):
+    for run, common, aside in (
+        (BERT, c.common_a, c.n_set_aside_a),
+        (LSTM, c.common_b, c.n_set_aside_b),
+    ):
         assert rows[run]["n_common"] == c.n_common
         assert rows[run]["n_set_aside"] == aside
         assert rows[run]["estimate"] == pytest.approx(common.robustness, abs=TOL)
@@ -203,3 +206,105 @@ def test_textattack_paired_compare_on_both_eligible(ta: tuple[Path, Path, Compar
     assert row["n_common"] == c.n_common
     assert row["paired_verdict"] != "n/a"
     assert row["winner"] == BERT
+
+
+# ---------------------------------------------------------------- lm-eval: today
+
+
+def test_lm_eval_document_sets_overlap_partially() -> None:
+    docs = {m.name: set(_lm_records(m)) for m in _lm_models()}
+    a, b = docs["hf-internal-testing__tiny-random-gpt2"], docs["sshleifer__tiny-gpt2"]
+    assert a == {("copa", i) for i in range(4, 16)}
+    assert b == {("copa", i) for i in range(12)}
+    assert len(a & b) == 8 and a - b and b - a
+    # the shared documents are the same documents (lm-eval's own doc_hash)
+    ra, rb = (_lm_records(m) for m in _lm_models())
+    assert all(ra[k]["doc_hash"] == rb[k]["doc_hash"] for k in a & b)
+
+
+def test_lm_eval_oracle_equals_the_records_acc(
+    lm: tuple[Path, Path, Comparison, list[str]],
+) -> None:
+    _, _, c, runs = lm
+    assert runs[0].startswith("hf-internal-testing/tiny-random-gpt2@")
+    assert runs[1].startswith("sshleifer/tiny-gpt2@")
+    ra, rb = (_lm_records(m) for m in _lm_models())
+    common = set(ra) & set(rb)
+    assert c.own_a.n_benign_correct == sum(r["acc"] for r in ra.values())
+    assert c.own_b.n_benign_correct == sum(r["acc"] for r in rb.values())
+    assert c.common_a.n_benign_correct == sum(ra[k]["acc"] for k in common)
+    assert c.common_b.n_benign_correct == sum(rb[k]["acc"] for k in common)
+
+
+def test_lm_eval_oracle_figures(lm: tuple[Path, Path, Comparison, list[str]]) -> None:
+    _, _, c, _ = lm
+    assert (c.n_a, c.n_b, c.n_common) == (12, 12, 8)
+    assert (c.n_set_aside_a, c.n_set_aside_b) == (4, 4)
+    assert (c.own_a.benign_accuracy, c.own_b.benign_accuracy) == (10 / 12, 7 / 12)
+    assert (c.common_a.benign_accuracy, c.common_b.benign_accuracy) == (7 / 8, 5 / 8)
+    assert c.n_both_benign == 8
+    # clean-only runs: nothing is eligible, robustness is undefined (null, never 0)
+    assert c.common_a.n_eligible == c.common_b.n_eligible == c.n_both_eligible == 0
+    assert c.common_a.robustness is None and c.common_b.robustness is None
+
+
+def test_lm_eval_compare_counts_the_common_support(
+    lm: tuple[Path, Path, Comparison, list[str]],
+) -> None:
+    log, ds, c, runs = lm
+    with pytest.warns(peira.PeiraWarning):  # 8 clusters: few_clusters
+        row = peira.compare(
+            log, ds, runs=runs, split="all", metric="benign_accuracy", n_resamples=2000
+        ).row(0, named=True)
+    assert row["n_common"] == c.n_common
+    assert (row["n_set_aside_a"], row["n_set_aside_b"]) == (c.n_set_aside_a, c.n_set_aside_b)
+
+
+# ---------------------------------------------------------------- lm-eval: support=
+
+LM_GATES = {"min_counted": 1, "min_counted_per_family": 1}
+
+
+@needs_support
+def test_lm_eval_leaderboard_on_common_support(
+    lm: tuple[Path, Path, Comparison, list[str]],
+) -> None:
+    log, ds, c, runs = lm
+    extra: dict[str, Any] = {}
+    if "gates" in inspect.signature(peira.leaderboard).parameters:
+        extra["gates"] = LM_GATES
+    with pytest.warns(peira.PeiraWarning):
+        board = peira.leaderboard(
+            log, ds, split="all", support="common", metric="benign_accuracy",
+            n_resamples=2000, **extra,
+        )  # fmt: skip
+    rows = {r["run_id"]: r for r in board.iter_rows(named=True)}
+    assert set(rows) == set(runs)
+    for run, common, aside in (
+        (runs[0], c.common_a, c.n_set_aside_a),
+        (runs[1], c.common_b, c.n_set_aside_b),
+    ):
+        assert rows[run]["n_common"] == c.n_common
+        assert rows[run]["n_set_aside"] == aside
+        assert rows[run]["estimate"] == pytest.approx(common.benign_accuracy, abs=TOL)
+        assert not any("missing" in g for g in rows[run]["gate_reasons"])
+
+
+@needs_support
+def test_lm_eval_paired_compare_on_common_support(
+    lm: tuple[Path, Path, Comparison, list[str]],
+) -> None:
+    log, ds, c, runs = lm
+    with pytest.warns(peira.PeiraWarning):
+        row = peira.compare(
+            log, ds, runs=runs, split="all", support="common", rule="paired",
+            metric="benign_accuracy", n_resamples=2000,
+        ).row(0, named=True)  # fmt: skip
+    # every common pair has a benign answer in both runs: both populations are the common support
+    assert row["own_a"] == pytest.approx(c.common_a.benign_accuracy, abs=TOL)
+    assert row["own_b"] == pytest.approx(c.common_b.benign_accuracy, abs=TOL)
+    assert row["estimate_a"] == pytest.approx(c.n_both_benign_correct_a / c.n_both_benign, abs=TOL)
+    assert row["estimate_b"] == pytest.approx(c.n_both_benign_correct_b / c.n_both_benign, abs=TOL)
+    assert row["diff"] == pytest.approx(row["estimate_a"] - row["estimate_b"], abs=TOL)
+    assert row["n_both"] == c.n_both_benign
+    assert row["n_common"] == c.n_common
