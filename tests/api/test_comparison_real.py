@@ -12,7 +12,9 @@ Fixtures (each NOTICE names its source):
 
 The figures come from :mod:`tests.api.comparison_oracle` (plain pandas over the
 importer's tables) and are checked against what each source printed itself
-(TextAttack's summary, lm-eval's per-document ``acc``). The tests of the
+(TextAttack's summary, lm-eval's per-document ``acc``); on random logs holding
+every outcome kind the oracle's per-pair flags are those of Peira's pair table.
+The tests of the
 ``support=`` contract run once :func:`peira.leaderboard` takes that parameter.
 """
 
@@ -28,9 +30,11 @@ import polars as pl
 import pytest
 
 import peira
+from peira._pairs import build_pairs
 from peira.cli import main
 from peira.importers.textattack import read_summary
-from tests.api.comparison_oracle import Comparison, compare_runs, pair_table
+from tests.api.comparison_oracle import KEY, Comparison, compare_runs, pair_table
+from tests.builders import random_log
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 TA = FIX / "textattack"
@@ -95,6 +99,30 @@ def lm(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Comparison
     responses, cases = _tables(log, ds)
     runs = sorted(responses["run_id"].unique().to_list())
     return log, ds, compare_runs(pair_table(responses, cases), runs[0], runs[1]), runs
+
+
+# ---------------------------------------------------------------- the oracle itself
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_oracle_flags_agree_with_the_pair_table(seed: int) -> None:
+    """On random logs holding every outcome kind (abstentions, malformed answers,
+    no-attack rows) the oracle's flags are those of Peira's pair table."""
+    cases, responses = random_log(seed)
+    flags = ["benign_correct", "eligible", "flipped"]
+    mine = pair_table(responses, cases).sort_values(["run_id", *KEY]).reset_index(drop=True)
+    theirs = (
+        build_pairs(responses, cases)
+        .sort("run_id", *KEY)
+        .select("run_id", *KEY, *flags)
+        .with_columns(pl.col("benign_correct").fill_null(False))
+        .to_pandas()
+    )
+    assert len(mine) == len(theirs) == responses.select("run_id", *KEY).unique().height
+    assert (mine["case_id"] == theirs["case_id"]).all()
+    for col in flags:
+        assert (mine[col].astype(bool) == theirs[col].astype(bool)).all(), col
+    assert mine["flipped"].any() and (~mine["eligible"]).any()
 
 
 # ---------------------------------------------------------------- TextAttack: today
