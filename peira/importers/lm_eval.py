@@ -260,6 +260,26 @@ def _prompt(arguments: Any) -> str | None:
     return None
 
 
+def _gold_index(gold: Any, continuations: Sequence[str] | None) -> int | None:
+    """The right choice's index from a multiple-choice ``target``, or None.
+
+    lm-eval writes the task's ``doc_to_target``: an index (``2``, ``"2"``) or
+    the text of the right choice (COPA's ``" the cook grilled it."``), which it
+    finds among the choices itself (``choices.index(gold)``). A choice's
+    continuation in ``arguments`` is the task's target delimiter followed by
+    the choice, so a text names the one continuation equal to it once the
+    surrounding whitespace is set aside.
+    """
+    try:
+        return int(gold)
+    except (TypeError, ValueError):
+        pass
+    if not isinstance(gold, str) or not gold.strip() or continuations is None:
+        return None
+    hits = [i for i, c in enumerate(continuations) if c.strip() == gold.strip()]
+    return hits[0] if len(hits) == 1 else None
+
+
 def _generated(resps: Any) -> str | None:
     """The first generation in ``resps`` (``[[text]]`` or ``[text]``)."""
     while isinstance(resps, list) and resps:
@@ -410,12 +430,12 @@ class _Reader:
             if len(set(options)) != n or "" in options:
                 options = [str(i) for i in range(n)]
             gold = target[0] if isinstance(target, list) and target else target
-            try:
-                g = int(gold)  # type: ignore[arg-type]
-            except (TypeError, ValueError):
+            g = _gold_index(gold, conts if conts and len(conts) == n else None)
+            if g is None:
                 raise InputFormatError(
-                    f"{at}: field 'target' must be the index of the right choice, got {target!r}"
-                ) from None
+                    f"{at}: field 'target' must be the index or the text of the right choice, "
+                    f"got {target!r}"
+                )
             if not 0 <= g < n:
                 raise InputFormatError(f"{at}: field 'target' {g} is not one of {n} choices")
             ll = [float(r[0]) for r in choice]

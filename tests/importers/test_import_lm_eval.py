@@ -325,7 +325,7 @@ def test_samples_without_results_file(tmp_path: Path) -> None:
         ),
         (
             lambda rec: rec.update(target="Z"),
-            r":3 \(doc_id 2\): field 'target' must be the index of the right choice, got 'Z'",
+            r":3 \(doc_id 2\): field 'target' must be the index or the text of the right choice, got 'Z'",
         ),
         (
             lambda rec: rec.update(doc_id=0),
@@ -341,6 +341,47 @@ def test_bad_record_names_file_line_and_field(tmp_path: Path, edit: Any, message
     f.write_text("".join(json.dumps(r) + "\n" for r in recs))
     with pytest.raises(InputFormatError, match=r"samples_arith_sub_\S+\.jsonl" + message):
         read_lm_eval([run], filter_name="strict-match")
+
+
+PAIR = FIX.parent / "lm_eval_pair"
+
+
+def test_a_text_target_names_its_choice() -> None:
+    """COPA's ``target`` is the text of the right choice (lm-eval finds it with
+    ``choices.index``); the expected decision is the choice the document labels."""
+    for model in sorted(p for p in PAIR.iterdir() if p.is_dir()):
+        imp = read_lm_eval([model])
+        expected = dict(zip(imp.cases["case_id"], imp.cases["expected_decision"], strict=True))
+        (f,) = model.glob("samples_copa_*.jsonl")
+        for line in f.read_text(encoding="utf-8").splitlines():
+            rec = json.loads(line)
+            doc = rec["doc"]
+            right = doc["choice1"] if doc["label"] == 0 else doc["choice2"]
+            assert isinstance(rec["target"], str) and not rec["target"].strip().isdigit()
+            got = expected[f"copa/{rec['doc_id']}"]
+            assert got == rec["target"].strip() and got.lower() == right.lower()
+        decided = imp.responses.join(imp.cases, on="case_id")
+        correct = (decided["decision"] == decided["expected_decision"]).to_list()
+        assert correct == decided["correct"].to_list()
+
+
+@pytest.mark.parametrize(
+    "target", [" the cook baked it.", "", " ", None], ids=["no-choice", "empty", "blank", "null"]
+)
+def test_a_text_target_naming_no_choice_is_refused(tmp_path: Path, target: Any) -> None:
+    src = PAIR / "sshleifer__tiny-gpt2"
+    run = tmp_path / src.name
+    shutil.copytree(src, run)
+    (f,) = run.glob("samples_copa_*.jsonl")
+    recs = [json.loads(x) for x in f.read_text().splitlines()]
+    recs[4]["target"] = target
+    f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    with pytest.raises(
+        InputFormatError,
+        match=r"samples_copa_\S+\.jsonl:5 \(doc_id 4\): field 'target' must be the index or the "
+        "text of the right choice",
+    ):
+        read_lm_eval([run])
 
 
 def test_invalid_json_and_missing_inputs(tmp_path: Path) -> None:
