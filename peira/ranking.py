@@ -21,6 +21,8 @@ reasons.
 
 from __future__ import annotations
 
+import re
+import warnings
 from collections.abc import Sequence
 from typing import Literal
 
@@ -81,6 +83,18 @@ def _check_rule(rule: str) -> Rule:
     if rule not in ("ci", "paired"):
         raise PeiraValueError(f"rule must be 'ci' or 'paired', not {rule!r}")
     return rule  # type: ignore[return-value]
+
+
+#: A side's name in a message: the separator itself, or as ``repr`` shows it.
+_SEP_SHOWN = r"(?:\x1e|\\x1e)"
+_SIDE_NAME = re.compile(
+    rf"'((?:(?!{_SEP_SHOWN})[^'])*){_SEP_SHOWN}((?:(?!{_SEP_SHOWN})[^'])*){_SEP_SHOWN}([^']*)'"
+)
+
+
+def _side_text(m: re.Match[str]) -> str:
+    a, b, side = m.groups()
+    return f"'{side}' (head to head with '{b if side == a else a}')"
 
 
 def _check_support(support: str) -> Support:
@@ -245,13 +259,18 @@ def pairwise(
         frame = duels.with_columns(side.alias("run_id"))
         found = duels.select("run_a", "run_b").unique().sort("run_a", "run_b").rows()
         sides = [(f"{a}{_SIDE}{b}{_SIDE}{a}", f"{a}{_SIDE}{b}{_SIDE}{b}") for a, b in found]
-        duel = _duels(
-            frame.select("run_id", plan.column, "n_pairs", f"{metric}__num", f"{metric}__den"),
-            plan,
-            metric,
-            level,
-            sides,
-        )
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            duel = _duels(
+                frame.select("run_id", plan.column, "n_pairs", f"{metric}__num", f"{metric}__den"),
+                plan,
+                metric,
+                level,
+                sides,
+            )
+        for w in said:  # a side's name back to the run's, with the duel it is in
+            text = _SIDE_NAME.sub(_side_text, str(w.message))
+            warnings.warn(w.category(text), stacklevel=2)
         own = duels.group_by("run_a", "run_b", "run_id").agg(
             pl.col("n_pairs").sum(),
             pl.col(f"{metric}__den").sum().alias("_both"),

@@ -63,8 +63,10 @@ def _board(args: argparse.Namespace) -> tuple[pl.DataFrame, pl.DataFrame | None]
         pl.col("estimate").alias(metric),
         pl.col("lo").alias(f"{metric}_lo"),
         pl.col("hi").alias(f"{metric}_hi"),
-    ).join(
-        table.totals().select("run_id", *rates),
+    ).join(  # the rates on the pairs the board was computed on
+        (table.common_to(table.runs) if kw["support"] == "common" else table)
+        .totals()
+        .select("run_id", *rates),
         on="run_id",
         how="left",
         maintain_order="left",

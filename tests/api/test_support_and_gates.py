@@ -196,3 +196,15 @@ def test_the_terminal_board_prints_its_support_and_gates(
     assert "support common: the 959 (case, sample) pairs every run answered" in out
     assert "min_eligible=150*" in out and "max_malformed_rate=0.05," in out
     assert "change with --gate NAME=VALUE" in out
+
+
+def test_a_head_to_head_warning_names_the_runs_not_their_sides() -> None:
+    few = pl.read_parquet(DEMO / "responses.parquet").filter(
+        pl.col("run_id").is_in(["m01-robust", "m02-fragile"])
+        & pl.col("case_id").str.ends_with("17")
+    )
+    with pytest.warns(peira.PeiraWarning) as said:
+        peira.compare(few, DEMO, runs=["m01-robust", "m02-fragile"], n_resamples=B)
+    text = " ".join(str(w.message) for w in said)
+    assert "(head to head with 'm02-fragile')" in text
+    assert "\x1e" not in text and "\\x1e" not in text
