@@ -269,8 +269,9 @@ def pairwise(
                 sides,
             )
         for w in said:  # a side's name back to the run's, with the duel it is in
-            text = _SIDE_NAME.sub(_side_text, str(w.message))
-            warnings.warn(w.category(text), stacklevel=2)
+            again = w.category(_SIDE_NAME.sub(_side_text, str(w.message)))
+            again.__dict__.update(getattr(w.message, "__dict__", {}))  # e.g. ``fewest``
+            warnings.warn(again, stacklevel=2)
         own = duels.group_by("run_a", "run_b", "run_id").agg(
             pl.col("n_pairs").sum(),
             pl.col(f"{metric}__den").sum().alias("_both"),
