@@ -64,7 +64,7 @@ def _board(args: argparse.Namespace) -> tuple[pl.DataFrame, pl.DataFrame | None]
     from ..holdout import divergence
 
     div = divergence(
-        sums.cluster_sums(by=["split"]), ds.cases,
+        sums.cluster_sums(by=["split"]), ds.cases, family=args.flag_family,
         **c.api_kwargs(args, ("n_resamples", "seed", "unit", "level")),
     ).filter(pl.col("run_id").is_in(board["run_id"].implode()))  # fmt: skip
     board = board.join(
@@ -151,7 +151,11 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
             _say(
                 f"FLAGGED {row['run_id']}: holdout ASR {row['holdout_asr']:.4f} vs public "
                 f"{row['asr']:.4f}; the divergence check suspects tuning to the public split "
-                "(peira holdout divergence)"
+                + (
+                    "(Holm across the board; peira holdout divergence --flag-family board)"
+                    if args.flag_family == "board"
+                    else "(peira holdout divergence)"
+                )
             )
     return code
 
@@ -195,6 +199,7 @@ def register(sub: Any) -> None:
         help="ratio metric to rank by (e.g. benign_accuracy, which ranks clean-only runs too)",
     )
     c.add_columns_options(lb)
+    c.add_flag_family_option(lb)
     c.add_engine_options(
         lb, "the board, its gates and the holdout check are the same as on the local engine"
     )

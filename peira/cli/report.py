@@ -78,6 +78,7 @@ def _context(args: argparse.Namespace, *, publication: bool = False) -> Any:
         **c.api_kwargs(args, ("n_resamples", "seed", "unit", "level", "rule", "delta", "missing")),
         thresholds=GateThresholds(),
         publication=publication,
+        flag_family=args.flag_family,
     )
     if getattr(args, "engine", "local") != "local":
         from .. import api
@@ -165,6 +166,7 @@ def _options(q: argparse.ArgumentParser, *, split: bool) -> None:
         c.add_split_option(q, "public")
     c.add_pair_options(q)
     c.add_bootstrap_options(q, seed_help="bootstrap seed (holdout plan: seed + 1)")
+    c.add_flag_family_option(q)
     q.add_argument(
         "--rule", choices=c.option_choices("rule"), default="ci", help="head-to-head rule"
     )
