@@ -171,7 +171,9 @@ def to_markdown(res: dict[str, Any]) -> str:
             cells = [_pct(x) for x in r[f]["per_run"]]
             lines.append(
                 f"| {r['asr']:g} | {r['public_scenarios']} / {r['holdout_scenarios']} | "
-                f"{r['icc']:g} | {f} | " + " | ".join(cells) + f" | {_pct(r[f]['all_runs_pooled'])} |"
+                f"{r['icc']:g} | {f} | "
+                + " | ".join(cells)
+                + f" | {_pct(r[f]['all_runs_pooled'])} |"
             )
     syn = res["synthetic"]
     lines += [
