@@ -149,14 +149,23 @@ def to_markdown(res: dict[str, Any]) -> str:
         "",
         "## Some run of the board flagged (family-wise false-flag rate)",
         "",
-        "| true ASR | public / holdout scenarios | ICC | family `run` | family `board` |",
-        "|---|---|---|---|---|",
+        "| true ASR | public / holdout scenarios | ICC | family `run` | "
+        "1 − (1 − pooled per-run rate)⁸ | family `board` |",
+        "|---|---|---|---|---|---|",
     ]
     for r in res["honest"]:
+        indep = 1 - (1 - r["run"]["all_runs_pooled"]["rate"]) ** RUNS
         lines.append(
             f"| {r['asr']:g} | {r['public_scenarios']} / {r['holdout_scenarios']} | {r['icc']:g} "
-            f"| {_pct(r['run']['some_run_flagged'])} | {_pct(r['board']['some_run_flagged'])} |"
+            f"| {_pct(r['run']['some_run_flagged'])} | {100 * indep:.1f}% "
+            f"| {_pct(r['board']['some_run_flagged'])} |"
         )
+    lines += [
+        "",
+        "Per run, the chance that some run of an honest board of 8 is flagged is what 8 "
+        "independent tests at the per-run rate give; Holm across the board keeps it at α "
+        "(within Monte-Carlo error), at the cost of a per-run rate well below α.",
+    ]
     lines += [
         "",
         "## Each run's own false-flag rate",
@@ -201,7 +210,16 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    ap.add_argument(
+        "--markdown-only",
+        action="store_true",
+        help="rewrite board_flags.md from the board_flags.json already in --out",
+    )
     a = ap.parse_args()
+    if a.markdown_only:
+        res = json.loads((Path(a.out) / "board_flags.json").read_text())
+        (Path(a.out) / "board_flags.md").write_text(to_markdown(res), encoding="utf-8")
+        return
     t0 = time.perf_counter()
     res = {
         "alpha": ALPHA,

@@ -65,7 +65,8 @@ class ReportConfig:
     flag_family
         Family of tests of the holdout divergence flag
         (:func:`peira.holdout.divergence`): ``"run"`` (default; each run at
-        α = 1 − level) or ``"board"`` (Holm across every run of the board).
+        α = 1 − level) or ``"board"`` (Holm across every run of the board);
+        recorded in the manifest when ``"board"`` (absent: ``"run"``).
     """
 
     split: str = "public"
@@ -102,7 +103,9 @@ class ReportConfig:
             "missing": self.missing,
             "gates": self.thresholds.as_dict(),
             "publication": self.publication,
-            "flag_family": self.flag_family,
+            # the default family is implied by its absence, so that a default configuration
+            # is recorded as it always was
+            **({"flag_family": self.flag_family} if self.flag_family != "run" else {}),
         }
 
 

@@ -136,6 +136,7 @@ def test_forest_figure_marks_the_flagged_run(ctx: ReportContext) -> None:
 def test_board_family_in_the_report() -> None:
     ctx = _context(flag_family="board")
     assert ctx.config.as_dict()["flag_family"] == "board"
+    assert "flag_family" not in ReportConfig().as_dict()  # the default, recorded by absence
     div = build_table("divergence", ctx)
     assert {"p_value", "p_holm"} <= set(div.columns)
     live = div.filter(pl.col("p_value").is_not_null())
