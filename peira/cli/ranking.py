@@ -30,7 +30,8 @@ def _board(args: argparse.Namespace) -> tuple[pl.DataFrame, pl.DataFrame | None]
     of ``--engine`` (:func:`peira.api.run_sums`): the leaderboard ranks the
     split asked for, and when that is the public split and the dataset has a
     holdout, :func:`peira.holdout.divergence` (ASR, the same bootstrap
-    settings) says which runs look tuned to the public split.
+    settings, the flag family of ``--flag-family``) says which runs look tuned
+    to the public split.
     """
     import polars as pl
 
