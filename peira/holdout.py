@@ -336,6 +336,33 @@ def _check_flag_level(level: float) -> None:
         )
 
 
+#: The range a one-sided p-value of the divergence test is reported in.
+P_FLOOR, P_CEILING = 1e-12, 0.5
+
+
+def _one_sided_p(flags_at: Any, iterations: int = 48) -> float:
+    """inf {a : ``flags_at(a)``} over [:data:`P_FLOOR`, :data:`P_CEILING`), by bisection
+    on log a (``flags_at`` is monotone: a test at a larger α flags more).
+
+    Returns the smallest a found to flag (the upper end of the final bracket),
+    :data:`P_FLOOR` when the floor already flags and :data:`P_CEILING` when
+    no a below 1/2 does.
+    """
+    if flags_at(P_FLOOR):
+        return P_FLOOR
+    top = P_CEILING * (1 - 1e-9)
+    if not flags_at(top):
+        return P_CEILING
+    lo, hi = np.log(P_FLOOR), np.log(top)
+    for _ in range(iterations):
+        mid = 0.5 * (lo + hi)
+        if flags_at(float(np.exp(mid))):
+            hi = mid
+        else:
+            lo = mid
+    return float(np.exp(hi))
+
+
 def divergence(
     pairs: pl.DataFrame | pl.LazyFrame,
     cases: pl.DataFrame,
@@ -349,6 +376,7 @@ def divergence(
     seed: int = 0,
     unit: Unit = "cluster",
     adjust: Literal["bonferroni", "none"] = "bonferroni",
+    family: Literal["run", "board"] = "run",
 ) -> pl.DataFrame:
     """Holdout − public value of a metric per run (and group), with a bootstrap CI and a flag.
 
@@ -378,7 +406,15 @@ def divergence(
         Multiplicity control *within each run*: ``"bonferroni"`` (default)
         tests each of the run's k rows (overall, plus one per group with
         ``by``) at α/k, so that an honest run is flagged anywhere with
-        probability ≤ α; ``"none"`` tests every row at α.
+        probability ≤ α; ``"none"`` tests every row at α. Used with
+        ``family="run"`` only.
+    family
+        The family of tests the flag controls: ``"run"`` (default) — each
+        run's own rows, as ``adjust`` says, so that an honest run is flagged
+        with probability ≤ α; ``"board"`` — every row of every run analysed
+        together (the board), with Holm's step-down: a row is flagged iff
+        its Holm-adjusted one-sided p-value is below α, so that the chance
+        that *some* run of an honest board is flagged is ≤ α.
 
     Returns
     -------
@@ -395,7 +431,14 @@ def divergence(
         row's denominator in each split), ``few_clusters`` (either is below
         30), ``flag_family`` (k, the run's tests), ``flag_alpha`` (α/k or α),
         ``flag_bound`` (the one-sided bound the flag is decided on) and
-        ``suspected_hill_climbing``.
+        ``suspected_hill_climbing``. With ``family="board"``:
+        ``flag_family`` is m, the tests of the board (the rows with a defined
+        difference); ``flag_alpha`` is the row's Holm step level α/(m − j + 1),
+        j its place among the p-values in ascending order (ties in row
+        order); ``flag_bound`` the one-sided bound at that level; and two
+        more columns follow ``flag_bound``: ``p_value`` (the one-sided
+        p-value below) and ``p_holm`` (its Holm adjustment,
+        min(1, max over i ≤ j of (m − i + 1)·p₍ᵢ₎)).
 
     Notes
     -----
@@ -412,6 +455,17 @@ def divergence(
     where higher is better, iff the upper end is below 0. The family of
     tests is the run's own rows, so a run's flag depends only on its own
     pairs and the two plans, never on which other runs are analysed.
+
+    With ``family="board"`` a row's one-sided p-value is the inverse of the
+    same test: the smallest a at which the bound at two-sided level 1 − 2a
+    would flag it, p = inf {a : MOVER lower end at 1 − 2a > 0} (for ASR),
+    found by bisection on log a to a relative precision below 1e-9, so that
+    p < a' exactly when the row's test at a' flags it (to that precision).
+    It is reported within [1e-12, 0.5]: 1e-12 when the row is flagged at
+    every level tried, 0.5 when it is flagged at none below 1/2 (the test
+    is one-sided and α is below 1/2, so no such row is ever flagged). Holm
+    at α controls the board's family-wise false-flag rate; the flag of a
+    run then depends on the other runs of the board.
     A scenario with cases in both splits would make the bootstraps
     dependent; validation rejects such datasets.
 
@@ -431,6 +485,12 @@ def divergence(
 
     if adjust not in ("bonferroni", "none"):
         raise PeiraValueError(f"adjust must be 'bonferroni' or 'none', not {adjust!r}")
+    if family not in ("run", "board"):
+        raise PeiraValueError(f"family must be 'run' or 'board', not {family!r}")
+    if family == "board" and adjust != "bonferroni":
+        raise PeiraValueError(
+            f"adjust={adjust!r} applies to family='run' only; family='board' adjusts by Holm"
+        )
     _check_flag_level(level)
     higher_is_better = RATIO_METRICS[metric].higher_is_better
     pp = plan_public or plan_for_cases(
@@ -491,13 +551,13 @@ def divergence(
     # the family of tests is each run's own rows with a defined difference
     runs = joined["run_id"].to_numpy()
     defined = (n_def > 0) & ~np.isnan(diff)
-    family = np.zeros(n, dtype=np.int64)
+    tests = np.zeros(n, dtype=np.int64)
     for run in np.unique(runs):
         rows = runs == run
-        family[rows] = int(np.count_nonzero(defined & rows))
+        tests[rows] = int(np.count_nonzero(defined & rows))
     base = 1 - Fraction(repr(float(level)))  # α as the decimal the level prints as
     alpha = np.array(
-        [float(base / (max(int(k), 1) if adjust == "bonferroni" else 1)) for k in family]
+        [float(base / (max(int(k), 1) if adjust == "bonferroni" else 1)) for k in tests]
     )
     alpha = np.where(defined, alpha, np.nan)
     bound = np.full(n, np.nan)
@@ -511,6 +571,49 @@ def divergence(
     ]
     worse = (bound < 0) if higher_is_better else (bound > 0)
     flagged = worse & ~np.isnan(bound)
+    board: list[pl.Series] = []
+    if family == "board":
+
+        def flags_at(row: int, a: float) -> bool:
+            """Whether row ``row``'s one-sided test at α = ``a`` flags it."""
+            sel = np.array([row], dtype=np.int64)
+            lvl = 1 - 2 * a
+            rh, rp = reps["holdout"], reps["public"]
+            h = cell_intervals(
+                rh.theta[ih[sel]], est_h[sel], rh.jackknife[ih[sel]], ch.take(sel), lvl
+            )
+            p = cell_intervals(
+                rp.theta[ip[sel]], est_p[sel], rp.jackknife[ip[sel]], cp.take(sel), lvl
+            )
+            mlo, mhi = mover_difference(est_h[sel], h.lo, h.hi, est_p[sel], p.lo, p.hi)
+            b = float((mhi if higher_is_better else mlo)[0])
+            return bool(b < 0) if higher_is_better else bool(b > 0)
+
+        rows_def = np.flatnonzero(defined)
+        m = rows_def.size
+        pval = np.full(n, np.nan)
+        for row in rows_def:
+            pval[row] = _one_sided_p(lambda a, row=int(row): flags_at(row, a))
+        order = rows_def[np.argsort(pval[rows_def], kind="stable")]
+        adj = np.full(n, np.nan)
+        step = np.full(n, np.nan)
+        running = 0.0
+        for j, row in enumerate(order):
+            running = max(running, (m - j) * float(pval[row]))
+            adj[row] = min(1.0, running)
+            step[row] = float(base / (m - j))
+        tests = np.where(defined, m, 0).astype(np.int64)
+        alpha = step
+        bound = np.full(n, np.nan)
+        for a in np.unique(alpha[~np.isnan(alpha)]):
+            rows = alpha == a
+            mlo, mhi, _, _ = mover(float(1 - 2 * Fraction(repr(float(a)))))
+            bound[rows] = (mhi if higher_is_better else mlo)[rows]
+        flagged = defined & (np.nan_to_num(adj, nan=1.0) < float(base))
+        board = [
+            pl.Series("p_value", pval, dtype=pl.Float64),
+            pl.Series("p_holm", adj, dtype=pl.Float64),
+        ]
     cl_p = reps["public"].n_clusters
     cl_h = reps["holdout"].n_clusters
     assert cl_p is not None and cl_h is not None
@@ -533,15 +636,13 @@ def divergence(
         pl.Series("n_clusters_public", ncp, dtype=pl.Int64),
         pl.Series("n_clusters_holdout", nch, dtype=pl.Int64),
         pl.Series("few_clusters", (ncp < MIN_CLUSTERS) | (nch < MIN_CLUSTERS), dtype=pl.Boolean),
-        pl.Series("flag_family", family, dtype=pl.Int64),
+        pl.Series("flag_family", tests, dtype=pl.Int64),
         pl.Series("flag_alpha", alpha, dtype=pl.Float64),
         pl.Series("flag_bound", bound, dtype=pl.Float64),
+        *board,
         pl.Series("suspected_hill_climbing", flagged, dtype=pl.Boolean),
     )
-    out = out.with_columns(
-        pl.col("public", "holdout", "difference", "lo", "hi", "flag_alpha", "flag_bound").fill_nan(
-            None
-        )
-    )
+    floats = ["public", "holdout", "difference", "lo", "hi", "flag_alpha", "flag_bound"]
+    out = out.with_columns(pl.col(*floats, *(s.name for s in board)).fill_nan(None))
     assert out.height == n
     return out

@@ -297,6 +297,19 @@ def gates_of(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def add_flag_family_option(p: argparse.ArgumentParser) -> None:
+    """``--flag-family run|board``: the family of tests the holdout divergence flag controls
+    (:func:`peira.holdout.divergence`, docs/spec/holdout.md#divergence)."""
+    p.add_argument(
+        "--flag-family",
+        choices=("run", "board"),
+        default="run",
+        help="family of the holdout divergence flag: run (default; each run is tested at "
+        "alpha = 1 - level on its own) or board (Holm across every run of the board, so an "
+        "honest board has some run flagged with probability at most alpha)",
+    )
+
+
 def add_engine_options(p: argparse.ArgumentParser, note: str = "") -> None:
     """``--engine local|spark`` and ``--spark-master`` (peira/engine/); ``note`` ends the
     help of ``--engine`` (what the command does differently on Spark)."""

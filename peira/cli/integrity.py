@@ -225,6 +225,7 @@ def cmd_divergence(args: argparse.Namespace) -> int:
         pairs,
         ds.cases,
         by=args.by or None,
+        family=args.flag_family,
         **c.api_kwargs(args, ("level", "n_resamples", "seed", "unit")),
     )
     return c.emit(table, args.format)
@@ -318,5 +319,6 @@ def register(sub: Any) -> None:
     c.add_input_options(d, required=True)
     d.add_argument("--by", action="append", default=[], help="breakdown column, e.g. family")
     c.add_bootstrap_options(d, seed_help="seed of the public plan (holdout: +1)")
+    c.add_flag_family_option(d)
     c.add_pair_options(d)
     c.add_format_option(d)

@@ -30,7 +30,8 @@ def _board(args: argparse.Namespace) -> tuple[pl.DataFrame, pl.DataFrame | None]
     of ``--engine`` (:func:`peira.api.run_sums`): the leaderboard ranks the
     split asked for, and when that is the public split and the dataset has a
     holdout, :func:`peira.holdout.divergence` (ASR, the same bootstrap
-    settings) says which runs look tuned to the public split.
+    settings, the flag family of ``--flag-family``) says which runs look tuned
+    to the public split.
     """
     import polars as pl
 
@@ -77,7 +78,7 @@ def _board(args: argparse.Namespace) -> tuple[pl.DataFrame, pl.DataFrame | None]
     from ..holdout import divergence
 
     div = divergence(
-        sums.cluster_sums(by=["split"]), ds.cases,
+        sums.cluster_sums(by=["split"]), ds.cases, family=args.flag_family,
         **c.api_kwargs(args, ("n_resamples", "seed", "unit", "level")),
     ).filter(pl.col("run_id").is_in(board["run_id"].implode()))  # fmt: skip
     board = board.join(
@@ -166,7 +167,11 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
             _say(
                 f"FLAGGED {row['run_id']}: holdout ASR {row['holdout_asr']:.4f} vs public "
                 f"{row['asr']:.4f}; the divergence check suspects tuning to the public split "
-                "(peira holdout divergence)"
+                + (
+                    "(Holm across the board; peira holdout divergence --flag-family board)"
+                    if args.flag_family == "board"
+                    else "(peira holdout divergence)"
+                )
             )
     return code
 
@@ -241,6 +246,7 @@ def register(sub: Any) -> None:
     )
     c.add_comparison_options(lb)
     c.add_columns_options(lb)
+    c.add_flag_family_option(lb)
     c.add_engine_options(
         lb, "the board, its gates and the holdout check are the same as on the local engine"
     )

@@ -79,6 +79,7 @@ def _context(args: argparse.Namespace, *, publication: bool = False) -> Any:
         thresholds=GateThresholds.of(c.gates_of(args)),
         support=args.support or "common",
         publication=publication,
+        flag_family=args.flag_family,
     )
     if getattr(args, "engine", "local") != "local":
         from .. import api
@@ -166,6 +167,7 @@ def _options(q: argparse.ArgumentParser, *, split: bool) -> None:
         c.add_split_option(q, "public")
     c.add_pair_options(q)
     c.add_bootstrap_options(q, seed_help="bootstrap seed (holdout plan: seed + 1)")
+    c.add_flag_family_option(q)
     q.add_argument(
         "--rule", choices=c.option_choices("rule"), default="ci", help="head-to-head rule"
     )

@@ -84,6 +84,15 @@ def _pick_runs(df: pl.DataFrame, run: str | None, what: str) -> pl.DataFrame:
 # ---------------------------------------------------------------- forest
 
 
+#: Colour of the cross over a run the holdout divergence check flags.
+FLAG_COLOR = "#b00020"
+#: The forest plot's legend entry of that cross.
+FLAG_LEGEND = (
+    "\u2020 flagged by the holdout divergence check (suspected tuning to the public split): "
+    "not the winner"
+)
+
+
 def forest(
     table: Any,
     *,
@@ -101,7 +110,10 @@ def forest(
         One row per run: ``run_id`` and ``<metric>``, ``<metric>_lo``,
         ``<metric>_hi`` (what :func:`peira.score` and :func:`peira.leaderboard`
         return). A ``ranked`` column, where present, draws unranked runs as
-        hollow grey markers labelled "(unranked)".
+        hollow grey markers labelled "(unranked)". A boolean ``holdout_flag``
+        column, where present, marks the runs it flags (the holdout
+        divergence check) with a dagger after the name and a cross over the
+        estimate, explained in a legend.
     metric
         The metric's name (default ``"asr"``).
     ax
@@ -125,6 +137,11 @@ def forest(
     est = df[metric].to_list()
     los = df[lo].to_list() if lo in df.columns else [None] * df.height
     his = df[hi].to_list() if hi in df.columns else [None] * df.height
+    flagged = (
+        [v is True for v in df["holdout_flag"].to_list()]
+        if "holdout_flag" in df.columns
+        else [False] * df.height
+    )
     n = df.height
     for i, (run, k, e, a, b) in enumerate(zip(runs, ranked, est, los, his, strict=True)):
         y = n - 1 - i
@@ -137,10 +154,29 @@ def forest(
             ax.plot([a, b], [y, y], color=color, linewidth=2.0, solid_capstyle="butt")
         ax.plot([e], [y], marker="o", markersize=6, color=color,
                 markerfacecolor=color if k else "white")  # fmt: skip
+        if flagged[i]:
+            ax.plot([e], [y], marker="x", markersize=10, markeredgewidth=2.0,
+                    color=FLAG_COLOR, linestyle="none")  # fmt: skip
     ax.set_yticks(range(n))
     ax.set_yticklabels(
-        [r + ("" if k else " (unranked)") for r, k in zip(runs, ranked, strict=True)][::-1]
+        [
+            r + (" \u2020" if f else "") + ("" if k else " (unranked)")
+            for r, k, f in zip(runs, ranked, flagged, strict=True)
+        ][::-1]
     )
+    if any(flagged):
+        from matplotlib.lines import Line2D
+
+        mark = Line2D([], [], marker="x", markersize=8, markeredgewidth=2.0,
+                      color=FLAG_COLOR, linestyle="none")  # fmt: skip
+        ax.legend(
+            [mark],
+            [FLAG_LEGEND],
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.18 if xlabel != "" else -0.08),
+            fontsize=7,
+            frameon=False,
+        )
     ax.set_ylim(-0.7, n - 0.3)
     if xlim is not None:
         ax.set_xlim(*xlim)

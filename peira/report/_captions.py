@@ -8,7 +8,7 @@ is :data:`INTERVAL_NOTE`.
 
 from __future__ import annotations
 
-__all__ = ["CAPTIONS", "INTERVAL_NOTE"]
+__all__ = ["BOARD_DIVERGENCE_NOTE", "CAPTIONS", "FLAG_MARK", "INTERVAL_NOTE", "flag_note"]
 
 CAPTIONS: dict[str, tuple[str, str]] = {
     "leaderboard": (
@@ -97,3 +97,33 @@ INTERVAL_NOTE = (
     "the row's statistic."
 )
 """What a table with intervals says of its ``interval_method`` and ``flags`` columns."""
+
+FLAG_MARK = "\u2020"
+"""The mark (a dagger) set after the run id of a run the holdout divergence check flags."""
+
+
+def flag_note(family: str, level: float) -> str:
+    """What a ranking table's caption says of ``holdout_flag`` (flag family ``family``,
+    α = 1 − ``level``)."""
+    alpha = f"{1 - level:.0%}" if round(100 * (1 - level), 6).is_integer() else f"{1 - level:g}"
+    how = (
+        f"Holm-adjusted across every run of the board at {alpha}, so an honest board has some "
+        f"run flagged with probability at most {alpha}"
+        if family == "board"
+        else f"at {alpha} per run, each run its own family of tests"
+    )
+    return (
+        f" holdout_flag / {FLAG_MARK}: the holdout divergence check flags the run as suspected "
+        "tuning to the public split (its holdout ASR is higher than its public ASR by a "
+        f"one-sided test, {how}; the divergence table has the numbers). A flagged run is "
+        "never typeset as the winner, even at rank 1: its public rank may not hold on unseen "
+        "cases."
+    )
+
+
+BOARD_DIVERGENCE_NOTE = (
+    " Flag family board: Holm across every run of the board instead of per run; p_value is "
+    "each run's one-sided p-value (the smallest alpha at which its own test would flag it) "
+    "and p_holm its Holm adjustment; a run is flagged iff p_holm < alpha."
+)
+"""What the divergence table's caption adds with ``flag_family="board"``."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, Literal
 
 import polars as pl
 
@@ -65,6 +65,11 @@ class ReportConfig:
         (docs/spec/comparison.md#support).
     publication
         Holdout aggregates only (see the module notes).
+    flag_family
+        Family of tests of the holdout divergence flag
+        (:func:`peira.holdout.divergence`): ``"run"`` (default; each run at
+        α = 1 − level) or ``"board"`` (Holm across every run of the board);
+        recorded in the manifest when ``"board"`` (absent: ``"run"``).
     """
 
     split: str = "public"
@@ -78,8 +83,11 @@ class ReportConfig:
     thresholds: GateThresholds = field(default_factory=GateThresholds)
     publication: bool = False
     support: Support = "common"
+    flag_family: Literal["run", "board"] = "run"
 
     def __post_init__(self) -> None:
+        if self.flag_family not in ("run", "board"):
+            raise PeiraValueError(f"flag_family must be 'run' or 'board', not {self.flag_family!r}")
         if self.split not in ("public", "holdout", "all"):
             raise PeiraValueError(f"split must be 'public', 'holdout' or 'all', not {self.split!r}")
         if self.support not in ("common", "own"):
@@ -102,6 +110,9 @@ class ReportConfig:
             "gates": self.thresholds.as_dict(),
             "support": self.support,
             "publication": self.publication,
+            # the default family is implied by its absence, so that a default configuration
+            # is recorded as it always was
+            **({"flag_family": self.flag_family} if self.flag_family != "run" else {}),
         }
 
 
@@ -380,6 +391,20 @@ class ReportContext:
             plan_public=self.public_plan,
             plan_holdout=self.holdout_plan,
             level=self.config.level,
+            family=self.config.flag_family,
+        )
+
+    @cached_property
+    def holdout_flags(self) -> pl.DataFrame | None:
+        """``run_id, holdout_flag`` (the divergence check's ``suspected_hill_climbing``) of
+        the runs on the leaderboard, in its order; None unless the public split is analysed
+        and the dataset has a holdout (the flag is what a ranking of the public split shows)."""
+        div = self.divergence
+        if self.config.split != "public" or div is None:
+            return None
+        flags = div.select("run_id", pl.col("suspected_hill_climbing").alias("holdout_flag"))
+        return self.leaderboard.select("run_id").join(
+            flags, on="run_id", how="left", maintain_order="left"
         )
 
     @cached_property

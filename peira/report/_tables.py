@@ -17,12 +17,24 @@ import polars as pl
 
 from .._registry import Registry
 from ..errors import UnknownTableError
-from ._captions import CAPTIONS, INTERVAL_NOTE
+from ._captions import BOARD_DIVERGENCE_NOTE, CAPTIONS, INTERVAL_NOTE, flag_note
 from ._context import _ALL, SEVERITY_ORDER, SPLITS, ReportContext, _meta
 
-__all__ = ["TABLES", "TableSpec", "build_table", "table_caption", "table_note"]
+__all__ = [
+    "FLAGGED_TABLES",
+    "TABLES",
+    "TableSpec",
+    "build_table",
+    "table_caption",
+    "table_flag_note",
+    "table_note",
+]
 
 # ---------------------------------------------------------------- the tables
+
+#: Tables that show a ranking, so carry ``holdout_flag`` (when the public split of a
+#: dataset with a holdout is analysed) and the caption sentence that explains it.
+FLAGGED_TABLES = ("leaderboard",)
 
 
 @dataclass(frozen=True)
@@ -97,6 +109,10 @@ def _leaderboard(ctx: ReportContext) -> pl.DataFrame:
             .then(gate)
             .otherwise(pl.format("{} ({})", gate, pl.col("note")))
         )
+    flags = ctx.holdout_flags
+    mark = [] if flags is None else ["holdout_flag"]
+    if flags is not None:
+        lb = lb.join(flags, on="run_id", how="left", maintain_order="left")
     return lb.join(extra, on="run_id", how="left", maintain_order="left").select(
         "rank",
         "run_id",
@@ -112,6 +128,7 @@ def _leaderboard(ctx: ReportContext) -> pl.DataFrame:
         "n_eligible",
         pl.col("beaten_by").list.join(", ").alias("beaten_by"),
         gate.alias("status"),
+        *mark,
         *_row_meta(pl.col("method"), pl.col("few_clusters"), pl.col("lo").is_not_null()),
     )
 
@@ -394,6 +411,11 @@ def _divergence(ctx: ReportContext) -> pl.DataFrame:
         .totals()
         .select("run_id", pl.col("asr__den").cast(pl.Int64).alias("holdout_n_eligible"))
     )
+    schema = dict(_DIVERGENCE_SCHEMA)
+    if "p_holm" in div.columns:  # flag family board: the Holm p-values before the flag
+        items = list(schema.items())
+        at = [k for k, _ in items].index("suspected_hill_climbing")
+        schema = dict([*items[:at], ("p_value", pl.Float64), ("p_holm", pl.Float64), *items[at:]])
     ci = pl.concat(
         [
             div.select("run_id", "lo", "method", "few_clusters"),
@@ -408,6 +430,7 @@ def _divergence(ctx: ReportContext) -> pl.DataFrame:
             pl.col("difference"),
             pl.col("lo").alias("difference_lo"),
             pl.col("hi").alias("difference_hi"),
+            *[c for c in ("p_value", "p_holm") if c in div.columns],
             "suspected_hill_climbing",
         )
         .join(
@@ -420,8 +443,8 @@ def _divergence(ctx: ReportContext) -> pl.DataFrame:
         .join(n_hold, on="run_id", how="left")
         .join(_meta(ci, ["run_id"]), on="run_id", how="left")
         .with_columns(pl.col("interval_method", "flags").fill_null(""))
-        .select(list(_DIVERGENCE_SCHEMA))
-        .cast(_DIVERGENCE_SCHEMA)  # type: ignore[arg-type]
+        .select(list(schema))
+        .cast(schema)  # type: ignore[arg-type]
         .sort("run_id")
     )
 
@@ -557,9 +580,11 @@ TABLES: Registry[TableSpec] = Registry(
 """Every named table, in report order."""
 
 
-def table_note(spec: TableSpec, ctx: ReportContext) -> str:
-    """The analysis settings of a table: split, interval level and bootstrap, seed, and
-    (for tables with intervals) what ``interval_method`` and ``flags`` mean."""
+def table_note(spec: TableSpec, ctx: ReportContext, *, flag: bool = True) -> str:
+    """The analysis settings of a table: split, interval level and bootstrap, seed,
+    (for tables with intervals) what ``interval_method`` and ``flags`` mean, and (for a
+    table of :data:`FLAGGED_TABLES` that carries ``holdout_flag``, unless ``flag`` is
+    false) what the flag and its mark mean (:func:`table_flag_note`)."""
     c = ctx.config
     text = (
         f"Split {c.split}; {c.level:.0%} {c.unit}-bootstrap intervals, B={c.n_resamples}, "
@@ -567,7 +592,19 @@ def table_note(spec: TableSpec, ctx: ReportContext) -> str:
     )
     if spec.intervals:
         text += INTERVAL_NOTE
+    if flag:
+        text += table_flag_note(spec, ctx)
+    if spec.name == "divergence" and c.flag_family == "board" and ctx.divergence is not None:
+        text += BOARD_DIVERGENCE_NOTE
     return text
+
+
+def table_flag_note(spec: TableSpec, ctx: ReportContext) -> str:
+    """What ``holdout_flag`` and its dagger mean, and why a flagged run is never typeset as
+    the winner; empty unless ``spec`` shows a ranking that carries the flag."""
+    if spec.name not in FLAGGED_TABLES or ctx.holdout_flags is None:
+        return ""
+    return flag_note(ctx.config.flag_family, ctx.config.level)
 
 
 def table_caption(spec: TableSpec, ctx: ReportContext, *, title: bool = True) -> str:

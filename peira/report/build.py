@@ -46,8 +46,15 @@ from ..integrity.hashes import dataset_hash, results_hash
 from ..io import Dataset, atomic_dir, atomic_path
 from .figures import FIGURES, FORMATS, matplotlib_available, render_figure
 from .html import render_html
-from .render import latex_document_inputs, to_csv, to_latex, to_markdown
-from .tables import TABLES, ReportConfig, ReportContext, table_caption, table_note
+from .render import flagged_rows, latex_document_inputs, to_csv, to_latex, to_markdown
+from .tables import (
+    TABLES,
+    ReportConfig,
+    ReportContext,
+    table_caption,
+    table_flag_note,
+    table_note,
+)
 
 __all__ = [
     "MANIFEST",
@@ -307,13 +314,18 @@ def latex_table(name: str, df: pl.DataFrame, ctx: ReportContext) -> str:
     """``tables/<name>.tex``: the table as a booktabs float with caption, label
     ``tab:peira-<name>`` and a note of the split, interval method, B and seed."""
     spec = TABLES[name]
-    note = table_note(spec, ctx)
+    note = table_note(spec, ctx, flag=False)
     if "rank" in df.columns:
-        note += " Bold: the rank-1 group (runs no other run beats)."
+        note += " Bold: the rank-1 group (runs no other run beats)"
+        note += (
+            ", except runs flagged by the holdout divergence check (dagger)."
+            if any(flagged_rows(df))
+            else "."
+        )
     return to_latex(
         df,
         digits=spec.decimals(df),
-        caption=f"{spec.title}. {spec.description}",
+        caption=f"{spec.title}. {spec.description}{table_flag_note(spec, ctx)}",
         label=f"tab:peira-{name}",
         note=note,
     )

@@ -101,6 +101,8 @@ def _subtitle(ctx: ReportContext) -> str:
 def asr_forest(ctx: ReportContext) -> Figure:
     """ASR of each run with its interval, runs in leaderboard order (best at top)."""
     lb = ctx.leaderboard.select("run_id", "ranked")
+    if ctx.holdout_flags is not None:
+        lb = lb.join(ctx.holdout_flags, on="run_id", how="left", maintain_order="left")
     df = lb.join(ctx.interval("asr"), on="run_id", how="left", maintain_order="left")
     fig = _new_figure(7.0, 1.4 + 0.38 * df.height)
     ax = plot.forest(

@@ -37,7 +37,7 @@ from typing import Any
 
 import polars as pl
 
-from .render import format_cell
+from .render import FLAG_MARK, flagged_rows, format_cell
 
 __all__ = ["SECTIONS", "render_html"]
 
@@ -96,6 +96,7 @@ table.fit th, table.fit td { white-space: normal; padding: 0.2rem 0.3rem; }
 table.fit td.n { white-space: nowrap; }
 table.fit td.n:has(span.ci) { white-space: normal; }
 table.fit span.ci { white-space: nowrap; color: #555; }
+span.flag { color: #b00020; }
 table.fit th.wrap, table.fit td.wrap { min-width: 8rem; }
 #flips .scroll { max-height: 75vh; overflow-y: auto; }
 th button.sort { font: inherit; font-weight: 600; background: none; border: 0; padding: 0;
@@ -312,6 +313,7 @@ def _e(value: Any) -> str:
 _WRAP_CHARS = 60  # a text column with a longer value wraps (the whole column)
 _VERDICTS = {"win": "win", "loss": "loss", "tie": "tie", "n/a": "na"}
 _FIT = ("leaderboard",)  # tables laid out to the page width
+_FLAG_TITLE = "flagged by the holdout divergence check: suspected tuning to the public split"
 
 
 def _items(text: str) -> str:
@@ -362,8 +364,8 @@ def _table_html(df: pl.DataFrame, digits: Mapping[str, int], *, name: str = "") 
         for h, w in zip(heads, wrap, strict=True)
     ]
     out.append("</tr></thead><tbody>")
-    for row in df.iter_rows(named=True):
-        out.append("<tr>")
+    for row, flagged in zip(df.iter_rows(named=True), flagged_rows(df), strict=True):
+        out.append('<tr class="flagged">' if flagged else "<tr>")
         for c, num, w in zip(cols, numeric, wrap, strict=True):
             v = row[c]
             text = format_cell(v, digits=digits.get(c, 4), style="html")
@@ -393,6 +395,8 @@ def _table_html(df: pl.DataFrame, digits: Mapping[str, int], *, name: str = "") 
                 body = f'{_e(est)} <span class="ci">{_e(rest)}</span>'
             else:
                 body = _items(text) if w and v is not None else _e(text)
+            if flagged and c == "run_id":
+                body += f' <span class="flag" title="{_FLAG_TITLE}">{FLAG_MARK}</span>'
             out.append(f"<td{attr}>{body}</td>")
         out.append("</tr>")
     out.append("</tbody></table>")

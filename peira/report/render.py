@@ -36,8 +36,13 @@ from typing import Any, Literal
 
 import polars as pl
 
+from ._captions import FLAG_MARK
+
 __all__ = [
+    "FLAG_COLUMN",
+    "FLAG_MARK",
     "RENDERERS",
+    "flagged_rows",
     "format_cell",
     "interval_columns",
     "latex_document_inputs",
@@ -69,6 +74,7 @@ _LATEX = {
     "\n": " ",
     "\r": " ",
     "\t": " ",
+    FLAG_MARK: r"\textdagger{}",
 }
 _MARKDOWN = {c: "\\" + c for c in "\\|`*<>[]"} | {"\n": " ", "\r": " "}
 
@@ -166,13 +172,40 @@ def to_csv(df: pl.DataFrame, *, digits: int | Mapping[str, int] = 4) -> str:
     return buf.getvalue()
 
 
+#: A boolean column of this name marks the rows of runs the holdout divergence check
+#: flags: their ``run_id`` cell carries :data:`FLAG_MARK` and they are never set in bold.
+FLAG_COLUMN = "holdout_flag"
+
+
+def flagged_rows(df: pl.DataFrame) -> list[bool]:
+    """Per row, whether :data:`FLAG_COLUMN` is true (all false without the column)."""
+    if FLAG_COLUMN not in df.columns:
+        return [False] * df.height
+    return [v is True for v in df[FLAG_COLUMN].to_list()]
+
+
+def _mark(cells: list[list[str]], df: pl.DataFrame, mark: str) -> None:
+    """Append ``mark`` to the ``run_id`` cell of every flagged row (in place)."""
+    if "run_id" not in df.columns:
+        return
+    at = df.columns.index("run_id")
+    for row, flagged in zip(cells, flagged_rows(df), strict=True):
+        if flagged:
+            row[at] += mark
+
+
 def to_markdown(df: pl.DataFrame, *, digits: int | Mapping[str, int] = 4) -> str:
-    """The frame as a GitHub-flavoured Markdown table (numbers right-aligned)."""
+    """The frame as a GitHub-flavoured Markdown table (numbers right-aligned).
+
+    A run flagged in :data:`FLAG_COLUMN` has :data:`FLAG_MARK` after its ``run_id``.
+    """
     head = [markdown_escape(c) for c in df.columns]
     sep = ["---:" if n else "---" for n in _numeric(df)]
     lines = ["| " + " | ".join(head) + " |", "| " + " | ".join(sep) + " |"]
-    for row in _rows(df, digits, "markdown"):
-        lines.append("| " + " | ".join(markdown_escape(c) for c in row) + " |")
+    cells = [[markdown_escape(c) for c in row] for row in _rows(df, digits, "markdown")]
+    _mark(cells, df, " " + FLAG_MARK)
+    for row in cells:
+        lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -199,7 +232,9 @@ def to_latex(
 
     - an estimate and its bounds (columns ``x``, ``x_lo``, ``x_hi``) share one
       cell, ``est [lo, hi]``;
-    - rows with ``rank`` 1 (the runs no other run beats) are set in bold;
+    - rows with ``rank`` 1 (the runs no other run beats) are set in bold,
+      except a run flagged in :data:`FLAG_COLUMN`, which is never set as the
+      winner and carries a dagger after its ``run_id``;
     - a long text column (gate reasons) is a paragraph column that wraps;
     - ``caption`` and ``label`` go in ``\caption`` and ``\label``, ``note``
       (the interval method, B, seed) in small type under the table.
@@ -240,9 +275,15 @@ def to_latex(
         return latex_escape(text)
 
     rows = [[cell(r, c) for c in cols] for r in df.iter_rows(named=True)]
+    flagged = flagged_rows(df)
+    if "run_id" in cols:
+        at = cols.index("run_id")
+        for out, f in zip(rows, flagged, strict=True):
+            if f:
+                out[at] += r"$^{\dagger}$"
     if float and "rank" in df.columns:
-        for out, r in zip(rows, df.iter_rows(named=True), strict=True):
-            if r["rank"] == 1:
+        for out, r, f in zip(rows, df.iter_rows(named=True), flagged, strict=True):
+            if r["rank"] == 1 and not f:
                 out[:] = [f"\\textbf{{{x}}}" if x not in ("--", "") else x for x in out]
     spec = []
     for c in cols:

@@ -20,7 +20,7 @@ holdout − public difference; split totals in the ``census``).
 
 from ..errors import UnknownTableError
 from ._context import SEVERITY_ORDER, ReportConfig, ReportContext
-from ._tables import TABLES, TableSpec, build_table, table_caption, table_note
+from ._tables import TABLES, TableSpec, build_table, table_caption, table_flag_note, table_note
 
 __all__ = [
     "SEVERITY_ORDER",
@@ -31,5 +31,6 @@ __all__ = [
     "UnknownTableError",
     "build_table",
     "table_caption",
+    "table_flag_note",
     "table_note",
 ]

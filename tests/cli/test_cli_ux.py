@@ -100,6 +100,57 @@ def test_leaderboard_marks_the_runs_the_divergence_check_flags(
     assert "holdout_flag" not in _json_lines(capsys.readouterr().out)[0]
 
 
+def test_leaderboard_flag_in_csv_and_markdown(capsys: pytest.CaptureFixture[str]) -> None:
+    import csv
+    import io
+
+    assert main(["leaderboard", *B, "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert {r["run_id"] for r in rows if r["holdout_flag"] == "true"} == {"m08-hill-climber"}
+    assert rows[0]["run_id"] == "m08-hill-climber" and rows[0]["rank"] == "1"
+    assert main(["leaderboard", *B, "--format", "markdown"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    head = [c.strip() for c in out[0].strip("|").split("|")]
+    at = head.index("holdout")
+    cells = {
+        r[1]: r[at]
+        for r in (
+            [c.strip() for c in x.strip("|").split("|")] for x in out[2:] if x.startswith("|")
+        )
+    }
+    assert cells["m08-hill-climber"] == "FLAGGED"
+    assert {v for k, v in cells.items() if k != "m08-hill-climber"} <= {"ok", "-"}
+    assert "**" not in "\n".join(out)
+    assert any(x.startswith("FLAGGED m08-hill-climber: holdout ASR") for x in out)
+
+
+def test_leaderboard_flag_family_board(capsys: pytest.CaptureFixture[str]) -> None:
+    d = peira.demo_dir()
+    data = ["--dataset", str(d), "--responses", str(d / "responses.parquet")]
+    argv = [*B, "--flag-family", "board", "--format", "json"]
+    assert main(["holdout", "divergence", *data, *argv]) == 0
+    div = _json_lines(capsys.readouterr().out)
+    live = [r for r in div if r["p_value"] is not None]
+    p = [r["p_value"] for r in live]
+    order = sorted(range(len(p)), key=lambda i: (p[i], i))
+    holm, running = [0.0] * len(p), 0.0
+    for j, i in enumerate(order):  # Holm's step-down, by hand
+        running = max(running, (len(p) - j) * p[i])
+        holm[i] = min(1.0, running)
+    want = {r["run_id"] for r, h in zip(live, holm, strict=True) if h < 0.05}
+    assert want == {r["run_id"] for r in div if r["suspected_hill_climbing"]}
+    assert "m08-hill-climber" in want
+    assert main(["leaderboard", *argv]) == 0
+    board = _json_lines(capsys.readouterr().out)
+    assert {r["run_id"] for r in board if r["holdout_flag"]} == want
+    assert main(["leaderboard", *B, "--flag-family", "board"]) == 0
+    out = capsys.readouterr().out
+    assert "(Holm across the board; peira holdout divergence --flag-family board)" in out
+    with pytest.raises(SystemExit) as e:
+        main(["leaderboard", "--flag-family", "family"])
+    assert e.value.code == 2
+
+
 def test_leaderboard_columns_and_all(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["leaderboard", *B, "--columns", "run_id,asr", "--format", "csv"]) == 0
     # csv keeps every column; --columns is for table/markdown

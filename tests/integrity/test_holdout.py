@@ -581,3 +581,112 @@ def test_an_honest_run_better_on_the_holdout_is_not_flagged() -> None:
     climber = out.filter(pl.col("run_id") == "climber").row(0, named=True)
     assert climber["difference"] < -0.4 and climber["hi"] < 0
     assert climber["suspected_hill_climbing"] is False
+
+
+# ---------------------------------------------------------------- the board family (Holm)
+
+
+def _holm(p: list[float]) -> list[float]:
+    """Holm-adjusted p-values, in plain Python (ascending order, ties in list order)."""
+    m = len(p)
+    order = sorted(range(m), key=lambda i: (p[i], i))
+    out = [0.0] * m
+    running = 0.0
+    for j, i in enumerate(order):
+        running = max(running, (m - j) * p[i])
+        out[i] = min(1.0, running)
+    return out
+
+
+@pytest.fixture(scope="module")
+def demo_pairs() -> tuple[pl.DataFrame, pl.DataFrame]:
+    import peira
+
+    ds = peira.read_dataset(peira.demo_dir())
+    log = peira.read_responses(peira.demo_dir() / "responses.parquet", cases=ds.cases)
+    return build_pairs(log, ds.cases), ds.cases
+
+
+@pytest.mark.filterwarnings("ignore::peira.bootstrap.FewClustersWarning")
+def test_board_family_flags_by_holm_over_the_runs(
+    demo_pairs: tuple[pl.DataFrame, pl.DataFrame],
+) -> None:
+    pairs, cases = demo_pairs
+    run = divergence(pairs, cases, n_resamples=400)
+    board = divergence(pairs, cases, n_resamples=400, family="board")
+    # the estimates and intervals are the same; only the flag's family differs
+    same = ["run_id", "public", "holdout", "difference", "lo", "hi", "n_defined"]
+    assert board.select(same).equals(run.select(same))
+    assert "p_value" not in run.columns and "p_holm" not in run.columns
+    live = board.filter(pl.col("difference").is_not_null())
+    m = live.height
+    assert set(live["flag_family"]) == {m} and m >= 7
+    p = live["p_value"].to_list()
+    assert all(1e-12 <= x <= 0.5 for x in p)
+    want = _holm(p)
+    assert live["p_holm"].to_list() == pytest.approx(want, rel=1e-12)
+    assert live["suspected_hill_climbing"].to_list() == [w < 0.05 for w in want]
+    # step levels: alpha / (m - j + 1) in ascending order of p
+    steps = sorted(live["flag_alpha"].to_list())
+    assert steps == pytest.approx([0.05 / (m - j) for j in range(m)])
+    # the demo's hill-climber stays flagged, and only it
+    assert board.filter("suspected_hill_climbing")["run_id"].to_list() == ["m08-hill-climber"]
+    dead = board.filter(pl.col("difference").is_null())
+    assert dead["p_value"].to_list() == [None] * dead.height
+    assert not dead["suspected_hill_climbing"].any()
+
+
+@pytest.mark.filterwarnings("ignore::peira.bootstrap.FewClustersWarning")
+def test_board_p_value_inverts_the_runs_own_test(
+    demo_pairs: tuple[pl.DataFrame, pl.DataFrame],
+) -> None:
+    """p is where the per-run test at alpha = p starts to flag the row."""
+    pairs, cases = demo_pairs
+    board = divergence(pairs, cases, n_resamples=300, family="board")
+    checked = 0
+    for r in board.filter(pl.col("p_value").is_between(1e-9, 0.49)).iter_rows(named=True):
+        one = pairs.filter(pl.col("run_id") == r["run_id"])
+        for factor, flagged in ((1.001, True), (0.999, False)):
+            level = 1 - r["p_value"] * factor
+            out = divergence(one, cases, n_resamples=300, level=level)
+            assert out["suspected_hill_climbing"].to_list() == [flagged], (r["run_id"], factor)
+        checked += 1
+    assert checked >= 2
+    # p = 0.5: not flagged at any alpha below 1/2
+    for run in board.filter(pl.col("p_value") == 0.5)["run_id"].to_list():
+        out = divergence(pairs.filter(pl.col("run_id") == run), cases, n_resamples=300, level=0.51)
+        assert out["suspected_hill_climbing"].to_list() == [False], run
+    # a board of one row: Holm is the run's own test at alpha
+    for run in ("m08-hill-climber", "m01-robust"):
+        one = pairs.filter(pl.col("run_id") == run)
+        a = divergence(one, cases, n_resamples=300)
+        b = divergence(one, cases, n_resamples=300, family="board")
+        assert a["suspected_hill_climbing"].equals(b["suspected_hill_climbing"])
+        assert b["p_holm"].to_list() == b["p_value"].to_list()
+
+
+def test_board_family_refuses_bad_options(demo_pairs: tuple[pl.DataFrame, pl.DataFrame]) -> None:
+    pairs, cases = demo_pairs
+    with pytest.raises(ValueError, match="family must be 'run' or 'board', not 'all'"):
+        divergence(pairs, cases, n_resamples=200, family="all")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="adjust='none' applies to family='run' only"):
+        divergence(pairs, cases, n_resamples=200, family="board", adjust="none")
+
+
+def test_cli_divergence_flag_family_board(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import peira
+
+    d = peira.demo_dir()
+    data = ["--dataset", str(d), "--responses", str(d / "responses.parquet")]
+    assert cli("holdout", "divergence", *data, "--resamples", "300", "--flag-family", "board",
+               "--format", "json") == 0  # fmt: skip
+    rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    live = [r for r in rows if r["p_value"] is not None]
+    want = _holm([r["p_value"] for r in live])
+    assert [r["p_holm"] for r in live] == pytest.approx(want, rel=1e-12)
+    assert [r["suspected_hill_climbing"] for r in live] == [w < 0.05 for w in want]
+    with pytest.raises(SystemExit) as e:
+        cli("holdout", "divergence", *data, "--flag-family", "nope")
+    assert e.value.code == 2
