@@ -316,6 +316,7 @@ def test_lm_eval_leaderboard_on_common_support(
         assert rows[run]["n_set_aside"] == aside
         assert rows[run]["estimate"] == pytest.approx(common.benign_accuracy, abs=TOL)
         assert not any("missing" in g for g in rows[run]["gate_reasons"])
+        assert rows[run]["ranked"], rows[run]["gate_reasons"]  # with the count gates lowered
 
 
 @needs_support
@@ -337,3 +338,4 @@ def test_lm_eval_paired_compare_on_common_support(
     # benign accuracy is not conditional on eligibility: compared on the common pairs as it is
     assert c.n_both_benign == c.n_common and row["n_both"] is None
     assert row["n_common"] == c.n_common
+    assert row["paired_verdict"] in ("a", "b", "tie") and row["note"] is None  # a verdict
