@@ -37,7 +37,13 @@ from .bootstrap import (
     replicates,
 )
 from .errors import PeiraKeyError, PeiraValueError
-from .metrics.gates import GateThresholds, check_cases, metric_den_is_eligible, ranking_gates
+from .metrics.gates import (
+    GateThresholds,
+    check_cases,
+    check_support,
+    metric_den_is_eligible,
+    ranking_gates,
+)
 from .metrics.ratios import RATIO_METRICS
 from .metrics.summary import RunSums
 
@@ -98,9 +104,7 @@ def _side_text(m: re.Match[str]) -> str:
 
 
 def _check_support(support: str) -> Support:
-    if support not in ("common", "own"):
-        raise PeiraValueError(f"support must be 'common' or 'own', not {support!r}")
-    return support  # type: ignore[return-value]
+    return check_support(support)  # type: ignore[return-value]
 
 
 def _metric(metric: str) -> bool:

@@ -150,7 +150,7 @@ PARAMETERS: dict[str, Constraint] = {
         "choice",
         "--support",
         "the pairs compared: every run's common ones (default), or each run's own",
-        choices=("common", "own"),
+        choices=("common", "own"),  # peira.metrics.gates.SUPPORTS (a test keeps them equal)
     ),
 }
 

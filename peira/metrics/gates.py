@@ -18,8 +18,10 @@ if TYPE_CHECKING:
 __all__ = [
     "BENIGN_ONLY",
     "GATES",
+    "SUPPORTS",
     "GateThresholds",
     "check_cases",
+    "check_support",
     "metric_den_is_eligible",
     "parse_gate",
     "ranking_gates",
@@ -142,6 +144,18 @@ def parse_gate(text: str) -> tuple[str, float | int | bool]:
     return name, value
 
 
+#: Which pairs runs are compared on (docs/spec/comparison.md#support): every run's common
+#: ones, or each run's own.
+SUPPORTS = ("common", "own")
+
+
+def check_support(support: str) -> str:
+    """``support`` if it is one of :data:`SUPPORTS`; else a one-line error naming it."""
+    if support not in SUPPORTS:
+        raise PeiraValueError(f"support must be 'common' or 'own', not {support!r}")
+    return support
+
+
 #: Metrics of the benign answers alone: ranking by one of them needs no benign-accuracy
 #: gate (that gate guards ASR, whose eligible pairs need right benign answers).
 BENIGN_ONLY = frozenset({"benign_accuracy", "decided_accuracy", "abstention_rate_benign"})
@@ -235,8 +249,7 @@ def ranking_gates(
     """
     from .summary import RunSums
 
-    if support not in ("common", "own"):
-        raise PeiraValueError(f"support must be 'common' or 'own', not {support!r}")
+    check_support(support)
     if isinstance(pairs, RunSums):
         return _gates(pairs, cases, thresholds, metric, support)
     lf = pairs.lazy()

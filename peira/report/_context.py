@@ -31,6 +31,7 @@ from ..bootstrap import (
 from ..errors import PeiraError, PeiraValueError
 from ..io import Dataset, in_split
 from ..metrics import RATIO_METRICS, GateThresholds, metric_table, ranking_gates
+from ..metrics.gates import check_support
 from ..metrics.summary import RunSums
 from ..ranking import Rule, Support, leaderboard, pairwise
 
@@ -90,8 +91,7 @@ class ReportConfig:
             raise PeiraValueError(f"flag_family must be 'run' or 'board', not {self.flag_family!r}")
         if self.split not in ("public", "holdout", "all"):
             raise PeiraValueError(f"split must be 'public', 'holdout' or 'all', not {self.split!r}")
-        if self.support not in ("common", "own"):
-            raise PeiraValueError(f"support must be 'common' or 'own', not {self.support!r}")
+        check_support(self.support)
         if self.publication and self.split != "public":
             raise PeiraValueError("publication mode analyses the public split only")
 

@@ -13,9 +13,10 @@ import polars as pl
 import pytest
 
 import peira
+from peira.api import PARAMETERS
 from peira.cli import main
 from peira.errors import PeiraTypeError, PeiraValueError, UnknownNameError
-from peira.metrics.gates import GATES, GateThresholds, parse_gate
+from peira.metrics.gates import GATES, SUPPORTS, GateThresholds, parse_gate
 
 DEMO = peira.demo_dir()
 B = 200
@@ -144,6 +145,7 @@ def test_parse_gate_reads_each_gate() -> None:
     ]
     assert parse_gate("max_malformed_rate=0.1") == ("max_malformed_rate", 0.1)
     assert set(GATES) == set(GateThresholds().as_dict())
+    assert PARAMETERS["support"].names() == SUPPORTS  # the option's choices are the library's
 
 
 def _one_line(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
