@@ -15,6 +15,7 @@ import atexit
 import os
 import sys
 import threading
+import time
 from collections.abc import Sequence
 
 from .._version import __version__
@@ -67,7 +68,7 @@ def console() -> None:
         sys.exit(code)
     for thread in threading.enumerate():
         if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
+            _join(thread)
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -75,3 +76,14 @@ def console() -> None:
         except (OSError, ValueError):  # a closed pipe: nothing more can be said
             code = code or 1
     os._exit(code)
+
+
+def _join(thread: threading.Thread) -> None:
+    """Wait for ``thread`` to end; one listed while it is still starting (a signal's
+    handler thread, say) is waited for until it runs, for up to a second."""
+    for _ in range(1000):
+        try:
+            thread.join()
+            return
+        except RuntimeError:  # "cannot join thread before it is started"
+            time.sleep(0.001)
