@@ -36,6 +36,7 @@ import errno
 import hashlib
 import os
 import re
+import secrets
 import shutil
 import signal
 import stat
@@ -445,8 +446,10 @@ def discard_tree(path: PathLike) -> None:
     p = Path(path)
     if not p.exists():
         return
-    trash = Path(tempfile.mkdtemp(prefix=_tag(p) + _TRASH, dir=p.parent))
-    os.rmdir(trash)
+    # a fresh name, never created first: another writer's clean_litter in the
+    # same directory removes any trash it sees, and must find nothing of ours
+    # to remove before the rename
+    trash = p.parent / f"{_tag(p)}{_TRASH}{os.getpid()}-{secrets.token_hex(8)}"
     os.rename(p, trash)
     shutil.rmtree(trash, ignore_errors=True)
 

@@ -7,6 +7,7 @@ import resource
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import polars as pl
@@ -503,7 +504,6 @@ def test_signals_wait_for_the_end_of_a_swap() -> None:
     when the kernel hands the signal to another thread (Python runs the handler here)."""
     import select
     import signal
-    import threading
 
     from peira._writes import _signals_deferred
 
@@ -540,3 +540,34 @@ def test_signals_wait_for_the_end_of_a_swap() -> None:
         os.close(w)
         stop.set()
         helper.join()
+
+
+def test_a_discard_races_safely_with_another_writers_cleanup(tmp_path: Path) -> None:
+    # two runs finishing in one directory: one discards its checkpoint while the
+    # other's write cleans litter (which removes any trash it sees)
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def discarder() -> None:
+        try:
+            for _ in range(500):
+                parts = tmp_path / "a.parquet.parts"
+                parts.mkdir()
+                (parts / "part-00001.parquet").write_bytes(b"x")
+                w.discard_tree(parts)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            done.set()
+
+    def cleaner() -> None:
+        while not done.is_set():
+            w.clean_litter(tmp_path / "b.parquet")
+
+    threads = [threading.Thread(target=discarder), threading.Thread(target=cleaner)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == []
+    assert list(tmp_path.iterdir()) == []
