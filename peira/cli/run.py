@@ -146,6 +146,8 @@ def _run(args: argparse.Namespace, adapter: Any, kwargs: dict[str, Any]) -> int:
         f"{res.n_malformed} malformed{cost}) in {res.elapsed_s:.2f} s "
         f"({res.calls_per_s:,.0f} calls/s{rows})"
     )
+    for note in res.notes:
+        print(f"peira run: note: {note}", file=sys.stderr)
     return c.EXIT_OK
 
 

@@ -150,6 +150,9 @@ class RunResult:
         Rows this invocation served from the response cache (no call made).
     cost_usd : float
         Cost of the calls this invocation made (cache hits cost nothing).
+    notes : tuple of str
+        One line each on what the run should tell its user, such as calls billed
+        beyond their budget reservation (:mod:`peira.run.spend`).
     """
 
     responses: pl.DataFrame
@@ -163,6 +166,7 @@ class RunResult:
     elapsed_s: float
     n_cached: int = 0
     cost_usd: float = 0.0
+    notes: tuple[str, ...] = ()
 
     @property
     def calls_per_s(self) -> float:
@@ -500,7 +504,7 @@ async def run_async(
         if cost is not None:
             stats.cost += cost
         if budget is not None:
-            budget.settle(reserved, cost)
+            budget.settle(reserved, cost, _overrun_cause(est, row))
         if limiter is not None and est is not None:
             used = (row["tokens_in"] or 0) + (row["tokens_out"] or 0)
             limiter.correct(est.tokens_in + est.tokens_out, used or None)
@@ -557,12 +561,14 @@ async def run_async(
 
     files = part_files(pdir)
     log = read_parts(files)
+    over = budget.overrun_note() if budget is not None else None
     if budget is not None and budget.stopped:
         left = len(reqs) - log.height
         raise BudgetExceeded(
             f"stopped before the next call would pass --max-cost-usd {budget.limit:g}: "
             f"${budget.spent:.4f} spent, {log.height} of {len(reqs)} calls done and "
-            f"checkpointed in {pdir}; run again with a higher limit to resume",
+            f"checkpointed in {pdir}; run again with a higher limit to resume"
+            + (f"; {over}" if over else ""),
             spent_usd=budget.spent,
             limit_usd=budget.limit,
             n_done=log.height,
@@ -584,7 +590,18 @@ async def run_async(
         elapsed_s=stats.elapsed,
         n_cached=stats.cached,
         cost_usd=stats.cost,
+        notes=(over,) if over else (),
     )
+
+
+def _overrun_cause(est: Any, row: dict[str, Any]) -> str:
+    """Why a call may have cost more than its reservation: output tokens past the estimate."""
+    if est is None or est.cost_usd is None:
+        return ""
+    billed = row.get("tokens_out")
+    if isinstance(billed, int) and billed > est.tokens_out:
+        return f"billed {billed} output tokens where {est.tokens_out} were estimated"
+    return ""
 
 
 def _calls_ahead(pending: list[Request], store: ResponseCache | None) -> bool:

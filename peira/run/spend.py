@@ -12,8 +12,10 @@ model adapters of :mod:`peira.adapters` have one, priced by the user's
     call is sent, its estimated cost is reserved, and the call is sent only
     if what is spent, plus what is reserved by calls in flight, plus this
     reservation stays within the limit. The estimate is the adapter's, or
-    the largest cost a call of this run has had so far when that is higher;
-    before any cost is known, calls without an estimate go one at a time.
+    the largest cost a call of this run has had so far when that is higher.
+    The first call goes alone: no second call is sent before one has come
+    back with what it really cost (a provider may bill past ``max_tokens``),
+    and before any cost is known calls without an estimate go one at a time.
     A call that does not fit waits for the calls in flight (their actual
     cost may be below their reservation); when it does not fit with none in
     flight, the run stops with :class:`~peira.run.BudgetExceeded`, every
@@ -22,6 +24,13 @@ model adapters of :mod:`peira.adapters` have one, priced by the user's
     the same limit it stops at once when the call that stopped it comes
     first (calls that were in flight may have cost less than reserved, leaving room
     for a cheaper call).
+
+    The guarantee, exactly: the run never spends more than the limit plus,
+    for the calls in flight when it got there, what each cost beyond its
+    reservation. A call billed beyond its reservation is an *overrun*;
+    :attr:`Budget.overruns` counts them, and the run reports them with their
+    cause (:attr:`~peira.run.RunResult.notes`, and the message of
+    :class:`~peira.run.BudgetExceeded`).
 :class:`RateLimiter` (``--rpm``, ``--tpm``)
     Spaces call starts (retries included) so that no minute holds more than
     ``rpm`` requests, and estimated tokens flow at ``tpm`` per minute (the
@@ -75,11 +84,19 @@ class Budget:
         self.in_flight = 0
         self.largest = float(largest)  # the largest cost of one call so far (resumed ones too)
         self.known = spent > 0
+        self.settled = spent > 0  # some call has come back (a resume counts its calls)
         self.stopped = False
+        self.overruns = 0  # calls that cost more than their reservation
+        self.excess = 0.0  # what they cost beyond it, in all
+        self.worst: tuple[float, float] | None = None  # (reserved, cost) of the worst one
+        self.cause = ""  # why the worst one cost more, when known
 
     def must_wait(self, est: Estimate) -> bool:
-        """Whether a call must wait for those in flight (no cost known to go by yet)."""
-        return est.cost_usd is None and not self.known and self.in_flight > 0
+        """Whether a call must wait for those in flight: until a call has come back,
+        one goes at a time (and calls without an estimate until a cost is known)."""
+        if self.in_flight == 0:
+            return False
+        return not self.settled or (est.cost_usd is None and not self.known)
 
     def reserve(self, est: Estimate) -> float | None:
         """Reserve the cost of one call; None when it does not fit now.
@@ -98,14 +115,36 @@ class Budget:
         self.in_flight += 1
         return amount
 
-    def settle(self, amount: float, cost: float | None) -> None:
-        """A call reserved with ``amount`` finished and cost ``cost``."""
+    def settle(self, amount: float, cost: float | None, cause: str = "") -> None:
+        """A call reserved with ``amount`` finished and cost ``cost`` (``cause``: why it
+        may have cost more than reserved, such as output tokens beyond the estimate)."""
         self.reserved -= amount
         self.in_flight -= 1
+        self.settled = True
         if cost is not None and math.isfinite(cost):
             self.spent += cost
             self.largest = max(self.largest, cost)
             self.known = True
+            over = cost - amount
+            if over > 1e-12 * max(1.0, cost):
+                self.overruns += 1
+                self.excess += over
+                if self.worst is None or over > self.worst[1] - self.worst[0]:
+                    self.worst = (amount, cost)
+                    self.cause = cause
+
+    def overrun_note(self) -> str | None:
+        """One line on the calls billed beyond their reservation (None without any)."""
+        if not self.overruns or self.worst is None:
+            return None
+        amount, cost = self.worst
+        over = self.spent - self.limit
+        passed = f"; the limit was passed by ${over:.4f}" if over > 0 else ""
+        why = f" ({self.cause})" if self.cause else ""
+        return (
+            f"{self.overruns} call(s) cost ${self.excess:.4f} more than reserved, the worst "
+            f"${cost:.4f} against ${amount:.4f}{why}{passed}"
+        )
 
 
 class RateLimiter:

@@ -230,6 +230,49 @@ def test_a_resume_under_the_same_limit_stops_at_once(
     assert again.value.spent_usd == pytest.approx(first.value.spent_usd)
 
 
+@pytest.mark.parametrize("limit", [0.5, 0.2])
+def test_calls_billed_past_their_estimate_are_bounded_and_reported(
+    limit: float, ds: Dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the provider bills 3,000 output tokens whatever max_tokens says: $0.30 a call where
+    # the adapter estimated far less; with 8 workers the first call still goes alone
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with ChatServer(api_key=KEY, script=lambda body, n: Reply(usage=(10, 3000))) as s:
+        a = _oa(s, price_in=0.0, price_out=100.0)
+        est = estimate(a, requests_for(ds, b"k" * 32)[0][0])
+        assert est.cost_usd is not None and est.cost_usd <= 0.01
+        with pytest.raises(BudgetExceeded) as info:
+            run(a, ds, tmp_path / "l.parquet", max_cost_usd=limit, concurrency=8, progress=False)
+        assert len(s.requests) == 1  # not 8 calls in flight at $0.30 each
+    exc = info.value
+    assert exc.n_done == 1 and exc.spent_usd == pytest.approx(0.30)
+    msg = str(exc)
+    assert (
+        "1 call(s) cost $0.2900 more than reserved" in msg
+        and "billed 3000 output tokens where" in msg
+    )
+    # the guarantee: the limit plus what the calls in flight cost beyond their reservation
+    assert exc.spent_usd <= limit + (0.30 - est.cost_usd) + 1e-9
+    assert ("the limit was passed by $0.1000" in msg) == (limit < 0.30)
+
+
+def test_a_finished_run_reports_its_overruns(
+    ds: Dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with ChatServer(api_key=KEY, script=lambda body, n: Reply(usage=(10, 50))) as s:
+        a = _oa(s, price_in=0.0, price_out=100.0, max_tokens=8)
+        res = run(a, ds, tmp_path / "l.parquet", max_cost_usd=10.0, progress=False)
+    assert res.n_called == 40 and len(res.notes) == 1
+    assert res.notes[0].startswith(
+        "1 call(s) cost $"
+    )  # later ones reserve the largest cost and "billed 50 output tokens" in res.notes[0]
+    # without a limit nothing is reserved, so nothing overran
+    with ChatServer(api_key=KEY, script=lambda body, n: Reply(usage=(10, 50))) as s:
+        res = run(_oa(s, price_in=0.0, price_out=100.0), ds, tmp_path / "m.parquet", progress=False)
+    assert res.notes == ()
+
+
 class _Priced:
     """Costs 0.01 USD a call and gives no estimate."""
 
