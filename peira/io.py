@@ -34,6 +34,7 @@ from .schema import (
     collect_failures,
     failures_frame,
     raise_if,
+    shape_broken,
     validate_cases,
     validate_variants,
 )
@@ -384,7 +385,7 @@ def validate_files(dataset: PathLike, responses: Sequence[PathLike] = ()) -> pl.
             "table": "cases", "source": str(cases_path), "row": None, "key": "(table)",
             "column": "case_id", "check": "has_cases", "value": "(no rows)",
         }])])  # fmt: skip
-    usable_cases = cases if f_cases.filter(pl.col("check") == "missing_column").is_empty() else None
+    usable_cases = None if shape_broken(f_cases) else cases
     _, f_var = collect_failures(
         variants_raw, "variants", source=str(variants_path), cases=usable_cases
     )

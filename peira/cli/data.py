@@ -70,20 +70,40 @@ def _mapping(items: list[str]) -> dict[str, str]:
     import json
     from pathlib import Path
 
+    from .._json import JSONLimitError, loads
     from ..errors import PeiraError
 
     out: dict[str, str] = {}
+
+    def put(field: str, column: str, where: str) -> None:
+        if field in out and out[field] != column:
+            raise PeiraError(
+                f"--map {where}: field {field!r} is mapped twice, to {out[field]!r} and "
+                f"{column!r}; map each field once"
+            )
+        out[field] = column
+
     for item in items:
         if "=" not in item and Path(item).is_file():
-            data = json.loads(Path(item).read_text(encoding="utf-8"))
+            try:
+                data = loads(Path(item).read_text(encoding="utf-8"))
+            except UnicodeDecodeError as exc:
+                raise PeiraError(f"--map {item}: not UTF-8 text (byte {exc.start})") from None
+            except json.JSONDecodeError as exc:
+                raise PeiraError(
+                    f"--map {item}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+                ) from None
+            except JSONLimitError as exc:
+                raise PeiraError(f"--map {item}: {exc}") from None
             if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
                 raise PeiraError(f"--map {item}: a mapping file is a JSON object of strings")
-            out.update(data)
+            for field, column in data.items():
+                put(field, column, item)
             continue
         field, sep, column = item.partition("=")
         if not sep or not field or not column:
             raise PeiraError(f"--map {item!r}: expected FIELD=COLUMN (or a JSON mapping file)")
-        out[field.strip()] = column.strip()
+        put(field.strip(), column.strip(), repr(item))
     if not out:
         raise PeiraError("import table needs --map FIELD=COLUMN (at least the gold label)")
     return out

@@ -53,6 +53,17 @@ def adapter_target(spec: str) -> Any:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise AdapterError(f"adapter {spec!r}: cannot import {module_name!r}: {exc}") from exc
+    except SyntaxError as exc:
+        where = f"{exc.filename}, line {exc.lineno}" if exc.filename else module_name
+        raise AdapterError(
+            f"adapter {spec!r}: cannot import {module_name!r}: syntax error in {where}: {exc.msg}"
+        ) from exc
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # the module's own code failed while it was imported
+        raise AdapterError(
+            f"adapter {spec!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}"
+        ) from exc
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):

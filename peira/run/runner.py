@@ -14,7 +14,7 @@ Failures never drop a row
   …``). A ``TimeoutError`` raised by the adapter itself is retried too but
   reported as such (``adapter raised TimeoutError: … (4 attempts)``).
 - Any other exception makes the row malformed at once (``adapter error:
-  ValueError: …``).
+  ValueError: …``), a bare ``BaseException`` too.
 - Invalid output is malformed with the reason: not a :class:`Decision`, a
   decision outside the options, a score or confidence that is not a number
   in [0, 1], neither a decision nor an abstention, or both. A
@@ -352,7 +352,11 @@ async def _call(
         except TransientError as exc:
             reason = f"transient error: {exc}" if str(exc) else "transient error"
             last = exc
-        except Exception as exc:
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # Exception, or a bare BaseException of the adapter
+            if isinstance(exc, GeneratorExit):
+                raise
             ms = (time.perf_counter() - t0) * 1000.0
             return failed_row(f"adapter error: {type(exc).__name__}: {exc}", ms), None, ms
         elapsed_ms = (time.perf_counter() - t0) * 1000.0

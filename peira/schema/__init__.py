@@ -36,6 +36,7 @@ from ._rules import (
 from ._types import ARMS, ARMS_DECLARED, PRIMITIVES, RESPONSE_KEY, SEVERITIES, SPLITS
 from ._validate import (
     collect_failures,
+    shape_broken,
     validate_cases,
     validate_published,
     validate_responses,
@@ -77,6 +78,7 @@ __all__ = [
     "failures_frame",
     "not_null",
     "raise_if",
+    "shape_broken",
     "validate_cases",
     "validate_published",
     "validate_responses",

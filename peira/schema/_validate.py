@@ -108,6 +108,8 @@ def _cross_failures(
     """Checks that need the cases table: unknown cases, decisions outside options."""
     if "case_id" not in df.columns or df.schema.get("case_id") != pl.String:
         return failures_frame([])
+    if cases.schema.get("options") != pl.List(pl.String):
+        return failures_frame([])  # the cases table is refused on its own
     wanted = ("case_id", "arm", "options", "decision", "malformed", "correct", "verdict_score")
     # one join of every row with its case (row order kept), read by each check below
     joined = (
@@ -209,6 +211,14 @@ def _option_mismatches(joined: pl.DataFrame, source: str) -> list[dict[str, Any]
     ]
 
 
+def shape_broken(failures: pl.DataFrame) -> bool:
+    """Whether a table's failures include a missing column or a column of the wrong
+    type: then the checks that join it with another table cannot run (and are not
+    needed, the table is already refused)."""
+    check = failures["check"]
+    return bool((check.eq("missing_column") | check.str.starts_with("dtype(")).any())
+
+
 def collect_failures(
     df: pl.DataFrame,
     table: str,
@@ -225,7 +235,7 @@ def collect_failures(
     if table not in RULES:
         raise PeiraValueError(f"unknown table {table!r}; expected one of {sorted(RULES)}")
     out, failures = _validate(df, table, source, locations)
-    if cases is not None and not failures.filter(pl.col("check") == "missing_column").height:
+    if cases is not None and not shape_broken(failures):
         failures = pl.concat([failures, _cross_failures(out, cases, table, source, locations)])
     return out, failures
 

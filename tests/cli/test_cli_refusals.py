@@ -138,3 +138,134 @@ def test_spark_without_pyspark_says_which_extra_to_install() -> None:
     assert r.stderr.splitlines() == [
         "peira score: error: the spark engine needs PySpark: pip install 'peira[spark]'"
     ]
+
+
+# ---------------------------------------------------------------- inputs of the wrong type
+
+
+def _copy_demo(tmp_path: Path) -> Path:
+    import shutil
+
+    d = tmp_path / "ds"
+    shutil.copytree(peira.demo_dir(), d)
+    return d
+
+
+def test_validate_refuses_options_stored_as_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import polars as pl
+
+    d = _copy_demo(tmp_path)
+    cases = pl.read_parquet(d / "cases.parquet")
+    cases.with_columns(pl.col("options").list.join("|")).write_parquet(d / "cases.parquet")
+    assert main(["validate", str(d), "--responses", str(d / "responses.parquet")]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert "cases.parquet: 1 violation(s) of dtype('List(String)') in column 'options'" in err
+
+
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_a_decision_column_of_integers_is_a_violation(
+    engine: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import polars as pl
+
+    if engine == "spark":
+        pytest.importorskip("pyspark")
+    d = _copy_demo(tmp_path)
+    log = tmp_path / "ints.parquet"
+    r = pl.read_parquet(d / "responses.parquet")
+    r.with_columns(
+        pl.col("decision").cast(pl.Categorical).to_physical().cast(pl.Int64)
+    ).write_parquet(log)
+    said = "ints.parquet: 1 violation(s) of dtype('String') in column 'decision': decision: Int64"
+    assert main(["validate", str(d), "--responses", str(log)]) == 1
+    assert said in capsys.readouterr().err
+    argv = ["score", "--dataset", str(d), "--responses", str(log), "--engine", engine]
+    assert main([*argv, "--resamples", "60"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and said in err
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ("[" * 50_000 + "]" * 50_000, "nested deeper than"),
+        ("nope{", "not JSON (line 1, column 1"),
+        (b"\xff\xfe{}", "not UTF-8 text (byte 0)"),
+        ('{"case_id": "a", "case_id": "b"}', "duplicate key"),
+    ],
+    ids=["deep", "not-json", "binary", "duplicate-key"],
+)
+def test_a_bad_mapping_file_is_one_line_exit_2(
+    content: str | bytes, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    m = tmp_path / "map.json"
+    if isinstance(content, bytes):
+        m.write_bytes(content)
+    else:
+        m.write_text(content)
+    t = tmp_path / "t.csv"
+    t.write_text("run,case,arm,decision\nr,c,benign,approve\n")
+    out = tmp_path / "out"
+    assert main(["import", "table", str(t), "--map", str(m), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert f"--map {m}: " in err and said in err
+    assert not out.exists()
+
+
+def test_a_field_mapped_twice_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    t = tmp_path / "t.csv"
+    t.write_text("a,b\n1,2\n")
+    out = tmp_path / "out"
+    argv = ["import", "table", str(t), "--map", "case_id=a", "--map", "case_id=b"]
+    assert main([*argv, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("field 'case_id' is mapped twice, to 'a' and 'b'; map each field once")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("source", "said"),
+    [
+        ('raise RuntimeError("boom at import")\n', "importing 'badmod' raised RuntimeError: boom"),
+        ("def (:\n", "cannot import 'badmod': syntax error in "),
+    ],
+    ids=["raises", "syntax"],
+)
+def test_an_adapter_module_that_fails_to_import_is_one_line_exit_2(
+    source: str,
+    said: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    (tmp_path / "badmod.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "badmod", raising=False)
+    out = tmp_path / "log.parquet"
+    argv = ["run", "--adapter", "badmod:X", "--dataset", str(peira.demo_dir()), "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert said in err and not out.exists()
+
+
+class _Bare:
+    name, version = "bare", "1"
+
+    def decide(self, request: object) -> object:
+        raise BaseException("bare")
+
+
+def test_an_adapter_raising_a_bare_base_exception_fails_its_rows(tmp_path: Path) -> None:
+    from peira.run import run
+
+    res = run(_Bare(), peira.demo_dir(), tmp_path / "log.parquet", progress=False)
+    log = res.responses
+    assert log.height == res.n_total and log["malformed"].all()
+    assert set(log["error"].unique().to_list()) == {"adapter error: BaseException: bare"}
