@@ -51,6 +51,7 @@ __all__ = [
     "in_split",
     "incomplete_pairs",
     "is_peira_file",
+    "memory_bytes",
     "output_lock",
     "parquet_files",
     "read_dataset",
@@ -164,7 +165,10 @@ def write_dataset(
 # ---------------------------------------------------------------- reading
 
 
-def _check_parquet(path: Path) -> None:
+def _check_parquet(path: Path, *, whole: bool = False) -> None:
+    """Check a file's footer before any data is read: present, not truncated, and
+    claiming no more rows than this machine could hold (per row group; with
+    ``whole``, for the whole file, which an eager read decodes at once)."""
     if not path.exists():
         raise DataFileError(f"{path}: no such file")
     if path.is_file() and path.stat().st_size == 0:
@@ -175,6 +179,44 @@ def _check_parquet(path: Path) -> None:
         raise DataFileError(
             f"{path}: not a readable Parquet file (truncated or corrupt?): {exc}"
         ) from exc
+    if path.is_file():
+        _check_claims(path, whole=whole)
+
+
+def memory_bytes() -> int:
+    """This machine's physical memory in bytes (0 when the system does not say)."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def _check_claims(path: Path, *, whole: bool) -> None:
+    """Refuse a footer whose row counts would need more memory than the machine has
+    (a corrupt footer can claim 2^31 rows in a 1 KB file; decoding would abort)."""
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.read_metadata(path)
+    except Exception as exc:
+        raise DataFileError(
+            f"{path}: not a readable Parquet file (truncated or corrupt?): {exc}"
+        ) from exc
+    limit = memory_bytes()
+    if limit <= 0:
+        return
+    width = 8 * max(1, meta.num_columns)  # bytes a row takes once decoded, at the least
+    counts = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+    if whole:
+        counts.append(meta.num_rows)
+    worst = max(counts, default=0)
+    if worst * width > limit:
+        raise DataFileError(
+            f"{path}: the footer claims {worst:,} rows of {meta.num_columns} column(s) in a "
+            f"file of {path.stat().st_size:,} bytes; decoding them needs at least "
+            f"{worst * width / 2**30:,.1f} GiB, more than this machine's "
+            f"{limit / 2**30:,.1f} GiB (a corrupt footer, or a file to split)"
+        )
 
 
 def _is_data_file(root: Path, f: Path) -> bool:
@@ -218,7 +260,7 @@ def parquet_files(path: PathLike) -> list[Path]:
 def read_parquet(path: PathLike) -> pl.DataFrame:
     """Read one Parquet file with a clear error if it is missing or corrupt."""
     p = Path(path)
-    _check_parquet(p)
+    _check_parquet(p, whole=True)
     try:
         return pl.read_parquet(p)
     except Exception as exc:
@@ -266,6 +308,8 @@ def read_responses(
         Every rule violation, listed.
     """
     files = parquet_files(path)
+    for f in files:
+        _check_claims(f, whole=True)  # read whole: each file's rows at once
     p = Path(path)
     try:
         if p.is_dir():

@@ -9,7 +9,9 @@ import pytest
 
 from peira.errors import DataFileError, ValidationError
 from peira.io import (
+    parquet_files,
     read_dataset,
+    read_parquet,
     read_responses,
     scan_responses,
     validate_files,
@@ -299,3 +301,49 @@ def test_validate_files_reports_incomplete_pairs(tmp_path: Path) -> None:
     assert f.select("check", "key", "value").rows() == [
         ("pair_complete", "run_id='r1', case_id='c2', sample=0", "(no attacked row)")
     ]
+
+
+def _claiming(path: Path, rows: int) -> Path:
+    """A small Parquet file whose footer claims ``rows`` rows (and as many values per
+    column): its 1,234 row counts rewritten in the footer's Thrift varints."""
+    import struct
+
+    n = 1234
+    pl.DataFrame({"a": [1] * n, "b": ["x"] * n}).write_parquet(
+        path, statistics=False, compression="uncompressed"
+    )
+    raw = path.read_bytes()
+    size = struct.unpack("<I", raw[-8:-4])[0]
+    footer = raw[-8 - size : -8]
+
+    def varint(v: int) -> bytes:  # zigzag i64, as Thrift's compact protocol writes it
+        v, out = 2 * v, b""
+        while v > 0x7F:
+            out, v = out + bytes([(v & 0x7F) | 0x80]), v >> 7
+        return out + bytes([v])
+
+    assert footer.count(varint(n)) == 4  # file, row group, and each column's value count
+    patched = footer.replace(varint(n), varint(rows))
+    path.write_bytes(raw[: -8 - size] + patched + struct.pack("<I", len(patched)) + b"PAR1")
+    return path
+
+
+@pytest.mark.parametrize("rows", [2**31, 2**44], ids=["2^31", "2^44"])
+def test_a_footer_claiming_more_rows_than_memory_holds_is_refused_before_reading(
+    rows: int, tmp_path: Path
+) -> None:
+    import pyarrow.parquet as pq
+
+    from peira.io import memory_bytes
+
+    if rows * 16 <= memory_bytes():
+        pytest.skip("this machine could hold the rows the footer claims")
+    f = _claiming(tmp_path / "huge.parquet", rows)
+    assert pq.read_metadata(f).num_rows == rows  # what polars would try to allocate
+    said = f"{f}: the footer claims {rows:,} rows of 2 column(s) in a file of"
+    for read in (read_parquet, read_responses):
+        with pytest.raises(DataFileError, match="more than this machine's") as info:
+            read(f)
+        assert str(info.value).startswith(said)
+    with pytest.raises(DataFileError, match="the footer claims"):
+        parquet_files(f)  # its one row group alone is too large, for a lazy scan too
