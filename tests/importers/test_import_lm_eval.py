@@ -124,7 +124,15 @@ def test_a_group_that_is_the_whole_run_is_the_runs_figure(tmp_path: Path) -> Non
         if not any(f.name.startswith(f"samples_{t}_2") for t in keep):
             f.unlink()
     assert len(list(run.glob("samples_*.jsonl"))) == 4
-    got = read_lm_eval([run])
+    # the results file still scores the two tasks whose samples are gone: they are named
+    with pytest.warns(
+        EvalLogWarning,
+        match=r"results_\S+\.json: 2 task\(s\) scored in the results file have no "
+        r"samples_<task>_\S+\.jsonl beside it, so neither their documents nor their figures are "
+        r"imported: arith_add_perturbed, arith_gen$",
+    ):
+        got = read_lm_eval([run])
+    assert set(got.published["family"].drop_nulls()) == set(keep)
     whole = got.published.filter(pl.col("family").is_null()).row(0, named=True)
     res = _results("beta")["results"]["arith"]
     assert whole["estimate"] == res["acc,none"] and whole["stderr"] == res["acc_stderr,none"]
@@ -409,7 +417,9 @@ def test_a_changed_document_is_kept_apart(tmp_path: Path) -> None:
     recs[0]["doc_hash"] = "0" * 64  # another revision of the document under the same id
     f.write_text("".join(json.dumps(r) + "\n" for r in recs))
     with pytest.warns(
-        EvalLogWarning, match=r"doc_id 0 of task 'arith_story' is a different document"
+        EvalLogWarning,
+        match=r"samples_arith_story_\S+: task 'arith_story': 1 doc_id\(s\) name a different "
+        r"document \(doc_hash\) from the one another run saw under the same id \(doc_id 0\)",
     ):
         got = read_lm_eval([FIX / "alpha", run], filter_name="strict-match")
     ids = got.responses.filter(pl.col("case_id").str.starts_with("arith_story/0"))
@@ -434,3 +444,34 @@ _JSON = st.recursive(
 def test_json_text_is_the_canonical_json(value: Any) -> None:
     """The fast path writes exactly the bytes of peira.canonical for any JSON value."""
     assert json_text(value) == canonical_json(value).decode("utf-8")
+
+
+# ---------------------------------------------------------------- duplicate documents
+
+
+def _duplicate(tmp_path: Path, model: str, task: str, pairs: dict[int, int]) -> Path:
+    """A copy of a run where each ``doc_id`` key repeats the document of its value."""
+    run = _copy_run(tmp_path, model)
+    (f,) = run.glob(f"samples_{task}_2*.jsonl")
+    recs = [json.loads(x) for x in f.read_text().splitlines()]
+    by_id = {r["doc_id"]: r for r in recs}
+    for dup, first in pairs.items():
+        for key in ("doc", "doc_hash", "target", "target_hash"):
+            by_id[dup][key] = by_id[first][key]
+    f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return run
+
+
+def test_a_repeated_document_of_one_run_is_its_own_case(tmp_path: Path) -> None:
+    """MMLU repeats questions under other doc_ids: each doc_id is a case, with a note."""
+    run = _duplicate(tmp_path, "alpha", "arith_sub", {5: 3, 9: 3, 7: 1})
+    with pytest.warns(
+        EvalLogWarning,
+        match=r"task 'arith_sub': 3 document\(s\) repeat another document of the task \(same "
+        r"doc_hash, other doc_id: 7 = 1; 5, 9 = 3\); each doc_id is a case of its own",
+    ):
+        got = read_lm_eval([run], filter_name="strict-match")
+    sub = got.responses.filter(pl.col("case_id").str.starts_with("arith_sub/"))
+    recs = _records("alpha", "arith_sub")
+    assert sorted(sub["case_id"].to_list()) == sorted(f"arith_sub/{r['doc_id']}" for r in recs)
+    assert got.cases.filter(pl.col("family") == "arith_sub").height == len(recs)
