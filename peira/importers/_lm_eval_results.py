@@ -200,8 +200,9 @@ def published_rows(
             n = entry["sample_len"]
         else:  # lm-eval's weights: the documents each task scored
             sizes = [_effective(n_samples.get(t)) for t in leaves]
-            if all(isinstance(x, int) for x in sizes):
-                n = sum(sizes)
+            known = [x for x in sizes if x is not None]
+            if len(known) == len(sizes):
+                n = sum(known)
         out.append(
             {
                 "run_id": run_id,

@@ -17,9 +17,12 @@ The mapping (docs/spec/eval-logs.md, "lm-evaluation-harness outputs"):
 - a task is a family; its group (``group_subtasks`` of the results file, as
   ``mmlu_stem`` holds its subjects) is the suite, and the chain of groups is
   kept in the case's ``extras``;
-- a document is a case ``<task>/<doc_id>``; the same document of the same task
-  in another run (same ``doc_hash``) is the same case, so two models on the
-  same documents share cases and compare pairwise;
+- a document is a case ``<task>/<doc_id>``, shared by every run that saw it,
+  so two models on the same documents share cases and compare pairwise;
+  ``doc_hash`` checks that another run's document under that id is the same
+  one (a different one is kept apart, ``<task>/<doc_id>#<hash>``, with a note)
+  and never joins two documents of one run: MMLU repeats questions under other
+  doc_ids, and each is its own case, with one note per task;
 - the task's metric (``acc``, ``exact_match`` …; ``metric`` chooses) is the
   verdict: its value is ``verdict_score``, correct from ``threshold`` on;
 - a multiple-choice answer is the choice with the highest log-likelihood (or
@@ -27,9 +30,11 @@ The mapping (docs/spec/eval-logs.md, "lm-evaluation-harness outputs"):
   continuations; a generated answer is ``filtered_resps[0]``, with the
   generation itself as ``raw_text``; ``filtered_resps`` is kept as a column;
 - the results file's own figures (``<metric>,<filter>`` and its ``_stderr``)
-  of each task become ``published`` rows (family = the task); a group's
-  figure (its size-weighted mean) becomes the run's row (family null) when the
-  group is the whole run, as ``--tasks mmlu`` makes it.
+  of each task become ``published`` rows (family = the task) with lm-eval's
+  ``n`` (``n-samples.effective``); a group's figure (its size-weighted mean)
+  becomes the run's row (family null) when the group is the whole run, as
+  ``--tasks mmlu`` makes it (:mod:`._lm_eval_results`); tasks the results file
+  scored without a sample file are named in a note.
 
 Runs are clean-only (``arms = "benign"``) unless a task is paired with its
 perturbed twin on the same documents (``attacked_tasks={"clean": "perturbed"}``):
@@ -590,12 +595,12 @@ class _Reader:
                 paired_id=paired_id, metrics=metrics_used, filters=filters_used,
                 attacked=self.attacked,
             )  # fmt: skip
-            missing = tasks_without_samples(results, run.samples)
-            if missing:
+            unsampled = tasks_without_samples(results, run.samples)
+            if unsampled:
                 self._note(
-                    f"{run.results}: {len(missing)} task(s) scored in the results file have no "
+                    f"{run.results}: {len(unsampled)} task(s) scored in the results file have no "
                     f"samples_<task>_{run.stamp}.jsonl beside it, so neither their documents nor "
-                    f"their figures are imported: {', '.join(missing)}"
+                    f"their figures are imported: {', '.join(unsampled)}"
                 )
         credit = {
             r["verdict_score"]
@@ -728,8 +733,10 @@ def read_lm_eval(
     Warns
     -----
     EvalLogWarning
-        A run without its results file, a document that differs between runs
-        under the same id, metric values between 0 and 1.
+        A run without its results file, tasks of the results file without a
+        samples file, a document that differs between runs under the same id,
+        documents of a task that repeat another (same ``doc_hash``), metric
+        values between 0 and 1.
     """
     attacked = dict(attacked_tasks or {})
     for clean, twin in attacked.items():

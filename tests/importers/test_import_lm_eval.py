@@ -138,6 +138,16 @@ def test_a_group_that_is_the_whole_run_is_the_runs_figure(tmp_path: Path) -> Non
     assert whole["estimate"] == res["acc,none"] and whole["stderr"] == res["acc_stderr,none"]
     assert whole["n"] == 76 and "size-weighted over" in whole["source"]
     assert got.responses["correct"].mean() == pytest.approx(res["acc,none"], abs=1e-12)
+    # older results files give a group no count of its own: its n is its tasks' documents
+    (f,) = run.glob("results_*.json")
+    full = json.loads(f.read_text(encoding="utf-8"))
+    for key in ("sample_len", "sample_count"):
+        full["results"]["arith"].pop(key)
+    f.write_text(json.dumps(full), encoding="utf-8")
+    with pytest.warns(EvalLogWarning, match="have no samples"):
+        older = read_lm_eval([run])
+    (row,) = older.published.filter(pl.col("family").is_null()).iter_rows(named=True)
+    assert row["n"] == sum(full["n-samples"][t]["effective"] for t in keep) == 76
 
 
 def test_two_models_share_cases_by_document(both: Imported) -> None:
@@ -475,3 +485,38 @@ def test_a_repeated_document_of_one_run_is_its_own_case(tmp_path: Path) -> None:
     recs = _records("alpha", "arith_sub")
     assert sorted(sub["case_id"].to_list()) == sorted(f"arith_sub/{r['doc_id']}" for r in recs)
     assert got.cases.filter(pl.col("family") == "arith_sub").height == len(recs)
+
+
+def test_a_repeated_document_pairs_with_its_own_twin(tmp_path: Path) -> None:
+    """Twins pair by doc_hash; a hash two documents share pairs by doc_id as well."""
+    run = _duplicate(tmp_path, "alpha", "arith_add", {5: 3})
+    (twin,) = run.glob("samples_arith_add_perturbed_*.jsonl")
+    recs = [json.loads(x) for x in twin.read_text().splitlines()]
+    by_id = {r["doc_id"]: r for r in recs}
+    for key in ("doc", "doc_hash", "target", "target_hash"):
+        by_id[5][key] = by_id[3][key]
+    twin.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    with pytest.warns(EvalLogWarning, match=r"task 'arith_add': 1 document\(s\) repeat .*5 = 3\)"):
+        got = read_lm_eval(
+            [run], filter_name="strict-match", attacked_tasks={"arith_add": "arith_add_perturbed"}
+        )
+    paired = got.responses.filter(pl.col("run_id").str.ends_with("+attacked"))
+    for doc_id in (3, 5):
+        rows = paired.filter(pl.col("case_id") == f"arith_add/{doc_id}")
+        assert sorted(rows["arm"]) == ["attacked", "benign"]
+        # each arm is the record of that doc_id, not of the other copy
+        ids = [json.loads(e)["doc_id"] for e in rows["extras"]]
+        assert ids == [doc_id, doc_id]
+
+
+def test_published_n_is_the_documents_lm_eval_scored() -> None:
+    """``n-samples.effective`` (here ``--limit 20`` of COPA's 100) is the published n,
+    beside the 12 records the trimmed samples file holds."""
+    for model in sorted(p for p in PAIR.iterdir() if p.is_dir()):
+        (f,) = model.glob("results_*.json")
+        counts = json.loads(f.read_text(encoding="utf-8"))["n-samples"]["copa"]
+        imp = read_lm_eval([model])
+        (row,) = imp.published.iter_rows(named=True)
+        assert row["n"] == counts["effective"] == 20 and counts["original"] == 100
+        assert "20 of the task's 100 documents" in row["source"]
+        assert imp.responses.height == 12
