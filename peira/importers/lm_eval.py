@@ -270,8 +270,8 @@ class _Reader:
         self.twins = {v: k for k, v in self.attacked.items()}
         self.book = CaseBook()
         self.hash_of_case: dict[str, str | None] = {}
-        #: task → doc_hash → the doc_ids holding that document (in any run)
-        self.ids_of_hash: dict[str, dict[str, set[int]]] = {}
+        #: task → the doc_ids of one run that share a doc_hash (in any run)
+        self.repeats: dict[str, set[tuple[int, ...]]] = {}
         self.rows: list[dict[str, Any]] = []
         self.published: list[dict[str, Any]] = []
         self.notes: list[str] = []
@@ -365,8 +365,6 @@ class _Reader:
         and its id added to ``changed``. Two documents of one run are never one
         case, even when lm-eval hashes them alike (MMLU repeats questions).
         """
-        if doc.doc_hash is not None:
-            self.ids_of_hash.setdefault(task, {}).setdefault(doc.doc_hash, set()).add(doc.doc_id)
         cid = f"{task}/{doc.doc_id}"
         if cid in self.hash_of_case and self.hash_of_case[cid] != doc.doc_hash:
             changed.append(doc.doc_id)
@@ -386,12 +384,24 @@ class _Reader:
             f"kept apart as <task>/<doc_id>#<doc_hash>, so they pair with no other run"
         )
 
+    def _repeats(self, task: str, docs: Sequence[_Doc]) -> None:
+        """Keep the doc_ids of one run's task that share a doc_hash (a repeated document)."""
+        ids: dict[str, list[int]] = {}
+        for d in docs:
+            if d.doc_hash is not None:
+                ids.setdefault(d.doc_hash, []).append(d.doc_id)
+        for same in ids.values():
+            if len(same) > 1:
+                self.repeats.setdefault(task, set()).add(tuple(sorted(same)))
+
     def _note_repeats(self) -> None:
         """One note per task whose documents repeat under other doc_ids (same doc_hash)."""
-        for task in sorted(self.ids_of_hash):
-            same = sorted(sorted(ids) for ids in self.ids_of_hash[task].values() if len(ids) > 1)
-            if not same:
-                continue
+        for task in sorted(self.repeats):
+            merged: list[set[int]] = []  # runs with different --limit see parts of a group
+            for group in self.repeats[task]:
+                hit = [m for m in merged if m & set(group)]
+                merged = [m for m in merged if not m & set(group)] + [set(group).union(*hit)]
+            same = sorted(sorted(m) for m in merged)
             count = sum(len(ids) - 1 for ids in same)
             pairs = "; ".join(
                 ", ".join(str(i) for i in ids[1:]) + f" = {ids[0]}" for ids in same[:_LISTED]
@@ -560,6 +570,7 @@ class _Reader:
                         f"{tpath}:{extra[0].line}: doc_id {extra[0].doc_id} of the perturbed task "
                         f"{twin!r} has no document in {task!r} (twins pair on the same documents)"
                     )
+            self._repeats(task, docs)
             changed: list[int] = []
             for d, key in zip(docs, _pair_keys(docs), strict=True):
                 cid = self._case_id(task, d, changed)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -485,6 +486,15 @@ def test_a_repeated_document_of_one_run_is_its_own_case(tmp_path: Path) -> None:
     recs = _records("alpha", "arith_sub")
     assert sorted(sub["case_id"].to_list()) == sorted(f"arith_sub/{r['doc_id']}" for r in recs)
     assert got.cases.filter(pl.col("family") == "arith_sub").height == len(recs)
+    # a second model on the same documents: the same cases, and still one note for the task
+    other = _duplicate(tmp_path / "b", "beta", "arith_sub", {5: 3, 9: 3, 7: 1})
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        both = read_lm_eval([run, other], filter_name="strict-match")
+    notes = [str(w.message) for w in seen if "repeat another document" in str(w.message)]
+    assert notes == [next(n for n in got.notes if "repeat another document" in n)]
+    assert both.cases.filter(pl.col("family") == "arith_sub").height == len(recs)
+    assert both.responses.filter(pl.col("case_id") == "arith_sub/5").height == 2
 
 
 def test_a_repeated_document_pairs_with_its_own_twin(tmp_path: Path) -> None:
