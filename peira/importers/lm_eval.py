@@ -17,9 +17,12 @@ The mapping (docs/spec/eval-logs.md, "lm-evaluation-harness outputs"):
 - a task is a family; its group (``group_subtasks`` of the results file, as
   ``mmlu_stem`` holds its subjects) is the suite, and the chain of groups is
   kept in the case's ``extras``;
-- a document is a case ``<task>/<doc_id>``; the same document of the same task
-  in another run (same ``doc_hash``) is the same case, so two models on the
-  same documents share cases and compare pairwise;
+- a document is a case ``<task>/<doc_id>``, shared by every run that saw it,
+  so two models on the same documents share cases and compare pairwise;
+  ``doc_hash`` checks that another run's document under that id is the same
+  one (a different one is kept apart, ``<task>/<doc_id>#<hash>``, with a note)
+  and never joins two documents of one run: MMLU repeats questions under other
+  doc_ids, and each is its own case, with one note per task;
 - the task's metric (``acc``, ``exact_match`` …; ``metric`` chooses) is the
   verdict: its value is ``verdict_score``, correct from ``threshold`` on;
 - a multiple-choice answer is the choice with the highest log-likelihood (or
@@ -27,9 +30,11 @@ The mapping (docs/spec/eval-logs.md, "lm-evaluation-harness outputs"):
   continuations; a generated answer is ``filtered_resps[0]``, with the
   generation itself as ``raw_text``; ``filtered_resps`` is kept as a column;
 - the results file's own figures (``<metric>,<filter>`` and its ``_stderr``)
-  of each task become ``published`` rows (family = the task); a group's
-  figure (its size-weighted mean) becomes the run's row (family null) when the
-  group is the whole run, as ``--tasks mmlu`` makes it.
+  of each task become ``published`` rows (family = the task) with lm-eval's
+  ``n`` (``n-samples.effective``); a group's figure (its size-weighted mean)
+  becomes the run's row (family null) when the group is the whole run, as
+  ``--tasks mmlu`` makes it (:mod:`._lm_eval_results`); tasks the results file
+  scored without a sample file are named in a note.
 
 Runs are clean-only (``arms = "benign"``) unless a task is paired with its
 perturbed twin on the same documents (``attacked_tasks={"clean": "perturbed"}``):
@@ -43,6 +48,7 @@ from __future__ import annotations
 import os
 import re
 import warnings
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +67,7 @@ from ._evallog import (
     option_list,
     verdict_columns,
 )
+from ._lm_eval_results import groups, model_name, number, published_rows, tasks_without_samples
 from .cases import iter_jsonl, json_kind, load_json_file
 
 __all__ = ["read_lm_eval"]
@@ -72,6 +79,8 @@ _SAMPLES = re.compile(rf"^samples_(?P<task>.+)_(?P<stamp>{_STAMP})\.jsonl$")
 _RESULTS = re.compile(rf"^results_(?P<stamp>{_STAMP})\.json$")
 #: Metrics tried in order when none is chosen.
 _DEFAULT_METRICS = ("acc", "exact_match")
+#: How many doc_ids a note lists before "…".
+_LISTED = 12
 
 
 @dataclass
@@ -134,73 +143,6 @@ def _discover(inputs: Sequence[PathLike]) -> list[_Run]:
             "with --log_samples)"
         )
     return sorted(found, key=lambda r: (str(r.directory), r.stamp))
-
-
-def _model_name(results: Mapping[str, Any] | None, run: _Run) -> str:
-    """The model of a run: its ``pretrained``/``model`` argument, else type and arguments."""
-    if results is None:
-        return run.directory.name
-    config = results.get("config")
-    if isinstance(config, Mapping):
-        args = config.get("model_args")
-        if isinstance(args, str):
-            args = dict(kv.split("=", 1) for kv in args.split(",") if "=" in kv)
-        if isinstance(args, Mapping):
-            for key in ("pretrained", "model", "model_name", "engine"):
-                if isinstance(args.get(key), str) and args[key]:
-                    return str(args[key])
-            kind = config.get("model")
-            if isinstance(kind, str) and args:
-                return f"{kind}:" + ",".join(f"{k}={args[k]}" for k in sorted(args))
-            if isinstance(kind, str):
-                return kind
-    name = results.get("model_name")
-    return str(name) if isinstance(name, str) and name else run.directory.name
-
-
-def _groups(results: Mapping[str, Any] | None) -> dict[str, list[str]]:
-    """Task → chain of groups (outermost first), from ``group_subtasks``."""
-    if results is None:
-        return {}
-    subtasks = results.get("group_subtasks")
-    if not isinstance(subtasks, Mapping):
-        return {}
-    parent: dict[str, str] = {}
-    for group, members in subtasks.items():
-        if isinstance(members, list):
-            for m in members:
-                if isinstance(m, str) and m != group:
-                    parent.setdefault(m, group)
-    chains: dict[str, list[str]] = {}
-    for task in parent:
-        chain, seen = [], {task}
-        g = parent.get(task)
-        while g is not None and g not in seen:
-            chain.append(g)
-            seen.add(g)
-            g = parent.get(g)
-        chains[task] = chain[::-1]
-    return chains
-
-
-def _leaves(results: Mapping[str, Any], group: str) -> list[str]:
-    """The tasks under ``group``, through nested groups."""
-    subtasks = results.get("group_subtasks") or {}
-    out: list[str] = []
-    for m in subtasks.get(group, []):
-        if m in subtasks and m != group:
-            out += _leaves(results, m)
-        else:
-            out.append(m)
-    return out
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, int | float):
-        return float(value)
-    return None
 
 
 def _choice_answers(resps: Any) -> list[Any] | None:
@@ -280,6 +222,21 @@ def _gold_index(gold: Any, continuations: Sequence[str] | None) -> int | None:
     return hits[0] if len(hits) == 1 else None
 
 
+def _pair_keys(docs: Sequence[_Doc]) -> list[Any]:
+    """What pairs a clean task's documents with its twin's: ``doc_hash``, else ``doc_id``.
+
+    A hash that several documents of the task share (a repeated question) pairs
+    by hash and ``doc_id`` together, so repeats stay apart.
+    """
+    count = Counter(d.doc_hash for d in docs if d.doc_hash is not None)
+    return [
+        d.doc_id if d.doc_hash is None
+        else d.doc_hash if count[d.doc_hash] == 1
+        else (d.doc_hash, d.doc_id)
+        for d in docs
+    ]  # fmt: skip
+
+
 def _generated(resps: Any) -> str | None:
     """The first generation in ``resps`` (``[[text]]`` or ``[text]``)."""
     while isinstance(resps, list) and resps:
@@ -312,8 +269,9 @@ class _Reader:
         self.attacked = dict(attacked_tasks)
         self.twins = {v: k for k, v in self.attacked.items()}
         self.book = CaseBook()
-        self.case_of_hash: dict[tuple[str, str], str] = {}
         self.hash_of_case: dict[str, str | None] = {}
+        #: task → the doc_ids of one run that share a doc_hash (in any run)
+        self.repeats: dict[str, set[tuple[int, ...]]] = {}
         self.rows: list[dict[str, Any]] = []
         self.published: list[dict[str, Any]] = []
         self.notes: list[str] = []
@@ -399,23 +357,59 @@ class _Reader:
 
     # ------------------------------------------------------------ mapping
 
-    def _case_id(self, task: str, doc: _Doc, path: Path) -> str:
-        """The case of a document: shared by every run that saw the same document."""
-        if doc.doc_hash is not None:
-            known = self.case_of_hash.get((task, doc.doc_hash))
-            if known is not None:
-                return known
+    def _case_id(self, task: str, doc: _Doc, changed: list[int]) -> str:
+        """The case of a document: ``<task>/<doc_id>``, shared by every run that saw it.
+
+        ``doc_hash`` checks that another run's document under the same id is the
+        same document; one that is not is kept apart (``<task>/<doc_id>#<hash>``)
+        and its id added to ``changed``. Two documents of one run are never one
+        case, even when lm-eval hashes them alike (MMLU repeats questions).
+        """
         cid = f"{task}/{doc.doc_id}"
         if cid in self.hash_of_case and self.hash_of_case[cid] != doc.doc_hash:
-            self._note(
-                f"{path}:{doc.line}: doc_id {doc.doc_id} of task {task!r} is a different "
-                "document (doc_hash) from the one another run saw under that id; kept apart"
-            )
+            changed.append(doc.doc_id)
             cid = f"{task}/{doc.doc_id}#{(doc.doc_hash or 'nohash')[:12]}"
         self.hash_of_case.setdefault(cid, doc.doc_hash)
-        if doc.doc_hash is not None:
-            self.case_of_hash[(task, doc.doc_hash)] = cid
         return cid
+
+    def _note_changed(self, path: Path, task: str, changed: Sequence[int]) -> None:
+        if not changed:
+            return
+        ids = ", ".join(str(i) for i in changed[:_LISTED]) + (
+            ", …" if len(changed) > _LISTED else ""
+        )
+        self._note(
+            f"{path}: task {task!r}: {len(changed)} doc_id(s) name a different document "
+            f"(doc_hash) from the one another run saw under the same id (doc_id {ids}); "
+            f"kept apart as <task>/<doc_id>#<doc_hash>, so they pair with no other run"
+        )
+
+    def _repeats(self, task: str, docs: Sequence[_Doc]) -> None:
+        """Keep the doc_ids of one run's task that share a doc_hash (a repeated document)."""
+        ids: dict[str, list[int]] = {}
+        for d in docs:
+            if d.doc_hash is not None:
+                ids.setdefault(d.doc_hash, []).append(d.doc_id)
+        for same in ids.values():
+            if len(same) > 1:
+                self.repeats.setdefault(task, set()).add(tuple(sorted(same)))
+
+    def _note_repeats(self) -> None:
+        """One note per task whose documents repeat under other doc_ids (same doc_hash)."""
+        for task in sorted(self.repeats):
+            merged: list[set[int]] = []  # runs with different --limit see parts of a group
+            for group in self.repeats[task]:
+                hit = [m for m in merged if m & set(group)]
+                merged = [m for m in merged if not m & set(group)] + [set(group).union(*hit)]
+            same = sorted(sorted(m) for m in merged)
+            count = sum(len(ids) - 1 for ids in same)
+            pairs = "; ".join(
+                ", ".join(str(i) for i in ids[1:]) + f" = {ids[0]}" for ids in same[:_LISTED]
+            ) + ("; …" if len(same) > _LISTED else "")  # fmt: skip
+            self._note(
+                f"task {task!r}: {count} document(s) repeat another document of the task (same "
+                f"doc_hash, other doc_id: {pairs}); each doc_id is a case of its own"
+            )
 
     def _answer(self, doc: _Doc, metric: str, at: str) -> dict[str, Any]:
         """Options, expected answer, decision, raw text of one document."""
@@ -476,7 +470,7 @@ class _Reader:
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         at = f"{path}:{doc.line} (doc_id {doc.doc_id})"
         rec = doc.record
-        value = _number(rec.get(metric))
+        value = number(rec.get(metric))
         if value is None:
             raise InputFormatError(
                 f"{at}: field {metric!r} must be a number or a boolean, got "
@@ -528,7 +522,7 @@ class _Reader:
                 f"{run.directory}: no results_{run.stamp}.json beside the sample files; "
                 "no published figures, no groups, model named after the directory"
             )
-        model = _model_name(results, run)
+        model = model_name(results, run.directory.name)
         run_id = f"{model}@{run.stamp}"
         where = str(run.results or next(iter(run.samples.values())))
         if run_id in self.run_ids:
@@ -536,7 +530,7 @@ class _Reader:
                 f"{where}: run {run_id!r} was already read from {self.run_ids[run_id]}"
             )
         self.run_ids[run_id] = where
-        chains = _groups(results)
+        chains = groups(results)
         self.tasks_seen.update(run.samples)
         for clean, perturbed in self.attacked.items():
             if (clean in run.samples) != (perturbed in run.samples):
@@ -568,16 +562,18 @@ class _Reader:
                 tmetric = self._metric(tpath, twin, tlist)
                 metrics_used[twin] = tmetric
                 filters_used[twin] = str(tlist[0].record.get("filter", "none")) if tlist else "none"
-                twin_docs = {self._pair_key(d): d for d in tlist}
-                keys = {self._pair_key(d) for d in docs}
+                twin_docs = {k: d for k, d in zip(_pair_keys(tlist), tlist, strict=True)}
+                keys = set(_pair_keys(docs))
                 extra = [d for k, d in twin_docs.items() if k not in keys]
                 if extra:
                     raise InputFormatError(
                         f"{tpath}:{extra[0].line}: doc_id {extra[0].doc_id} of the perturbed task "
                         f"{twin!r} has no document in {task!r} (twins pair on the same documents)"
                     )
-            for d in docs:
-                cid = self._case_id(task, d, path)
+            self._repeats(task, docs)
+            changed: list[int] = []
+            for d, key in zip(docs, _pair_keys(docs), strict=True):
+                cid = self._case_id(task, d, changed)
                 row, ans = self._row(
                     d, metric, path, ident=ident, case_id=cid, arm="benign", task=task
                 )
@@ -585,7 +581,7 @@ class _Reader:
                 self._add_variant(cid, "benign", d, ans)
                 self.rows.append(row)
                 if twin is not None:
-                    t = twin_docs.get(self._pair_key(d))
+                    t = twin_docs.get(key)
                     if t is None:
                         raise InputFormatError(
                             f"{path}:{d.line}: doc_id {d.doc_id} has no document in the perturbed "
@@ -603,8 +599,20 @@ class _Reader:
                         )
                     self._add_variant(cid, "attacked", t, tans)
                     self.rows.append(trow)
+            self._note_changed(path, task, changed)
         if results is not None:
-            self._published(results, run, run_id, paired_id, metrics_used, filters_used)
+            self.published += published_rows(
+                results, path=run.results, stamp=run.stamp, tasks=run.samples, run_id=run_id,
+                paired_id=paired_id, metrics=metrics_used, filters=filters_used,
+                attacked=self.attacked,
+            )  # fmt: skip
+            unsampled = tasks_without_samples(results, run.samples)
+            if unsampled:
+                self._note(
+                    f"{run.results}: {len(unsampled)} task(s) scored in the results file have no "
+                    f"samples_<task>_{run.stamp}.jsonl beside it, so neither their documents nor "
+                    f"their figures are imported: {', '.join(unsampled)}"
+                )
         credit = {
             r["verdict_score"]
             for r in self.rows
@@ -616,10 +624,6 @@ class _Reader:
                 f"counts as correct from {self.threshold:g} on, so Peira's accuracy can differ "
                 "from lm-eval's mean"
             )
-
-    @staticmethod
-    def _pair_key(d: _Doc) -> Any:
-        return d.doc_hash if d.doc_hash is not None else d.doc_id
 
     def _add_case(
         self,
@@ -675,99 +679,6 @@ class _Reader:
             }
         )
 
-    def _published(
-        self,
-        results: Mapping[str, Any],
-        run: _Run,
-        run_id: str,
-        paired_id: str,
-        metrics: Mapping[str, str],
-        filters: Mapping[str, str],
-    ) -> None:
-        table = results.get("results")
-        if not isinstance(table, Mapping):
-            raise InputFormatError(f"{run.results}: field 'results' must be an object")
-        counts = results.get("n-samples")
-        n_samples: Mapping[str, Any] = counts if isinstance(counts, Mapping) else {}
-        src = run.results.name if run.results else run.stamp
-
-        def figure(name: str, rid: str, metric_out: str, family: str, of: str) -> None:
-            """The results entry ``name`` read with the metric and filter used for task ``of``."""
-            entry = table.get(name)
-            key = f"{metrics[of]},{filters[of]}"
-            if not isinstance(entry, Mapping):
-                return
-            est = _number(entry.get(key))
-            if est is None:
-                return
-            n = None
-            ns = n_samples.get(name)
-            if isinstance(ns, Mapping) and isinstance(ns.get("effective"), int):
-                n = ns["effective"]
-            elif isinstance(entry.get("sample_len"), int):
-                n = entry["sample_len"]
-            self.published.append(
-                {
-                    "run_id": rid,
-                    "family": family,
-                    "metric": metric_out,
-                    "estimate": est,
-                    "stderr": _number(entry.get(f"{metrics[of]}_stderr,{filters[of]}")),
-                    "n": n,
-                    "source": f"lm-eval {name} {key} ({src})",
-                }
-            )
-
-        for task in sorted(run.samples):
-            twin = self.attacked.get(task)
-            if task in self.twins:
-                continue
-            if twin is None:
-                figure(task, run_id, "benign_accuracy", task, task)
-            else:
-                figure(task, paired_id, "benign_accuracy", task, task)
-                figure(twin, paired_id, "accuracy_under_attack", task, twin)
-        # A group's figure is lm-eval's size-weighted mean of its tasks. ``published`` has a
-        # row per run or per family (task), so a group's figure is kept when the group is the
-        # whole clean-only run (``--tasks mmlu``): all its tasks, read with one metric and
-        # filter, and no other task.
-        subtasks = results.get("group_subtasks") or {}
-        clean_tasks = {t for t in run.samples if t not in self.attacked and t not in self.twins}
-        for group in sorted(subtasks):
-            leaves = _leaves(results, group)
-            if set(leaves) != clean_tasks:
-                continue
-            used = {(metrics.get(t), filters.get(t)) for t in leaves}
-            if not leaves or len(used) != 1 or None in next(iter(used)):
-                continue
-            if any(t in self.attacked for t in leaves):
-                continue
-            metric, flt = next(iter(used))
-            entry = table.get(group)
-            if not isinstance(entry, Mapping):
-                continue
-            est = _number(entry.get(f"{metric},{flt}"))
-            if est is None:
-                continue
-            count = entry.get("sample_count")
-            n = None
-            if isinstance(count, Mapping) and isinstance(count.get(f"{metric},{flt}"), int):
-                n = count[f"{metric},{flt}"]
-            elif isinstance(entry.get("sample_len"), int):
-                n = entry["sample_len"]
-            self.published.append(
-                {
-                    "run_id": run_id,
-                    "family": None,
-                    "metric": "benign_accuracy",
-                    "estimate": est,
-                    "stderr": _number(entry.get(f"{metric}_stderr,{flt}")),
-                    "n": n,
-                    "source": f"lm-eval group {group} {metric},{flt}, size-weighted over "
-                    f"{', '.join(leaves)} ({src})",
-                }
-            )
-
     def result(self, source: str) -> Imported:
         # an option that matched nothing is a mistake, not a no-op
         known = ", ".join(sorted(self.tasks_seen)) or "none"
@@ -780,6 +691,7 @@ class _Reader:
         if self.filter is not None and self.filter not in self.filters_seen:
             have = ", ".join(sorted(self.filters_seen)) or "none"
             raise InputFormatError(f"{source}: no filter {self.filter!r} in the samples ({have})")
+        self._note_repeats()
         return bundle(self.book, self.rows, self.published, self.notes, source)
 
 
@@ -832,8 +744,10 @@ def read_lm_eval(
     Warns
     -----
     EvalLogWarning
-        A run without its results file, a document that differs between runs
-        under the same id, metric values between 0 and 1.
+        A run without its results file, tasks of the results file without a
+        samples file, a document that differs between runs under the same id,
+        documents of a task that repeat another (same ``doc_hash``), metric
+        values between 0 and 1.
     """
     attacked = dict(attacked_tasks or {})
     for clean, twin in attacked.items():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -124,12 +125,30 @@ def test_a_group_that_is_the_whole_run_is_the_runs_figure(tmp_path: Path) -> Non
         if not any(f.name.startswith(f"samples_{t}_2") for t in keep):
             f.unlink()
     assert len(list(run.glob("samples_*.jsonl"))) == 4
-    got = read_lm_eval([run])
+    # the results file still scores the two tasks whose samples are gone: they are named
+    with pytest.warns(
+        EvalLogWarning,
+        match=r"results_\S+\.json: 2 task\(s\) scored in the results file have no "
+        r"samples_<task>_\S+\.jsonl beside it, so neither their documents nor their figures are "
+        r"imported: arith_add_perturbed, arith_gen$",
+    ):
+        got = read_lm_eval([run])
+    assert set(got.published["family"].drop_nulls()) == set(keep)
     whole = got.published.filter(pl.col("family").is_null()).row(0, named=True)
     res = _results("beta")["results"]["arith"]
     assert whole["estimate"] == res["acc,none"] and whole["stderr"] == res["acc_stderr,none"]
     assert whole["n"] == 76 and "size-weighted over" in whole["source"]
     assert got.responses["correct"].mean() == pytest.approx(res["acc,none"], abs=1e-12)
+    # older results files give a group no count of its own: its n is its tasks' documents
+    (f,) = run.glob("results_*.json")
+    full = json.loads(f.read_text(encoding="utf-8"))
+    for key in ("sample_len", "sample_count"):
+        full["results"]["arith"].pop(key)
+    f.write_text(json.dumps(full), encoding="utf-8")
+    with pytest.warns(EvalLogWarning, match="have no samples"):
+        older = read_lm_eval([run])
+    (row,) = older.published.filter(pl.col("family").is_null()).iter_rows(named=True)
+    assert row["n"] == sum(full["n-samples"][t]["effective"] for t in keep) == 76
 
 
 def test_two_models_share_cases_by_document(both: Imported) -> None:
@@ -409,7 +428,9 @@ def test_a_changed_document_is_kept_apart(tmp_path: Path) -> None:
     recs[0]["doc_hash"] = "0" * 64  # another revision of the document under the same id
     f.write_text("".join(json.dumps(r) + "\n" for r in recs))
     with pytest.warns(
-        EvalLogWarning, match=r"doc_id 0 of task 'arith_story' is a different document"
+        EvalLogWarning,
+        match=r"samples_arith_story_\S+: task 'arith_story': 1 doc_id\(s\) name a different "
+        r"document \(doc_hash\) from the one another run saw under the same id \(doc_id 0\)",
     ):
         got = read_lm_eval([FIX / "alpha", run], filter_name="strict-match")
     ids = got.responses.filter(pl.col("case_id").str.starts_with("arith_story/0"))
@@ -434,3 +455,78 @@ _JSON = st.recursive(
 def test_json_text_is_the_canonical_json(value: Any) -> None:
     """The fast path writes exactly the bytes of peira.canonical for any JSON value."""
     assert json_text(value) == canonical_json(value).decode("utf-8")
+
+
+# ---------------------------------------------------------------- duplicate documents
+
+
+def _duplicate(tmp_path: Path, model: str, task: str, pairs: dict[int, int]) -> Path:
+    """A copy of a run where each ``doc_id`` key repeats the document of its value."""
+    run = _copy_run(tmp_path, model)
+    (f,) = run.glob(f"samples_{task}_2*.jsonl")
+    recs = [json.loads(x) for x in f.read_text().splitlines()]
+    by_id = {r["doc_id"]: r for r in recs}
+    for dup, first in pairs.items():
+        for key in ("doc", "doc_hash", "target", "target_hash"):
+            by_id[dup][key] = by_id[first][key]
+    f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return run
+
+
+def test_a_repeated_document_of_one_run_is_its_own_case(tmp_path: Path) -> None:
+    """MMLU repeats questions under other doc_ids: each doc_id is a case, with a note."""
+    run = _duplicate(tmp_path, "alpha", "arith_sub", {5: 3, 9: 3, 7: 1})
+    with pytest.warns(
+        EvalLogWarning,
+        match=r"task 'arith_sub': 3 document\(s\) repeat another document of the task \(same "
+        r"doc_hash, other doc_id: 7 = 1; 5, 9 = 3\); each doc_id is a case of its own",
+    ):
+        got = read_lm_eval([run], filter_name="strict-match")
+    sub = got.responses.filter(pl.col("case_id").str.starts_with("arith_sub/"))
+    recs = _records("alpha", "arith_sub")
+    assert sorted(sub["case_id"].to_list()) == sorted(f"arith_sub/{r['doc_id']}" for r in recs)
+    assert got.cases.filter(pl.col("family") == "arith_sub").height == len(recs)
+    # a second model on the same documents: the same cases, and still one note for the task
+    other = _duplicate(tmp_path / "b", "beta", "arith_sub", {5: 3, 9: 3, 7: 1})
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        both = read_lm_eval([run, other], filter_name="strict-match")
+    notes = [str(w.message) for w in seen if "repeat another document" in str(w.message)]
+    assert notes == [next(n for n in got.notes if "repeat another document" in n)]
+    assert both.cases.filter(pl.col("family") == "arith_sub").height == len(recs)
+    assert both.responses.filter(pl.col("case_id") == "arith_sub/5").height == 2
+
+
+def test_a_repeated_document_pairs_with_its_own_twin(tmp_path: Path) -> None:
+    """Twins pair by doc_hash; a hash two documents share pairs by doc_id as well."""
+    run = _duplicate(tmp_path, "alpha", "arith_add", {5: 3})
+    (twin,) = run.glob("samples_arith_add_perturbed_*.jsonl")
+    recs = [json.loads(x) for x in twin.read_text().splitlines()]
+    by_id = {r["doc_id"]: r for r in recs}
+    for key in ("doc", "doc_hash", "target", "target_hash"):
+        by_id[5][key] = by_id[3][key]
+    twin.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    with pytest.warns(EvalLogWarning, match=r"task 'arith_add': 1 document\(s\) repeat .*5 = 3\)"):
+        got = read_lm_eval(
+            [run], filter_name="strict-match", attacked_tasks={"arith_add": "arith_add_perturbed"}
+        )
+    paired = got.responses.filter(pl.col("run_id").str.ends_with("+attacked"))
+    for doc_id in (3, 5):
+        rows = paired.filter(pl.col("case_id") == f"arith_add/{doc_id}")
+        assert sorted(rows["arm"]) == ["attacked", "benign"]
+        # each arm is the record of that doc_id, not of the other copy
+        ids = [json.loads(e)["doc_id"] for e in rows["extras"]]
+        assert ids == [doc_id, doc_id]
+
+
+def test_published_n_is_the_documents_lm_eval_scored() -> None:
+    """``n-samples.effective`` (here ``--limit 20`` of COPA's 100) is the published n,
+    beside the 12 records the trimmed samples file holds."""
+    for model in sorted(p for p in PAIR.iterdir() if p.is_dir()):
+        (f,) = model.glob("results_*.json")
+        counts = json.loads(f.read_text(encoding="utf-8"))["n-samples"]["copa"]
+        imp = read_lm_eval([model])
+        (row,) = imp.published.iter_rows(named=True)
+        assert row["n"] == counts["effective"] == 20 and counts["original"] == 100
+        assert "20 of the task's 100 documents" in row["source"]
+        assert imp.responses.height == 12
