@@ -101,10 +101,11 @@ def _import_released(args: argparse.Namespace, read: Any) -> int:
     from ..io import dataset_owner
 
     files = list(args.input)
+    sources = [*files, *([args.published] if getattr(args, "published", None) else [])]
     owner = dataset_owner(
         ("cases.parquet", "variants.parquet", "responses.parquet", "published.parquet")
     )
-    c.check_out(args, args.out, kind="dir", inputs=files, owner=owner, writer="peira import")
+    c.check_out(args, args.out, kind="dir", inputs=sources, owner=owner, writer="peira import")
     try:
         if args.format == "textattack":
             imported = read(

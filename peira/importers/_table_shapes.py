@@ -426,9 +426,10 @@ def read_published(
     dup = out.with_row_index("_i").filter(pl.struct(key).is_duplicated())
     if dup.height:
         r = dup.row(0, named=True)
+        same = dup.filter(pl.all_horizontal([pl.col(k).eq_missing(r[k]) for k in key]))
         raise InputFormatError(
-            f"{src}: row {r['_i'] + 1}: a second figure of (run_id, family, metric) = "
-            f"({r['run_id']!r}, {r['family']!r}, {r['metric']!r})"
+            f"{src}: rows {same['_i'][0] + 1} and {same['_i'][1] + 1}: two figures of "
+            f"(run_id, family, metric) = ({r['run_id']!r}, {r['family']!r}, {r['metric']!r})"
         )
     _note_uncomparable(out, families, notes)
     return out
