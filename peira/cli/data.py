@@ -121,7 +121,7 @@ def _import_released(args: argparse.Namespace, read: Any) -> int:
                 raise PeiraError("import table reads one file at a time")
             if args.run and len(args.run) != 1:
                 raise PeiraError("import table takes one --run (or map run_id to a column)")
-            from ..importers._table_shapes import parse_constants, parse_values
+            from ..importers.table import parse_constants, parse_values
 
             constants = parse_constants(args.constants)
             imported = read(
@@ -145,9 +145,22 @@ def _import_released(args: argparse.Namespace, read: Any) -> int:
         raise DataFileError(_one_line(exc)) from exc  # unreadable input: exit 2
     out = imported.write(args.out, overwrite=args.force)
     print(f"{out}: {imported.summary()}")
-    for note in imported.notes:
+    for note in [*imported.notes, *_uncomparable(imported.published)]:
         print(f"peira: note: {note}", file=sys.stderr)
     return c.EXIT_OK
+
+
+def _uncomparable(published: Any) -> list[str]:
+    """A note naming the published metrics Peira does not compute (shown beside nothing)."""
+    from ..metrics.ratios import RATIO_METRICS
+
+    if published is None:
+        return []
+    other = sorted(set(published["metric"].to_list()) - set(RATIO_METRICS))
+    if not other:
+        return []
+    return [f"published metric(s) Peira does not compute, kept but shown beside nothing: "
+            f"{', '.join(other)}"]  # fmt: skip
 
 
 #: Formats read from several files into one directory (docs/spec/eval-logs.md).

@@ -324,8 +324,9 @@ def read_published(
 
     Columns: ``metric`` and ``value`` (required), ``n``, ``family``,
     ``stderr`` and ``run_id`` (optional). Without ``run_id`` every figure is
-    about the one run of the table. A metric Peira does not compute, or a
-    family no case has, is kept and noted: it has nothing to stand beside.
+    about the one run of the table. A family no case has is kept and noted:
+    it has nothing to stand beside (``peira import table`` also notes a
+    metric Peira does not compute).
 
     Raises
     ------
@@ -431,20 +432,10 @@ def read_published(
             f"{src}: rows {same['_i'][0] + 1} and {same['_i'][1] + 1}: two figures of "
             f"(run_id, family, metric) = ({r['run_id']!r}, {r['family']!r}, {r['metric']!r})"
         )
-    _note_uncomparable(out, families, notes)
-    return out
-
-
-def _note_uncomparable(out: pl.DataFrame, families: Sequence[str], notes: list[str]) -> None:
-    from ..metrics.ratios import RATIO_METRICS
-
-    known = set(RATIO_METRICS)
-    other = sorted(set(out["metric"].to_list()) - known)
-    if other:
-        notes.append(
-            f"published metric(s) Peira does not compute, kept but shown beside nothing: "
-            f"{', '.join(other)}"
-        )
     fams = sorted(set(out["family"].drop_nulls().to_list()) - set(families))
     if fams:
-        notes.append(f"published figures of families no case has: {', '.join(fams)}")
+        notes.append(
+            f"published figures of families no case has, kept but shown beside nothing: "
+            f"{', '.join(fams)}"
+        )
+    return out

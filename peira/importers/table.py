@@ -63,8 +63,16 @@ from ..errors import InputFormatError
 from ..schema import ARMS_DECLARED, CASES_SCHEMA, RESPONSE_EXTENSIONS, RESPONSES_SCHEMA
 from . import _table_shapes as shapes
 from ._bundle import Imported, case_key, sort_labels, variants_of
+from ._table_shapes import parse_constants, parse_values  # ``--set``, ``--values`` items
 
-__all__ = ["CALL_FIELDS", "CASE_FIELDS", "from_frame", "read_table"]
+__all__ = [
+    "CALL_FIELDS",
+    "CASE_FIELDS",
+    "from_frame",
+    "parse_constants",
+    "parse_values",
+    "read_table",
+]
 
 PathLike = str | os.PathLike[str]
 Layout = Literal["wide", "long"]
