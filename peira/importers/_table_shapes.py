@@ -305,7 +305,8 @@ def auto_samples(calls: pl.DataFrame) -> tuple[pl.DataFrame, int]:
         .cast(pl.Int32)
         .alias("sample")
     )
-    return out, int(out["sample"].max() or 0) + 1
+    most = out.select(pl.col("sample").max().fill_null(0).cast(pl.Int64)).item()
+    return out, int(most) + 1
 
 
 # ---------------------------------------------------------------- published figures
