@@ -311,7 +311,8 @@ def from_frame(
     sample
         ``"auto"``: number the repeated rows of a (run, case, arm) 0, 1, … in
         file order (``--sample auto``), for sampled generations without a
-        sample column; refused when ``sample`` is also mapped.
+        sample column (in the long layout the k-th benign row of a case pairs
+        with its k-th attacked row); refused when ``sample`` is also mapped.
     published
         The source's own figures (a CSV or JSON file, or a frame) with
         columns ``metric``, ``value`` and optionally ``n``, ``family``,
@@ -336,7 +337,7 @@ def from_frame(
     """
     df = _as_polars(frame)
     mapping = dict(mapping)
-    lay: Layout = layout or ("long" if "arm" in mapping else "wide")
+    lay: Layout = layout or ("long" if "arm" in {*mapping, *(constants or {})} else "wide")
     if lay not in ("wide", "long"):
         raise InputFormatError(f"{source}: layout must be 'wide' or 'long', not {lay!r}")
     known = _fields(lay)

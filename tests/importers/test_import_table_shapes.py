@@ -295,6 +295,41 @@ def test_bad_options_are_one_line_errors(options: dict[str, Any], message: str) 
     assert message in str(e.value) and len(str(e.value).splitlines()) == 1
 
 
+def test_sample_auto_in_the_long_layout_pairs_the_kth_rows_of_each_arm() -> None:
+    df = pl.DataFrame(
+        {
+            "id": ["a", "a", "a", "a", "b", "b"],
+            "arm": ["benign", "attacked", "benign", "attacked", "benign", "attacked"],
+            "ok": ["1", "0", "1", "1", "0", "0"],
+        }
+    )
+    imp = from_frame(
+        df,
+        {"case_id": "id", "arm": "arm", "correct": "ok", "decision": "ok"},
+        constants={"expected": "1"},
+        options=["0", "1"],
+        sample="auto",
+    )
+    r = imp.responses.sort("case_id", "sample", "arm")
+    assert r.select("case_id", "sample", "arm", "correct").rows() == [
+        ("a", 0, "attacked", False), ("a", 0, "benign", True),
+        ("a", 1, "attacked", True), ("a", 1, "benign", True),
+        ("b", 0, "attacked", False), ("b", 0, "benign", False),
+    ]  # fmt: skip
+    pairs = build_pairs(imp.responses, imp.cases)
+    assert pairs.height == 3
+    # a constant arm makes the table long: every row is a call of that arm
+    one = from_frame(
+        df.filter(pl.col("arm") == "attacked").drop("arm"),
+        {"case_id": "id", "decision": "ok"},
+        constants={"expected": "1", "arm": "attacked"},
+        options=["0", "1"],
+        sample="auto",
+    )
+    assert set(one.responses["arms"].to_list()) == {"attacked"}
+    assert one.responses.height == 3
+
+
 def test_an_empty_raw_value_stays_empty() -> None:
     df = pl.DataFrame({"id": ["a", "b"], "v": ["1", None], "gold": ["x", "x"]})
     imp = from_frame(
@@ -421,6 +456,23 @@ def test_cli_bad_options_exit_2_with_one_line_and_write_nothing(
     assert len(err.splitlines()) == 1 and message in err, err
     assert not (tmp_path / "out").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["gen.json"]
+
+
+def test_cli_notes_a_published_metric_peira_does_not_compute(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from peira.cli import main
+
+    pub = tmp_path / "pub.csv"
+    pub.write_text("metric,value\nasr,0.5\nmacro_f1,0.7\n", encoding="utf-8")
+    args = _bad_cli(tmp_path, ["--set", "expected=refuse", "--sample", "auto",
+                               "--values", "attacked_decision=0:refuse,1:comply,2:comply",
+                               "--published", str(pub)])  # fmt: skip
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    note = "peira: note: published metric(s) Peira does not compute, kept but shown beside "
+    assert note + "nothing: macro_f1" in err
+    assert pl.read_parquet(tmp_path / "out" / "published.parquet").height == 2
 
 
 def test_cli_table_options_belong_to_import_table(
