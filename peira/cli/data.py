@@ -65,7 +65,7 @@ def _one_line(exc: Exception) -> str:
     return str(exc).splitlines()[0]
 
 
-def _mapping(items: list[str]) -> dict[str, str]:
+def _mapping(items: list[str], *, allow_empty: bool = False) -> dict[str, str]:
     """``--map FIELD=COLUMN`` (repeatable) or ``--map FILE.json`` → a mapping."""
     import json
     from pathlib import Path
@@ -104,7 +104,7 @@ def _mapping(items: list[str]) -> dict[str, str]:
         if not sep or not field or not column:
             raise PeiraError(f"--map {item!r}: expected FIELD=COLUMN (or a JSON mapping file)")
         put(field.strip(), column.strip(), repr(item))
-    if not out:
+    if not out and not allow_empty:
         raise PeiraError("import table needs --map FIELD=COLUMN (at least the gold label)")
     return out
 
@@ -121,10 +121,11 @@ def _import_released(args: argparse.Namespace, read: Any) -> int:
     from ..io import dataset_owner
 
     files = list(args.input)
+    sources = [*files, *([args.published] if getattr(args, "published", None) else [])]
     owner = dataset_owner(
         ("cases.parquet", "variants.parquet", "responses.parquet", "published.parquet")
     )
-    c.check_out(args, args.out, kind="dir", inputs=files, owner=owner, writer="peira import")
+    c.check_out(args, args.out, kind="dir", inputs=sources, owner=owner, writer="peira import")
     try:
         if args.format == "textattack":
             imported = read(
@@ -140,10 +141,18 @@ def _import_released(args: argparse.Namespace, read: Any) -> int:
                 raise PeiraError("import table reads one file at a time")
             if args.run and len(args.run) != 1:
                 raise PeiraError("import table takes one --run (or map run_id to a column)")
+            from ..importers.table import parse_constants, parse_values
+
+            constants = parse_constants(args.constants)
             imported = read(
                 files[0],
-                _mapping(args.map),
+                _mapping(args.map, allow_empty=bool(constants)),
                 format=args.table_format,
+                records=args.records,
+                constants=constants,
+                values=parse_values(args.values),
+                sample=args.sample,
+                published=args.published,
                 layout=args.layout,
                 run=args.run[0] if args.run else None,
                 options=_split(args.options),
@@ -156,9 +165,22 @@ def _import_released(args: argparse.Namespace, read: Any) -> int:
         raise DataFileError(_one_line(exc)) from exc  # unreadable input: exit 2
     out = imported.write(args.out, overwrite=args.force)
     print(f"{out}: {imported.summary()}")
-    for note in imported.notes:
+    for note in [*imported.notes, *_uncomparable(imported.published)]:
         print(f"peira: note: {note}", file=sys.stderr)
     return c.EXIT_OK
+
+
+def _uncomparable(published: Any) -> list[str]:
+    """A note naming the published metrics Peira does not compute (shown beside nothing)."""
+    from ..metrics.ratios import RATIO_METRICS
+
+    if published is None:
+        return []
+    other = sorted(set(published["metric"].to_list()) - set(RATIO_METRICS))
+    if not other:
+        return []
+    return [f"published metric(s) Peira does not compute, kept but shown beside nothing: "
+            f"{', '.join(other)}"]  # fmt: skip
 
 
 #: Formats read from several files into one directory (docs/spec/eval-logs.md).
@@ -179,6 +201,14 @@ _EVAL_OPTIONS = {
         "attacked_task": "--attacked-task",
     },
 }
+#: The options only ``import table`` takes (argparse ``dest`` → flag).
+_TABLE_ONLY = {
+    "records": "--records",
+    "constants": "--set",
+    "values": "--values",
+    "sample": "--sample",
+    "published": "--published",
+}
 #: Options of the other formats an eval-log import does not take.
 _NOT_EVAL = {
     "run_id": "--run-id",
@@ -191,6 +221,7 @@ _NOT_EVAL = {
     "options": "--options",
     "arms": "--arms",
     "verdict_source": "--verdict-source",
+    **_TABLE_ONLY,
 }
 
 
@@ -201,6 +232,10 @@ def _usage(args: argparse.Namespace, message: str) -> int:
 
 def _eval_log_options_misused(args: argparse.Namespace) -> str | None:
     """A message when an option is given to a format that does not take it."""
+    if args.format != "table":
+        for dest, flag in _TABLE_ONLY.items():
+            if getattr(args, dest) not in (None, []):
+                return f"{flag} is an option of 'peira import table', not of {args.format!r}"
     takes = _EVAL_OPTIONS.get(args.format, {})
     for fmt, options in _EVAL_OPTIONS.items():
         for dest, flag in options.items():
@@ -317,6 +352,35 @@ def _formats() -> tuple[str, ...]:
     return IMPORTERS.names()
 
 
+#: Worked examples of ``peira import table`` (shown by ``peira import table --help``).
+TABLE_EXAMPLES = """\
+import table, one worked example per option (docs/spec/formats.md):
+  --map FIELD=COLUMN     the column of each Peira field (repeatable, or a JSON file):
+      peira import table results.csv --map case_id=id --map expected=label \\
+          --map benign_decision=pred --map attacked_decision=adv_pred --out DIR
+  --records KEY          a .json object holding the records (an array of objects or an
+                         object of arrays) under KEY; a top-level array needs no option:
+      peira import table evaluations.json --records completions ... --out DIR
+  --set FIELD=VALUE      a field with the same value on every row (repeatable):
+      --set expected=refuse --set run_id=llama-2-7b
+  --values FIELD=RAW:VALUE,...  read a column's raw values through a table; a raw value
+                         left unmapped is an error naming it, its row and column:
+      --map attacked_correct=jailbroken --values attacked_correct=1:false,0:true
+      --map attacked_decision=is_jailbreak --values attacked_decision=1:comply,0:refuse
+  --sample auto          number the repeated rows of a (run, case, arm) 0, 1, ... in file
+                         order (sampled generations without a sample column):
+      --map case_id=prompt_id --sample auto
+  --published FILE       the source's own figures, CSV or JSON with columns metric, value
+                         and optionally n, family, stderr, run_id; `peira score` shows them
+                         beside Peira's intervals:
+      --published published.csv      # metric,value,n,family  /  asr,0.09,100,
+  --options A,B  --arms benign|attacked|both  --layout wide|long  --threshold X
+                         the options of every case, the arms observed, one row per pair
+                         (wide) or per call (long, with --map arm=COLUMN), a verdict score
+                         from X on counts as correct
+"""
+
+
 class _ImportParser(argparse.ArgumentParser):
     """Lists the registered formats below the options of ``peira import --help``."""
 
@@ -333,7 +397,8 @@ class _ImportParser(argparse.ArgumentParser):
             "formats:\n" + "\n".join(rows) + "\n\neval logs (docs/spec/eval-logs.md):\n"
             "  peira import inspect LOG... --out DIR      Inspect .eval/.json logs\n"
             "  peira import lm-eval DIR|FILE... --out DIR lm-eval --log_samples outputs\n"
-            "Without pairing options every run is clean-only (no attacked arm)."
+            "Without pairing options every run is clean-only (no attacked arm).\n\n"
+            + TABLE_EXAMPLES
         )
 
     @epilog.setter
@@ -411,7 +476,7 @@ def register(sub: Any) -> None:
     )
     im.add_argument(
         "--table-format",
-        choices=("csv", "tsv", "jsonl", "parquet"),
+        choices=("csv", "tsv", "json", "jsonl", "parquet"),
         help="table: the file format (default: from the suffix)",
     )
     im.add_argument("--options", help="table: the options of every case, comma-separated")
@@ -427,6 +492,34 @@ def register(sub: Any) -> None:
         "(eval logs: default 1)",
     )
     im.add_argument("--verdict-source", help="table: who gave the verdicts")  # fmt: skip
+    im.add_argument(
+        "--records", metavar="KEY", help="table: the key of a .json object holding the records"
+    )
+    im.add_argument(
+        "--set",
+        dest="constants",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="table: a field with this value on every row (repeatable)",
+    )
+    im.add_argument(
+        "--values",
+        action="append",
+        default=[],
+        metavar="FIELD=RAW:VALUE,...",
+        help="table: read a mapped column's raw values through this table (repeatable)",
+    )
+    im.add_argument(
+        "--sample",
+        choices=("auto",),
+        help="table: auto numbers the repeated rows of a (run, case, arm) in file order",
+    )
+    im.add_argument(
+        "--published",
+        metavar="FILE",
+        help="table: the source's figures (CSV/JSON: metric, value, optional n, family)",
+    )
     ev = im.add_argument_group("eval logs (inspect, lm-eval)")
     ev.add_argument("--scorer", help="inspect: the scorer whose value is the verdict")
     ev.add_argument(

@@ -113,10 +113,12 @@ IMPORTERS: Registry[Importer] = Registry(
             ("judge", "run_ids", "dataset_version"),
         ),
         Importer(
-            "table", "benchmark", (".csv", ".tsv", ".jsonl", ".parquet"), ".table:read_table",
-            "any CSV, TSV, JSONL or Parquet table of results, with --map FIELD=COLUMN",
+            "table", "benchmark", (".csv", ".tsv", ".json", ".jsonl", ".parquet"),
+            ".table:read_table",
+            "any CSV, TSV, JSON, JSONL or Parquet table of results, with --map FIELD=COLUMN",
             ("mapping", "format", "layout", "run", "options", "arms", "threshold",
-             "verdict_source", "family"),
+             "verdict_source", "family", "records", "constants", "values", "sample",
+             "published"),
         ),
         Importer(
             "inspect", "benchmark", (".eval",), ".inspect:read_inspect",

@@ -1,4 +1,4 @@
-"""Any table of results (CSV, TSV, JSONL, Parquet, or a DataFrame) with a column mapping.
+"""Any table of results (CSV, TSV, JSON, JSONL, Parquet, or a DataFrame) with a column mapping.
 
 Two layouts (docs/spec/data-model.md):
 
@@ -41,6 +41,13 @@ clean-only (``arms = "benign"``); one with no benign answer declares its
 benign answers unobserved (``arms = "attacked"``); ``arms=`` overrides for
 every run. A table may mix such runs. What was inferred is listed in the
 result's ``notes``.
+
+Shapes that need no conversion code (:mod:`peira.importers._table_shapes`):
+a ``.json`` array of objects or object of arrays (``records=`` names the key
+holding them), constant fields (``constants=``, ``--set``), raw values read
+through a table (``values=``, ``--values``), repeated rows numbered as samples
+(``sample="auto"``, ``--sample auto``) and the source's published figures
+(``published=``, ``--published``).
 """
 
 from __future__ import annotations
@@ -54,9 +61,18 @@ import polars as pl
 
 from ..errors import InputFormatError
 from ..schema import ARMS_DECLARED, CASES_SCHEMA, RESPONSE_EXTENSIONS, RESPONSES_SCHEMA
+from . import _table_shapes as shapes
 from ._bundle import Imported, case_key, sort_labels, variants_of
+from ._table_shapes import parse_constants, parse_values  # ``--set``, ``--values`` items
 
-__all__ = ["CALL_FIELDS", "CASE_FIELDS", "from_frame", "read_table"]
+__all__ = [
+    "CALL_FIELDS",
+    "CASE_FIELDS",
+    "from_frame",
+    "parse_constants",
+    "parse_values",
+    "read_table",
+]
 
 PathLike = str | os.PathLike[str]
 Layout = Literal["wide", "long"]
@@ -96,6 +112,7 @@ _FORMATS = {
     ".csv": "csv",
     ".tsv": "tsv",
     ".tab": "tsv",
+    ".json": "json",
     ".jsonl": "jsonl",
     ".ndjson": "jsonl",
     ".parquet": "parquet",
@@ -108,7 +125,7 @@ def _fields(layout: Layout) -> set[str]:
     return {*CASE_FIELDS, "no_attack", *[f"{a}_{f}" for a in _ARMS for f in CALL_FIELDS]}
 
 
-def _read(path: Path, fmt: str | None) -> pl.DataFrame:
+def _read(path: Path, fmt: str | None, records: str | None = None) -> pl.DataFrame:
     if not path.exists():
         raise InputFormatError(f"{path}: no such file")
     kind = fmt or _FORMATS.get(path.suffix.lower())
@@ -117,6 +134,10 @@ def _read(path: Path, fmt: str | None) -> pl.DataFrame:
             f"{path}: cannot tell the format from {path.suffix!r}; pass a format "
             f"({', '.join(sorted(set(_FORMATS.values())))})"
         )
+    if records is not None and kind != "json":
+        raise InputFormatError(f"{path}: --records KEY reads a .json file, not {kind}")
+    if kind == "json":
+        return shapes.read_json_table(path, records)
     try:
         if kind == "csv":
             return pl.read_csv(path, infer_schema=False)
@@ -136,17 +157,21 @@ def read_table(
     mapping: Mapping[str, str],
     *,
     format: str | None = None,
+    records: str | None = None,
     **options: Any,
 ) -> Imported:
-    """Read a CSV, TSV, JSONL or Parquet file of results with a column mapping.
+    """Read a CSV, TSV, JSON, JSONL or Parquet file of results with a column mapping.
 
     Parameters
     ----------
     path
         The file. Its format comes from the suffix (``.csv``, ``.tsv``,
-        ``.jsonl``, ``.parquet``) unless ``format`` is given.
+        ``.json``, ``.jsonl``, ``.parquet``) unless ``format`` is given.
     mapping
         Peira field → column (see the module notes).
+    records
+        ``.json`` only: the key of the top-level object holding the records
+        (an array of objects or an object of arrays), as ``--records KEY``.
     options
         As in :func:`from_frame`; ``run`` defaults to the file's stem.
 
@@ -158,7 +183,7 @@ def read_table(
         fields: the message names the file, the row and the field.
     """
     p = Path(path)
-    df = _read(p, format)
+    df = _read(p, format, records)
     if options.get("run") is None:
         options["run"] = p.stem
     return from_frame(df, mapping, source=str(p), **options)
@@ -244,6 +269,10 @@ def from_frame(
     family: str = "main",
     dataset_version: str = "imported",
     source: str = "frame",
+    constants: Mapping[str, Any] | None = None,
+    values: Mapping[str, Mapping[str, Any]] | None = None,
+    sample: Literal["auto"] | None = None,
+    published: Any = None,
 ) -> Imported:
     """Import results from a pandas, pyarrow or polars frame with a column mapping.
 
@@ -271,6 +300,25 @@ def from_frame(
         Case labels when not mapped.
     source
         The name used in messages (a file name).
+    constants
+        Field → the value it has on every row, for a field no column holds
+        (``--set FIELD=VALUE``), e.g. ``{"expected": "refuse"}``.
+    values
+        Field → {raw value → value}: a mapped column's raw values read
+        through a table (``--values FIELD=RAW:VALUE,…``), e.g.
+        ``{"attacked_correct": {"1": "false", "0": "true"}}`` for a verdict
+        where 1 means the attack succeeded. Every raw value must be mapped.
+    sample
+        ``"auto"``: number the repeated rows of a (run, case, arm) 0, 1, … in
+        file order (``--sample auto``), for sampled generations without a
+        sample column (in the long layout the k-th benign row of a case pairs
+        with its k-th attacked row); refused when ``sample`` is also mapped.
+    published
+        The source's own figures (a CSV or JSON file, or a frame) with
+        columns ``metric``, ``value`` and optionally ``n``, ``family``,
+        ``stderr``, ``run_id`` (``--published FILE``): kept as the
+        ``published`` table that ``peira score`` shows beside Peira's
+        estimates.
 
     Returns
     -------
@@ -289,7 +337,7 @@ def from_frame(
     """
     df = _as_polars(frame)
     mapping = dict(mapping)
-    lay: Layout = layout or ("long" if "arm" in mapping else "wide")
+    lay: Layout = layout or ("long" if "arm" in {*mapping, *(constants or {})} else "wide")
     if lay not in ("wide", "long"):
         raise InputFormatError(f"{source}: layout must be 'wide' or 'long', not {lay!r}")
     known = _fields(lay)
@@ -299,12 +347,22 @@ def from_frame(
             f"{source}: unknown field(s) {unknown} in the {lay} mapping; fields: "
             f"{', '.join(sorted(known))}"
         )
+    df = shapes.with_constants(df, mapping, dict(constants or {}), known, source)
+    if sample is not None:
+        if sample != "auto":
+            raise InputFormatError(f"sample must be 'auto' or None, not {sample!r}")
+        if "sample" in mapping:
+            raise InputFormatError(
+                f"{source}: --sample auto numbers the samples, but sample is also mapped "
+                f"(to {mapping['sample']!r}); give one of them"
+            )
     for field_, col in mapping.items():
         if col not in df.columns:
             raise InputFormatError(
                 f"{source}: the mapping {field_}={col!r} names a column the table lacks "
                 f"(columns: {', '.join(df.columns)})"
             )
+    df, hidden = shapes.with_values(df, mapping, dict(values or {}), known, source)
     if arms is not None and arms not in ARMS_DECLARED:
         raise InputFormatError(f"arms must be one of {', '.join(ARMS_DECLARED)}, not {arms!r}")
     if df.height == 0:
@@ -327,24 +385,15 @@ def from_frame(
         family=family,
         dataset_version=dataset_version,
         notes=notes,
+        hidden=hidden,
+        auto_sample=sample == "auto",
+        published=published,
     )
 
 
 def _as_polars(frame: Any) -> pl.DataFrame:
-    try:
-        from .._frames import as_polars
-    except ImportError:  # pragma: no cover - until the shared helper lands
-        if isinstance(frame, pl.LazyFrame):
-            return frame.collect()
-        if isinstance(frame, pl.DataFrame):
-            return frame
-        if hasattr(frame, "__arrow_c_stream__"):
-            return pl.DataFrame(frame)
-        if type(frame).__module__.partition(".")[0] == "pandas":
-            return pl.from_pandas(frame)
-        raise InputFormatError(
-            f"expected a polars, pandas or Arrow table, not {type(frame).__name__}"
-        ) from None
+    from .._frames import as_polars
+
     out: pl.DataFrame = as_polars(frame, name="frame")
     return out
 
@@ -429,6 +478,9 @@ def _assemble(
     family: str,
     dataset_version: str,
     notes: list[str],
+    hidden: set[str],
+    auto_sample: bool,
+    published: Any,
 ) -> Imported:
     n = df.height
     idx = pl.int_range(1, n + 1, eager=True).alias("_row")
@@ -598,6 +650,9 @@ def _assemble(
     calls = calls.with_columns(
         pl.col("run_id").replace_strict(declared, return_dtype=pl.String).alias("_declared")
     )
+    if auto_sample:
+        calls, most = shapes.auto_samples(calls)
+        notes.append(f"samples numbered in file order per (run, case, arm): up to {most} per case")
     # duplicate keys
     keys = ["run_id", "case_id", "arm", "sample"]
     dup = calls.filter(pl.struct(keys).is_duplicated())
@@ -610,7 +665,7 @@ def _assemble(
             f"{source}: rows {rows[0]} and {rows[1]}: duplicate (run_id, case_id, arm, sample) = "
             f"({first['run_id']!r}, {first['case_id']!r}, {first['arm']!r}, {first['sample']})"
         )
-    responses = _responses(calls, df, mapping, threshold)
+    responses = _responses(calls, df, mapping, threshold, hidden)
     cases = _cases(per_row, dataset_version, source)
     prompts = (
         calls.filter(pl.col("arm") == "benign")
@@ -631,12 +686,17 @@ def _assemble(
         pl.concat([prompts.unique("case_id", keep="first", maintain_order=True), missing]),
         cases,
     )
-    unmapped = [c for c in df.columns if c not in set(mapping.values())]
+    unmapped = [c for c in df.columns if c not in {*mapping.values(), *hidden}]
+    pub = None
+    if published is not None:
+        runs = sorted(responses["run_id"].unique().to_list())
+        fams = cases["family"].unique().to_list()
+        pub = shapes.read_published(published, runs, families=fams, notes=notes)
     if unmapped:
         notes.append(
             f"kept in extras: {', '.join(unmapped[:12])}" + (" …" if len(unmapped) > 12 else "")
         )
-    return Imported(cases, variants, responses, None, tuple(notes)).validated(source)
+    return Imported(cases, variants, responses, pub, tuple(notes)).validated(source)
 
 
 def _responses(
@@ -644,8 +704,9 @@ def _responses(
     df: pl.DataFrame,
     mapping: Mapping[str, str],
     threshold: float | None,
+    hidden: set[str],
 ) -> pl.DataFrame:
-    unmapped = sorted(c for c in df.columns if c not in set(mapping.values()))
+    unmapped = sorted(c for c in df.columns if c not in {*mapping.values(), *hidden})
     if unmapped:
         extras = (
             df.select(pl.struct(unmapped).struct.json_encode().alias("extras"))
