@@ -19,7 +19,8 @@ Exit codes (class attribute ``exit_code``; the ``peira`` command returns it):
     reference format that cannot be read, hostile JSON — and any
     ``OSError`` the command line meets), bad arguments
     (:class:`PeiraValueError`, :class:`PeiraKeyError`,
-    :class:`PeiraTypeError`, :class:`UnknownNameError`), outputs Peira will
+    :class:`PeiraTypeError`, :class:`UnknownNameError`), inputs beyond a
+    stated size bound (:class:`ResourceError`), outputs Peira will
     not write (:class:`OutputError`, :class:`OutputExistsError`: a bad
     path, an input of the command, a file Peira did not write, a full
     disk), a publication that would leak
@@ -64,6 +65,7 @@ __all__ = [
     "PlanMismatchError",
     "PseudonymCollisionError",
     "PublicationLeakError",
+    "ResourceError",
     "ResumeError",
     "RunError",
     "RunInterrupted",
@@ -154,6 +156,11 @@ def _plural(kind: str) -> str:
 
 class DataFileError(PeiraError, OSError):
     """A data file is missing, empty, truncated or not Parquet."""
+
+
+class ResourceError(PeiraValueError):
+    """An input beyond a stated size bound, refused before memory is allocated
+    (such as more runs in one log than :data:`peira.schema.MAX_RUNS`)."""
 
 
 class ValidationError(PeiraValueError):

@@ -46,6 +46,7 @@ from .._pairs import CASE_COLUMNS, RULE_INPUTS, SHIFT_TOL, column_default, pair_
 from ..metrics.ratios import RatioMetric
 from ..schema import (
     CONTROL_CHARACTERS,
+    MAX_RUNS,
     RESPONSE_EXTENSIONS,
     RESPONSES_SCHEMA,
     bounded,
@@ -519,8 +520,11 @@ class _Reducer:
         if code is None:
             if not name or _CONTROL.search(name):
                 return -1
-            if (len(self.runs) + 1) * self.key_bytes > MAX_TABLE_BYTES:
-                raise _Violation  # the key table would be too large
+            if (len(self.runs) + 1) * self.key_bytes > MAX_TABLE_BYTES or len(
+                self.runs
+            ) >= MAX_RUNS:
+                raise _Violation  # the key table would be too large; past MAX_RUNS the
+                # general path refuses the log
             code = self.run_code[name] = len(self.runs)
             self.runs.append(name)
         return code

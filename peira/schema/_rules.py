@@ -488,6 +488,9 @@ OPTIONAL: dict[str, dict[str, Any]] = {
     for t, r in RULES.items()
 }
 KEYS: dict[str, tuple[str, ...]] = {t: r.key for t, r in RULES.items()}
+#: The most runs (distinct ``run_id``) one response log may hold: the per-run and
+#: pairwise work grows with it, and a log beyond it is refused before any is done.
+MAX_RUNS = 10_000
 #: The column each table-level check is about (for messages).
 CHECK_COLUMN: dict[str, str] = {
     c.name: c.column for r in RULES.values() for c in r.checks if c.column is not None

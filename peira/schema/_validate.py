@@ -18,11 +18,11 @@ from typing import Any, NamedTuple
 
 import polars as pl
 
-from ..errors import PeiraValueError
+from ..errors import PeiraValueError, ResourceError
 from ._conform import conform
 from ._failures import failures_frame, fmt, from_pandera, key_of, raise_if
 from ._pandera import models
-from ._rules import RULES
+from ._rules import MAX_RUNS, RULES
 
 __all__ = [
     "collect_failures",
@@ -211,6 +211,18 @@ def _option_mismatches(joined: pl.DataFrame, source: str) -> list[dict[str, Any]
     ]
 
 
+def check_runs(df: pl.DataFrame, source: str) -> None:
+    """Refuse a response log of more than :data:`MAX_RUNS` runs (a resource bound)."""
+    if "run_id" not in df.columns or df.height <= MAX_RUNS:
+        return
+    n = df["run_id"].n_unique()
+    if n > MAX_RUNS:
+        raise ResourceError(
+            f"{source}: {n:,} runs (distinct run_id) in one log, more than the "
+            f"{MAX_RUNS:,} Peira scores at once; score the runs in groups"
+        )
+
+
 def shape_broken(failures: pl.DataFrame) -> bool:
     """Whether a table's failures include a missing column or a column of the wrong
     type: then the checks that join it with another table cannot run (and are not
@@ -234,6 +246,8 @@ def collect_failures(
     """
     if table not in RULES:
         raise PeiraValueError(f"unknown table {table!r}; expected one of {sorted(RULES)}")
+    if table == "responses":
+        check_runs(df, source)
     out, failures = _validate(df, table, source, locations)
     if cases is not None and not shape_broken(failures):
         failures = pl.concat([failures, _cross_failures(out, cases, table, source, locations)])

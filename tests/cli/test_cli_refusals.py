@@ -269,3 +269,33 @@ def test_an_adapter_raising_a_bare_base_exception_fails_its_rows(tmp_path: Path)
     log = res.responses
     assert log.height == res.n_total and log["malformed"].all()
     assert set(log["error"].unique().to_list()) == {"adapter error: BaseException: bare"}
+
+
+def test_a_log_of_more_runs_than_the_bound_is_refused_before_scoring(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import polars as pl
+
+    from peira.schema import MAX_RUNS
+
+    d = peira.demo_dir()
+    r = pl.read_parquet(d / "responses.parquet")
+    one = r.filter(pl.col("run_id") == r["run_id"][0])
+    pair = one.filter(pl.col("case_id") == one["case_id"][0])  # its two arms
+    n = MAX_RUNS + 1
+    runs = pl.DataFrame({"i": range(n)}).join(pair.drop("run_id", "model"), how="cross")
+    log = tmp_path / "many.parquet"
+    runs.with_columns(
+        ("r" + pl.col("i").cast(pl.String)).alias("run_id"),
+        ("m" + pl.col("i").cast(pl.String)).alias("model"),
+    ).select(r.columns).write_parquet(log)
+    said = f"many.parquet: {n:,} runs (distinct run_id) in one log, more than the {MAX_RUNS:,}"
+    for argv in (
+        ["validate", str(d), "--responses", str(log)],
+        ["score", "--dataset", str(d), "--responses", str(log), "--ratio-only"],
+        ["leaderboard", "--dataset", str(d), "--responses", str(log)],
+    ):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+        assert said in err
