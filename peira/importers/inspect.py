@@ -130,12 +130,16 @@ def _where(path: Path, sample: EvalSample) -> str:
 def _scorer_name(log: EvalLog, path: Path, scorer: str | None) -> str:
     """The scorer whose value is the verdict: ``scorer``, or the log's only one."""
     names: list[str] = []
-    if log.results is not None:
-        names = [s.name for s in log.results.scores]
     for s in log.samples or []:
         for k in s.scores or {}:
             if k not in names:
                 names.append(k)
+    if not names and log.results is not None:
+        # no sample scored: the header's scorers (a dictionary score's per-key
+        # figures are named after the key, their scorer is the scorer)
+        for score in log.results.scores:
+            if score.scorer not in names:
+                names.append(score.scorer)
     if scorer is not None:
         if scorer not in names:
             raise InputFormatError(
