@@ -139,6 +139,8 @@ def _json_summary(text: str) -> dict[str, float] | None:
         data = json.loads(text)
     except ValueError:
         return None
+    if not isinstance(data, Mapping):
+        return None
     tables = [data, *(v for v in data.values() if isinstance(v, Mapping))]
     found: dict[str, float] = {}
     for table in tables:
