@@ -398,15 +398,12 @@ def _published(
     """
     if log.status != "success" or log.results is None:
         return []
+    names: tuple[str, ...] = ("accuracy",) if score_key is None else ("accuracy", "mean")
     for s in log.results.scores:
-        if score_key is None:
-            if s.name != scorer:
-                continue
-            names = ("accuracy",)
-        else:
-            if s.name != score_key or s.scorer != scorer:
-                continue
-            names = ("accuracy", "mean")
+        if score_key is None and s.name != scorer:
+            continue
+        if score_key is not None and (s.name != score_key or s.scorer != scorer):
+            continue
         found = [(n, s.metrics[n]) for n in names if n in s.metrics]
         if not found:
             return []
@@ -635,7 +632,7 @@ class _Reader:
             self.published += _published(log, path, scorer, run_id, metric, self.opt.score_key)
         key = self.opt.score_key
         values = [
-            v[key] if isinstance(v, Mapping) and key in v else v
+            v[key] if key is not None and isinstance(v, Mapping) and key in v else v
             for v in (s.scores[scorer].value for s in log.samples or [] if s.scores and scorer in s.scores)
         ]  # fmt: skip
         to_float = _to_float()
