@@ -153,3 +153,21 @@ def test_a_named_summary_gives_the_published_figures(
     argv = ["import", "jailbreakbench", str(csv), "--summary", str(report)]
     assert main([*argv, "--out", str(tmp_path / "o2")]) == 2
     assert "--summary is an option of 'peira import textattack'" in capsys.readouterr().err
+
+
+def test_validate_checks_the_runs_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import polars as pl
+
+    from peira.io import write_parquet
+
+    out = tmp_path / "d"
+    assert main(["import", "inspect", str(INSPECT / "cancelled.eval"), "--out", str(out)]) == 0
+    runs = pl.read_parquet(out / "runs.parquet")
+    write_parquet(
+        runs.with_columns(pl.lit(-1, dtype=pl.Int64).alias("samples")), out / "runs.parquet"
+    )
+    capsys.readouterr()
+    assert main(["validate", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "runs.parquet: 1 violation(s) of greater_than_or_equal_to(0) in column 'samples'" in err
+    assert "samples=-1" in err and _notes(err) == []
