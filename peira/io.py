@@ -36,11 +36,13 @@ from .schema import (
     raise_if,
     shape_broken,
     validate_cases,
+    validate_runs,
     validate_variants,
 )
 
 __all__ = [
     "DATASET_FILES",
+    "RUNS_FILE",
     "Dataset",
     "atomic_dir",
     "atomic_path",
@@ -57,6 +59,8 @@ __all__ = [
     "read_dataset",
     "read_parquet",
     "read_responses",
+    "read_runs",
+    "run_notes",
     "scan_responses",
     "write_dataset",
     "write_parquet",
@@ -413,6 +417,44 @@ def read_dataset(directory: PathLike) -> Dataset:
     return Dataset(cases, variants, d)
 
 
+#: The file beside a dataset that lists the runs its source reports as unfinished.
+RUNS_FILE = "runs.parquet"
+
+
+def read_runs(directory: PathLike) -> pl.DataFrame | None:
+    """The validated ``runs.parquet`` of a dataset directory, or None without one.
+
+    One row per run whose source reports it unfinished or incomplete (an
+    Inspect log cancelled or stopped by an error, fewer samples than the
+    dataset it declares): ``run_id``, the source's ``status``, the ``samples``
+    it holds, the count it ``planned`` and the ``source`` file
+    (docs/spec/data-model.md, ``runs``).
+    """
+    p = Path(directory) / RUNS_FILE
+    if not p.is_file():
+        return None
+    return validate_runs(read_parquet(p), source=str(p))
+
+
+def run_notes(runs: pl.DataFrame | None) -> list[str]:
+    """One line per unfinished run: ``run <id>: partial: 134 of 792 samples (…)``.
+
+    >>> import polars as pl
+    >>> run_notes(pl.DataFrame({"run_id": ["m:t@1"], "status": ["cancelled"],
+    ...     "samples": [134], "planned": [792], "source": ["log.eval"]}))
+    ['run m:t@1: partial: 134 of 792 samples (status cancelled, log.eval)']
+    """
+    if runs is None:
+        return []
+    lines = []
+    for r in runs.sort("run_id", "source").iter_rows(named=True):
+        held = r["samples"] if r["planned"] is None else f"{r['samples']} of {r['planned']}"
+        lines.append(
+            f"run {r['run_id']}: partial: {held} samples (status {r['status']}, {r['source']})"
+        )
+    return lines
+
+
 def validate_files(dataset: PathLike, responses: Sequence[PathLike] = ()) -> pl.DataFrame:
     """Every violation in a dataset and optional response logs, as a failures frame.
 
@@ -434,6 +476,9 @@ def validate_files(dataset: PathLike, responses: Sequence[PathLike] = ()) -> pl.
         variants_raw, "variants", source=str(variants_path), cases=usable_cases
     )
     parts = [f_cases, f_var]
+    if (d / RUNS_FILE).is_file():
+        parts.append(collect_failures(read_parquet(d / RUNS_FILE), "runs",
+                                      source=str(d / RUNS_FILE))[1])  # fmt: skip
     for r in responses:
         try:
             log = read_responses(r, cases=usable_cases)

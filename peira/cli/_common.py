@@ -56,6 +56,7 @@ __all__ = [
     "int_range",
     "log_inputs",
     "non_negative_int",
+    "note_unfinished_runs",
     "number_range",
     "option_choices",
     "option_help",
@@ -379,11 +380,21 @@ def dataset_and_log(args: argparse.Namespace) -> tuple[Path, Path]:
         known = _resolve_inputs(args)
         args._dataset_and_log = known
         preload_for_plan(known[0], args)
+        note_unfinished_runs(known[0])
     return known
 
 
 def _note(message: str) -> None:
     print(f"peira: note: {message}", file=sys.stderr)
+
+
+def note_unfinished_runs(dataset: str | Path) -> None:
+    """One note on stderr per run the dataset's source reports as unfinished
+    (``runs.parquet``: ``run <id>: partial: 134 of 792 samples (…)``)."""
+    from ..io import read_runs, run_notes
+
+    for line in run_notes(read_runs(dataset)):
+        _note(line)
 
 
 def _shown(path: Path) -> str:

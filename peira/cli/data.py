@@ -25,6 +25,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if failures.height == 0:
         logs = f" and {len(args.responses)} response log(s)" if args.responses else ""
         print(f"{args.dataset}{logs}: valid")
+        c.note_unfinished_runs(args.dataset)
         return c.EXIT_OK
     print(f"{failures.height} violation(s)", file=sys.stderr)
     print(describe_failures(failures, examples=args.examples), file=sys.stderr)
@@ -121,10 +122,15 @@ def _import_released(args: argparse.Namespace, read: Any) -> int:
     from ..io import dataset_owner
 
     files = list(args.input)
+    if args.summary and args.format != "textattack":
+        return _usage(args, f"--summary is an option of 'peira import textattack', not of "
+                            f"{args.format!r}")  # fmt: skip
     sources = [*files, *([args.published] if getattr(args, "published", None) else [])]
+    sources += list(args.summary or [])
     owner = dataset_owner(
-        ("cases.parquet", "variants.parquet", "responses.parquet", "published.parquet")
-    )
+        ("cases.parquet", "variants.parquet", "responses.parquet", "published.parquet",
+         "runs.parquet")
+    )  # fmt: skip
     c.check_out(args, args.out, kind="dir", inputs=sources, owner=owner, writer="peira import")
     try:
         if args.format == "textattack":
@@ -133,6 +139,7 @@ def _import_released(args: argparse.Namespace, read: Any) -> int:
                 run_ids=args.run or None,
                 labels=_split(args.labels),
                 family=args.family or "textattack",
+                summaries=args.summary or True,
             )
         elif args.format == "jailbreakbench":
             imported = read(files, judge=args.judge, run_ids=args.run or None)
@@ -194,6 +201,7 @@ _EVAL_OPTIONS = {
         "benign": "--benign",
         "attacked": "--attacked",
         "cluster_by": "--cluster-by",
+        "score_key": "--score-key",
     },
     "lm-eval": {
         "metric": "--metric",
@@ -215,6 +223,7 @@ _NOT_EVAL = {
     "run": "--run",
     "family": "--family",
     "labels": "--labels",
+    "summary": "--summary",
     "map": "--map",
     "layout": "--layout",
     "table_format": "--table-format",
@@ -260,8 +269,9 @@ def _import_eval_logs(args: argparse.Namespace, read: Any) -> int:
     from ..io import dataset_owner
 
     owner = dataset_owner(
-        ("cases.parquet", "variants.parquet", "responses.parquet", "published.parquet")
-    )
+        ("cases.parquet", "variants.parquet", "responses.parquet", "published.parquet",
+         "runs.parquet")
+    )  # fmt: skip
     inputs = [*args.input, *args.benign, *args.attacked]
     c.check_out(args, args.out, kind="dir", logs=inputs, owner=owner, writer="peira import")
     threshold = 1.0 if args.threshold is None else args.threshold
@@ -275,6 +285,7 @@ def _import_eval_logs(args: argparse.Namespace, read: Any) -> int:
                 pairs=list(zip(args.benign, args.attacked, strict=True)),
                 threshold=threshold,
                 cluster_by=args.cluster_by,
+                score_key=args.score_key,
             )
         else:
             twins = {}
@@ -463,6 +474,14 @@ def register(sub: Any) -> None:
     c.add_force_option(im, "output file (or, in a peira dataset, cases/variants file)")
     im.add_argument("--family", default=None, help="family of every case (textattack, table)")
     im.add_argument("--labels", help="textattack: the options, comma-separated, in order")
+    im.add_argument(
+        "--summary",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="textattack: the attack summary of each CSV, one per file, in order (default: "
+        "looked for beside it: <stem>.txt, <stem>.log, <stem>_summary.json, …)",
+    )
     im.add_argument("--judge", default="jailbroken", help="jailbreakbench: the verdict field")
     im.add_argument(
         "--map",
@@ -522,6 +541,12 @@ def register(sub: Any) -> None:
     )
     ev = im.add_argument_group("eval logs (inspect, lm-eval)")
     ev.add_argument("--scorer", help="inspect: the scorer whose value is the verdict")
+    ev.add_argument(
+        "--score-key",
+        metavar="KEY",
+        help="inspect: the entry of a dictionary-valued score that is the verdict "
+        "(AgentHarm: score or refusal)",
+    )
     ev.add_argument(
         "--pair-by",
         metavar="FIELD",

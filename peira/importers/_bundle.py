@@ -3,7 +3,8 @@ source's own published figures, validated together and written as one directory.
 
 The tables follow docs/spec/data-model.md. :meth:`Imported.write` writes
 ``cases.parquet``, ``variants.parquet``, ``responses.parquet`` and, when the
-source publishes figures, ``published.parquet`` into a temporary directory
+source publishes figures, ``published.parquet`` (and, when a run did not
+finish, ``runs.parquet``) into a temporary directory
 that is renamed onto the target only when everything is written, so the
 output appears whole or not at all.
 """
@@ -27,6 +28,7 @@ from ..schema import (
     validate_cases,
     validate_published,
     validate_responses,
+    validate_runs,
     validate_variants,
 )
 from .cases import canonical_json
@@ -42,8 +44,15 @@ __all__ = [
 
 PathLike = str | os.PathLike[str]
 
-#: Files an import writes (``published.parquet`` only when the source publishes figures).
-FILES = ("cases.parquet", "variants.parquet", "responses.parquet", "published.parquet")
+#: Files an import writes (``published.parquet`` only when the source publishes figures,
+#: ``runs.parquet`` only when a run did not finish).
+FILES = (
+    "cases.parquet",
+    "variants.parquet",
+    "responses.parquet",
+    "published.parquet",
+    "runs.parquet",
+)
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,9 @@ class Imported:
     notes
         What the importer inferred or assumed, one sentence each (shown by
         ``peira import``).
+    runs
+        The runs the source reports as unfinished (``runs`` table: status,
+        samples held, samples planned), or None.
     """
 
     cases: pl.DataFrame
@@ -66,6 +78,7 @@ class Imported:
     responses: pl.DataFrame
     published: pl.DataFrame | None = None
     notes: tuple[str, ...] = field(default=())
+    runs: pl.DataFrame | None = None
 
     def validated(self, source: str) -> Imported:
         """Every table validated (responses against the cases); raises on any violation."""
@@ -77,7 +90,8 @@ class Imported:
             if self.published is None
             else validate_published(self.published, source=f"{source} (published)")
         )
-        return Imported(cases, variants, responses, published, self.notes)
+        runs = None if self.runs is None else validate_runs(self.runs, source=f"{source} (runs)")
+        return Imported(cases, variants, responses, published, self.notes, runs)
 
     def write(self, out: PathLike, *, overwrite: bool = False) -> Path:
         """Write the tables into the directory ``out``, whole or not at all.
@@ -104,14 +118,15 @@ class Imported:
                         f"{target}: not a dataset directory peira wrote (no cases.parquet); "
                         "not replaced"
                     )
-        files = ("cases.parquet", "variants.parquet", "responses.parquet", "published.parquet")
-        owner = dataset_owner(files)  # a Peira dataset: its files are replaced, others kept
+        owner = dataset_owner(FILES)  # a Peira dataset: its files are replaced, others kept
         with atomic_dir(target, owner=owner, writer="peira import") as tmp:
             write_parquet(self.cases, tmp / "cases.parquet")
             write_parquet(self.variants, tmp / "variants.parquet")
             write_parquet(self.responses, tmp / "responses.parquet")
             if self.published is not None and self.published.height:
                 write_parquet(self.published, tmp / "published.parquet")
+            if self.runs is not None and self.runs.height:
+                write_parquet(self.runs, tmp / "runs.parquet")
         return target
 
     def summary(self) -> str:

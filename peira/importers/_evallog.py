@@ -4,9 +4,10 @@ An eval log (Inspect, lm-evaluation-harness; docs/spec/eval-logs.md) becomes the
 tables of an :class:`~peira.importers._bundle.Imported` (docs/spec/data-model.md):
 ``cases`` and ``variants`` (the items), ``responses`` (one row per model answer,
 with the tool's own verdict in ``correct`` / ``verdict_score`` /
-``verdict_threshold`` / ``verdict_source``) and ``published`` (the figures the
+``verdict_threshold`` / ``verdict_source``), ``published`` (the figures the
 tool itself reported: its accuracy and standard error, shown beside Peira's
-interval).
+interval) and ``runs`` (the runs the tool reports as unfinished: its status,
+the samples a log holds and the count it planned).
 
 Free-text items have no closed option list. Their options are the accepted
 answers plus :data:`OTHER`, which stands for any other answer; the tool's
@@ -31,6 +32,7 @@ from ..schema import (
     PUBLISHED_SCHEMA,
     RESPONSE_EXTENSIONS,
     RESPONSES_SCHEMA,
+    RUNS_SCHEMA,
     VARIANTS_SCHEMA,
 )
 from ._bundle import Imported
@@ -207,13 +209,19 @@ def bundle(
     published: Iterable[Mapping[str, Any]],
     notes: Sequence[str],
     source: str,
+    runs: Iterable[Mapping[str, Any]] = (),
 ) -> Imported:
-    """The imported tables, validated against the data model (errors name ``source``)."""
+    """The imported tables, validated against the data model (errors name ``source``).
+
+    ``runs`` are the rows of the ``runs`` table (runs that did not finish).
+    """
     cases, variants = book.frames()
+    unfinished = pl.DataFrame(list(runs), schema=RUNS_SCHEMA).sort("run_id", "source")
     return Imported(
         cases=cases,
         variants=variants,
         responses=response_frame(rows),
         published=published_frame(published),
         notes=tuple(notes),
+        runs=unfinished if unfinished.height else None,
     ).validated(source)

@@ -15,8 +15,10 @@ Logs are read through ``inspect_ai.log.read_eval_log`` (``pip install
 - the value of the chosen scorer is the verdict: Inspect's ``value_to_float``
   turns C/I/P/N, booleans and numbers into a score in [0, 1]
   (``verdict_score``), correct when it reaches ``threshold`` (default 1: partial
-  credit is not full credit); the other scorers' values, the scorer's
-  explanation and the sample metadata are kept in ``extras``;
+  credit is not full credit); a scorer whose value is a dictionary (AgentHarm's
+  ``{score, refusal}``) gives the entry ``score_key`` names, and the whole
+  value is kept; the other scorers' values, the scorer's explanation and the
+  sample metadata are kept in ``extras``;
 - a sample that failed (``error``) or has no value from the scorer is a
   malformed answer; a provider refusal (stop reason ``content_filter``) or a
   scorer's "no answer" (``N``) is an abstention.
@@ -29,8 +31,12 @@ value is ``benign`` or ``attacked``) or from two logs of the same model
 
 For a log that finished (status ``success``) the header's accuracy and standard
 error of the scorer become ``published`` rows (``benign_accuracy``, or
-``accuracy_under_attack`` for an attacked log). A cancelled or errored log
-contributes the samples it holds, with a warning, and no published figure.
+``accuracy_under_attack`` for an attacked log). A cancelled or errored log, or
+one holding fewer samples than it planned (the dataset's samples after
+``--limit``/``--sample-id``, times the epochs), contributes the samples it
+holds, with a warning, no published figure and a row of the ``runs`` table
+(status, samples held, samples planned), which ``validate``, ``score`` and
+``leaderboard`` show.
 """
 
 from __future__ import annotations
@@ -124,12 +130,16 @@ def _where(path: Path, sample: EvalSample) -> str:
 def _scorer_name(log: EvalLog, path: Path, scorer: str | None) -> str:
     """The scorer whose value is the verdict: ``scorer``, or the log's only one."""
     names: list[str] = []
-    if log.results is not None:
-        names = [s.name for s in log.results.scores]
     for s in log.samples or []:
         for k in s.scores or {}:
             if k not in names:
                 names.append(k)
+    if not names and log.results is not None:
+        # no sample scored: the header's scorers (a dictionary score's per-key
+        # figures are named after the key, their scorer is the scorer)
+        for score in log.results.scores:
+            if score.scorer not in names:
+                names.append(score.scorer)
     if scorer is not None:
         if scorer not in names:
             raise InputFormatError(
@@ -180,6 +190,7 @@ class _Options:
     scorer: str | None
     threshold: float
     cluster_by: str | None
+    score_key: str | None = None
 
 
 def _meta(sample: EvalSample, field: str, where: str) -> str:
@@ -195,12 +206,41 @@ def _meta(sample: EvalSample, field: str, where: str) -> str:
     return str(value)
 
 
+def _value(raw: Any, scorer: str, score_key: str | None, where: str) -> Any:
+    """The verdict value of a score: the value itself, or its ``score_key`` entry."""
+    if isinstance(raw, Mapping):
+        keys = ", ".join(map(str, raw)) or "none"
+        if score_key is None:
+            raise InputFormatError(
+                f"{where}: scorer {scorer!r}: value {raw!r} is a dictionary (keys: {keys}); "
+                "choose the entry that is the verdict with --score-key KEY"
+            )
+        if score_key not in raw:
+            raise InputFormatError(
+                f"{where}: scorer {scorer!r}: no key {score_key!r} in the score "
+                f"(keys: {keys}); --score-key names one of them"
+            )
+        raw = raw[score_key]
+    elif score_key is not None and raw is not None:
+        raise InputFormatError(
+            f"{where}: scorer {scorer!r}: value {raw!r} is not a dictionary, so it has no "
+            f"key {score_key!r} (--score-key is for dictionary-valued scores)"
+        )
+    if isinstance(raw, Mapping | list | tuple):
+        raise InputFormatError(
+            f"{where}: scorer {scorer!r}: value {raw!r} is not a single value; "
+            "a verdict needs one value (C/I/P/N, a boolean or a number)"
+        )
+    return raw
+
+
 def _response(
     sample: EvalSample,
     *,
     scorer: str,
     threshold: float,
     where: str,
+    score_key: str | None = None,
 ) -> dict[str, Any]:
     """The response row of one sample: decision, verdict, usage, extras."""
     to_float = _to_float()
@@ -227,13 +267,9 @@ def _response(
     if output is not None and output.time is not None:
         row["latency_ms"] = float(output.time) * 1000.0
     value: float | None = None
+    raw: Any = None
     if score is not None:
-        raw = score.value
-        if isinstance(raw, Mapping | list | tuple):
-            raise InputFormatError(
-                f"{where}: scorer {scorer!r}: value {raw!r} is not a single value; "
-                "a verdict needs one value (C/I/P/N, a boolean or a number)"
-            )
+        raw = _value(score.value, scorer, score_key, where)
         value = to_float(raw)
         if not (0.0 <= value <= 1.0):
             raise InputFormatError(
@@ -246,7 +282,7 @@ def _response(
         row.update(malformed=True, error=f"no value from scorer {scorer!r}")
     elif _stop_reason(output) == "content_filter":
         row.update(abstained=True, refusal_reason="content_filter")  # a provider refusal
-    elif score.value == "N":
+    elif raw == "N":
         row.update(abstained=True)  # the scorer found no answer
     else:
         row["decision"] = score.answer if score.answer is not None else completion
@@ -255,6 +291,7 @@ def _response(
     row["extras"] = extras_json(
         {
             "epoch": sample.epoch,
+            "value": score.value if score is not None and score_key is not None else None,
             "answer": score.answer if score is not None else None,
             "explanation": score.explanation if score is not None else None,
             "scores": others,
@@ -288,11 +325,46 @@ def _model_version(log: EvalLog) -> str:
     return seen.most_common(1)[0][0] if seen else log.eval.model
 
 
-def _status_note(log: EvalLog, path: Path) -> str | None:
-    if log.status == "success":
+def _planned(log: EvalLog) -> int | None:
+    """The samples the run set out to produce: its sample ids (the dataset after
+    ``--limit`` and ``--sample-id``) times the epochs; None when the log does not say."""
+    ds, cfg = log.eval.dataset, log.eval.config
+    if ds.sample_ids is not None:
+        n = len(ds.sample_ids)
+    elif ds.samples is not None:
+        n = ds.samples
+        if isinstance(cfg.limit, int):
+            n = min(n, cfg.limit)
+        elif isinstance(cfg.limit, tuple | list) and len(cfg.limit) == 2:
+            n = max(0, min(n, cfg.limit[1]) - cfg.limit[0])
+    else:
         return None
-    held = len(log.samples or [])
-    planned = (log.eval.dataset.samples or 0) * (log.eval.config.epochs or 1)
+    return n * (cfg.epochs or 1)
+
+
+def _unfinished(log: EvalLog, path: Path, run_id: str) -> dict[str, Any] | None:
+    """The ``runs`` row of a log that did not finish or holds fewer samples than planned."""
+    held, planned = len(log.samples or []), _planned(log)
+    if log.status == "success" and (planned is None or held >= planned):
+        return None
+    return {
+        "run_id": run_id,
+        "status": str(log.status),
+        "samples": held,
+        "planned": planned,
+        "source": path.name,
+    }
+
+
+def _status_note(log: EvalLog, path: Path) -> str | None:
+    held, planned = len(log.samples or []), _planned(log)
+    if log.status == "success":
+        if planned is None or held >= planned:
+            return None
+        return (
+            f"{path}: the log holds {held} of the {planned} sample(s) it planned; "
+            "the run is marked partial"
+        )
     header = ""
     if log.results is not None and log.results.scores:
         parts = [
@@ -303,25 +375,41 @@ def _status_note(log: EvalLog, path: Path) -> str | None:
         ]
         if parts:
             header = f"; its partial header ({'; '.join(parts)}) is not carried over"
+    of = f" of {planned} planned" if planned is not None else ""
     return (
         f"{path}: the run did not finish (status {log.status}): imported the {held} "
-        f"sample(s) it holds of {planned} planned, no published figure{header}"
+        f"sample(s) it holds{of}, no published figure{header}"
     )
 
 
 def _published(
-    log: EvalLog, path: Path, scorer: str, run_id: str, metric: str
+    log: EvalLog,
+    path: Path,
+    scorer: str,
+    run_id: str,
+    metric: str,
+    score_key: str | None = None,
 ) -> list[dict[str, Any]]:
-    """The header's accuracy and standard error of ``scorer`` (finished logs only)."""
+    """The header's accuracy and standard error of ``scorer`` (finished logs only).
+
+    With ``score_key``, the figures Inspect reports for that entry of a
+    dictionary score (its score named after the key, of this scorer): its
+    ``accuracy`` or ``mean``, both the mean of the values.
+    """
     if log.status != "success" or log.results is None:
         return []
+    names: tuple[str, ...] = ("accuracy",) if score_key is None else ("accuracy", "mean")
     for s in log.results.scores:
-        if s.name != scorer:
+        if score_key is None and s.name != scorer:
             continue
-        acc = s.metrics.get("accuracy")
-        if acc is None:
+        if score_key is not None and (s.name != score_key or s.scorer != scorer):
+            continue
+        found = [(n, s.metrics[n]) for n in names if n in s.metrics]
+        if not found:
             return []
+        name, acc = found[0]
         err = s.metrics.get("stderr")
+        what = scorer if score_key is None else f"{scorer}[{score_key}]"
         return [
             {
                 "run_id": run_id,
@@ -330,7 +418,7 @@ def _published(
                 "estimate": float(acc.value),
                 "stderr": float(err.value) if err is not None else None,
                 "n": s.scored_samples,
-                "source": f"inspect {log.eval.task} {scorer} accuracy ({path.name})",
+                "source": f"inspect {log.eval.task} {what} {name} ({path.name})",
             }
         ]
     return []
@@ -344,6 +432,11 @@ class _Reader:
         self.published: list[dict[str, Any]] = []
         self.notes: list[str] = []
         self.runs: dict[str, str] = {}
+        self.unfinished: list[dict[str, Any]] = []
+
+    @property
+    def _verdict(self) -> dict[str, Any]:
+        return {"threshold": self.opt.threshold, "score_key": self.opt.score_key}
 
     def _note(self, text: str) -> None:
         self.notes.append(text)
@@ -421,7 +514,7 @@ class _Reader:
             case_id = f"{log.eval.task}/{s.id}"
             self._case(log, s, case_id, where, meta={"sample_id": s.id, "metadata": s.metadata})
             self._variant(s, case_id, "benign", where)
-            row = _response(s, scorer=scorer, threshold=self.opt.threshold, where=where)
+            row = _response(s, scorer=scorer, where=where, **self._verdict)
             self.rows.append(
                 {**ident, "case_id": case_id, "arm": "benign", "sample": s.epoch - 1, **row}
             )
@@ -456,7 +549,7 @@ class _Reader:
             if arm == "benign":
                 self._case(log, s, case_id, where, meta=meta)
             self._variant(s, case_id, arm, where)
-            row = _response(s, scorer=scorer, threshold=self.opt.threshold, where=where)
+            row = _response(s, scorer=scorer, where=where, **self._verdict)
             self.rows.append(
                 {**ident, "case_id": case_id, "arm": arm, "sample": s.epoch - 1, **row}
             )
@@ -519,7 +612,7 @@ class _Reader:
                 ("benign", s, scorer_b, where),
                 ("attacked", a, scorer_a, a_where),
             ):
-                row = _response(smp, scorer=scorer, threshold=self.opt.threshold, where=w)
+                row = _response(smp, scorer=scorer, where=w, **self._verdict)
                 self.rows.append(
                     {**ident, "case_id": case_id, "arm": arm, "sample": smp.epoch - 1, **row}
                 )
@@ -532,19 +625,24 @@ class _Reader:
         note = _status_note(log, path)
         if note is not None:
             self._note(note)
-        if metric is not None:
-            self.published += _published(log, path, scorer, run_id, metric)
-        partial = {
-            s.scores[scorer].value
-            for s in log.samples or []
-            if s.scores and scorer in s.scores and s.scores[scorer].value not in ("C", "I", "N")
-        }
+        row = _unfinished(log, path, run_id)
+        if row is not None:
+            self.unfinished.append(row)
+        if metric is not None and row is None:
+            self.published += _published(log, path, scorer, run_id, metric, self.opt.score_key)
+        key = self.opt.score_key
+        values = [
+            v[key] if key is not None and isinstance(v, Mapping) and key in v else v
+            for v in (s.scores[scorer].value for s in log.samples or [] if s.scores and scorer in s.scores)
+        ]  # fmt: skip
         to_float = _to_float()
         credit = sorted(
             {
                 to_float(v)
-                for v in partial
-                if not isinstance(v, Mapping | list | tuple) and 0.0 < to_float(v) < 1.0
+                for v in values
+                if not isinstance(v, Mapping | list | tuple)
+                and v not in ("C", "I", "N")
+                and 0.0 < to_float(v) < 1.0
             }
         )
         if credit:
@@ -555,7 +653,7 @@ class _Reader:
             )
 
     def result(self, source: str) -> Imported:
-        return bundle(self.book, self.rows, self.published, self.notes, source)
+        return bundle(self.book, self.rows, self.published, self.notes, source, self.unfinished)
 
 
 def read_inspect(
@@ -567,6 +665,7 @@ def read_inspect(
     pairs: Sequence[tuple[PathLike, PathLike]] = (),
     threshold: float = 1.0,
     cluster_by: str | None = None,
+    score_key: str | None = None,
 ) -> Imported:
     """Read Inspect eval logs into Peira's tables (see the module docstring for the mapping).
 
@@ -588,12 +687,17 @@ def read_inspect(
     cluster_by
         A metadata field grouping samples into bootstrap clusters (e.g. the
         passage several questions are about); default: each case its own.
+    score_key
+        For a scorer whose value is a dictionary (AgentHarm's ``{score,
+        refusal}``): the entry that is the verdict. A score without that key
+        is an input error naming the file, the sample and the keys it has.
 
     Returns
     -------
     Imported
-        ``cases``, ``variants``, ``responses``, ``published`` and the notes,
-        validated against the data model; :meth:`Imported.write` writes them.
+        ``cases``, ``variants``, ``responses``, ``published``, ``runs`` (the
+        logs that did not finish) and the notes, validated against the data
+        model; :meth:`Imported.write` writes them.
 
     Raises
     ------
@@ -601,8 +705,9 @@ def read_inspect(
         A log does not exist.
     InputFormatError
         A log cannot be read, or a sample breaks the mapping (unknown scorer,
-        a target that is no choice letter, an incomplete pair, …); the
-        message names the file, the sample and the field.
+        a target that is no choice letter, an incomplete pair, a dictionary
+        score without ``score_key`` or without that key, …); the message
+        names the file, the sample and the field.
 
     Warns
     -----
@@ -615,7 +720,9 @@ def read_inspect(
         )
     if not logs and not pairs:
         raise InputFormatError("no Inspect log given")
-    reader = _Reader(_Options(scorer, check_threshold(threshold), cluster_by))
+    if score_key is not None and (not isinstance(score_key, str) or not score_key):
+        raise InputFormatError(f"score_key must be a non-empty string, got {score_key!r}")
+    reader = _Reader(_Options(scorer, check_threshold(threshold), cluster_by, score_key))
     for path in logs:
         if pair_by is not None and arm_field is not None:
             reader.by_metadata(Path(path), pair_by, arm_field)

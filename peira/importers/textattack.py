@@ -22,18 +22,23 @@ input. The mapping to docs/spec/data-model.md:
 - ``num_queries`` and ``result_type`` are kept as columns, the scores and any
   other field in ``extras``.
 
-TextAttack's own summary (the console log ``<stem>.txt`` beside the CSV,
-when present) becomes the ``published`` table: "Original accuracy" →
-``benign_accuracy``, "Accuracy under attack" → ``accuracy_under_attack``,
-"Attack success rate" → ``asr``; Peira's values equal them (TextAttack
-prints percentages rounded to two decimals).
+TextAttack's own summary becomes the ``published`` table: "Original
+accuracy" → ``benign_accuracy``, "Accuracy under attack" →
+``accuracy_under_attack``, "Attack success rate" → ``asr``; Peira's values
+equal them (TextAttack prints percentages rounded to two decimals). It is read
+from the file named for the CSV (``summaries=[…]``, ``--summary FILE``), else
+from the first file beside it, of :data:`SUMMARY_NAMES`, that holds one: the
+``--log-to-txt`` log (``Number of successful attacks: 423`` lines), the console
+output saved to a file (the same rows in TextAttack's ``| … | … |`` table) or
+the ``--log-summary-to-json`` file.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +48,7 @@ from ..errors import InputFormatError
 from ..schema import CASES_SCHEMA, PUBLISHED_SCHEMA, RESPONSES_SCHEMA
 from ._bundle import Imported, case_key, input_files, sort_labels, variants_of
 
-__all__ = ["RESULT_TYPES", "read_summary", "read_textattack"]
+__all__ = ["RESULT_TYPES", "SUMMARY_NAMES", "read_summary", "read_textattack"]
 
 PathLike = str | os.PathLike[str]
 
@@ -66,7 +71,28 @@ _SUMMARY = {
     "Accuracy under attack": "accuracy_under_attack",
     "Attack success rate": "asr",
 }
-_SUMMARY_LINE = re.compile(r"^(" + "|".join(map(re.escape, _SUMMARY)) + r"):\s*([0-9.]+)(%?)\s*$")
+_SUMMARY_LINE = re.compile(
+    r"^\|?\s*(" + "|".join(map(re.escape, _SUMMARY)) + r"):\s*\|?\s*([0-9.]+)(%?)\s*\|?$"
+)
+#: The rates of the summary (printed as percentages), as opposed to its counts.
+_RATES = ("benign_accuracy", "accuracy_under_attack", "asr")
+
+#: Where the summary of ``<stem>.csv`` is looked for beside it, in this order: the
+#: ``--log-to-txt`` log of the same name (TextAttack's own ``<time>-log.csv`` and
+#: ``<time>-log.txt``), the console output kept in a file, a summary of its own,
+#: the ``--log-summary-to-json`` file.
+SUMMARY_NAMES = (
+    "{stem}.txt",
+    "{stem}.log",
+    "{stem}.out",
+    "{stem}.summary.txt",
+    "{stem}_summary.txt",
+    "{stem}-summary.txt",
+    "{stem}.summary.json",
+    "{stem}_summary.json",
+    "{stem}-summary.json",
+    "{stem}.json",
+)
 
 
 def _label(col: str) -> pl.Expr:
@@ -79,24 +105,75 @@ def _label(col: str) -> pl.Expr:
 
 
 def read_summary(path: PathLike) -> dict[str, float] | None:
-    """TextAttack's printed summary from a console log, or None when it has none.
+    """TextAttack's printed summary from a log, or None when it has none.
 
-    Keys: ``n_successful``, ``n_failed``, ``n_skipped`` (counts),
-    ``benign_accuracy``, ``accuracy_under_attack``, ``asr`` (fractions; the
-    log prints percentages).
+    Reads the ``--log-to-txt`` log (``Original accuracy: 82.92%`` lines), the
+    console output (the same rows in ``| … | … |`` table cells) and the
+    ``--log-summary-to-json`` file (``{"Attack Results": {"Original
+    accuracy:": 82.92, …}}``). Keys: ``n_successful``, ``n_failed``,
+    ``n_skipped`` (counts), ``benign_accuracy``, ``accuracy_under_attack``,
+    ``asr`` (fractions; TextAttack prints percentages).
     """
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise InputFormatError(f"{p}: cannot read the TextAttack log: {exc}") from exc
-    found: dict[str, float] = {}
-    for line in text.splitlines()[-40:]:
-        m = _SUMMARY_LINE.match(line.strip())
-        if m:
-            value = float(m.group(2))
-            found[_SUMMARY[m.group(1)]] = value / 100.0 if m.group(3) else value
+    found = _json_summary(text)
+    if found is None:
+        found = {}
+        for line in text.splitlines()[-60:]:
+            m = _SUMMARY_LINE.match(line.strip())
+            if m:
+                value = float(m.group(2))
+                found[_SUMMARY[m.group(1)]] = value / 100.0 if m.group(3) else value
     return found if "asr" in found or "benign_accuracy" in found else None
+
+
+def _json_summary(text: str) -> dict[str, float] | None:
+    """The summary of a ``--log-summary-to-json`` file (rows under their table's
+    title, percentages as plain numbers), or None when ``text`` is not one."""
+    if not text.lstrip().startswith("{"):
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, Mapping):
+        return None
+    tables = [data, *(v for v in data.values() if isinstance(v, Mapping))]
+    found: dict[str, float] = {}
+    for table in tables:
+        for label, value in table.items():
+            key = _SUMMARY.get(str(label).strip().removesuffix(":"))
+            if key is None or isinstance(value, bool) or not isinstance(value, int | float):
+                continue
+            found[key] = float(value) / 100.0 if key in _RATES else float(value)
+    return found
+
+
+def _summary_beside(csv: Path) -> tuple[Path, dict[str, float]] | None:
+    """The first file of :data:`SUMMARY_NAMES` beside ``csv`` that holds a summary."""
+    for name in SUMMARY_NAMES:
+        candidate = csv.with_name(name.format(stem=_stem(csv)))
+        if candidate.is_file():
+            summary = read_summary(candidate)
+            if summary is not None:
+                return candidate, summary
+    return None
+
+
+def _named_summary(path: Path, csv: Path) -> dict[str, float]:
+    """The summary in the file named for ``csv``: missing or without one is an error."""
+    if not path.is_file():
+        raise InputFormatError(f"{path}: no such file (the TextAttack summary named for {csv})")
+    summary = read_summary(path)
+    if summary is None:
+        raise InputFormatError(
+            f"{path}: no TextAttack summary in it (no 'Attack success rate' or 'Original "
+            f"accuracy' row), named for {csv}"
+        )
+    return summary
 
 
 def _stem(path: Path) -> str:
@@ -182,7 +259,7 @@ def read_textattack(
     labels: Sequence[str] | None = None,
     family: str = "textattack",
     dataset_version: str = "textattack",
-    summaries: bool = True,
+    summaries: bool | Sequence[PathLike] = True,
 ) -> Imported:
     """Read TextAttack CSV logs (docs/spec/data-model.md; mapping in the module notes).
 
@@ -200,8 +277,12 @@ def read_textattack(
     dataset_version
         Written into every case.
     summaries
-        Read TextAttack's summary from ``<stem>.txt`` beside each CSV into
-        the ``published`` table (when present).
+        Where TextAttack's summary of each CSV is (its figures become the
+        ``published`` table): True (default) looks beside each CSV for the
+        first of :data:`SUMMARY_NAMES` that holds one (``<stem>.txt``,
+        ``<stem>.log``, ``<stem>_summary.json``, …; none found is a note);
+        a list names one file per CSV (a missing file, or one without a
+        summary, is an error); False reads none.
 
     Returns
     -------
@@ -214,10 +295,18 @@ def read_textattack(
     InputFormatError
         A missing column, an empty field, an unknown ``result_type``, a row
         whose ``result_type`` contradicts its labels, a label outside
-        ``labels``, two files with one run id: the message names the file,
-        the row and the field.
+        ``labels``, two files with one run id, a named summary that is missing
+        or holds none: the message names the file, the row and the field.
     """
     files = input_files(paths, run_ids, "TextAttack CSV file")
+    named: list[Path] | None = None
+    if not isinstance(summaries, bool):
+        named = [Path(x) for x in summaries]
+        if len(named) != len(files):
+            raise InputFormatError(
+                f"{len(named)} summary file(s) for {len(files)} CSV file(s); give one "
+                "--summary per file"
+            )
     names = list(run_ids) if run_ids is not None else [_stem(f) for f in files]
     seen: dict[str, Path] = {}
     for name, f in zip(names, files, strict=True):
@@ -230,7 +319,7 @@ def read_textattack(
     frames = []
     notes: list[str] = []
     published: list[dict[str, Any]] = []
-    for run, f in zip(names, files, strict=True):
+    for i, (run, f) in enumerate(zip(names, files, strict=True)):
         raw = _read_csv(f)
         df = raw.with_columns(
             _label("ground_truth_output").alias("_gt"),
@@ -247,13 +336,18 @@ def read_textattack(
         # the k-th occurrence of a sentence with its label is the same case in every file
         df = df.with_columns(pl.int_range(pl.len()).over("_text", "_gt").alias("_k"))
         frames.append(df)
-        if summaries:
-            txt = f.with_name(_stem(f) + ".txt")
-            summary = read_summary(txt) if txt.exists() else None
-            if summary is None:
-                notes.append(f"{f.name}: no TextAttack summary beside it; nothing to compare with")
+        if named is not None:
+            published += _published(run, named[i], _named_summary(named[i], f), df)
+        elif summaries:
+            found = _summary_beside(f)
+            if found is None:
+                looked = ", ".join(n.format(stem=_stem(f)) for n in SUMMARY_NAMES[:3])
+                notes.append(
+                    f"{f.name}: no TextAttack summary beside it (looked for {looked}, …); "
+                    "nothing to compare with (name one with --summary FILE)"
+                )
             else:
-                published += _published(run, txt, summary, df)
+                published += _published(run, found[0], found[1], df)
     allrows = pl.concat(frames, how="diagonal_relaxed")
     seen_labels = pl.concat([allrows["_gt"], allrows["_orig"], allrows["_pert"]]).to_list()
     if labels is None:
@@ -313,12 +407,15 @@ def _published(run: str, txt: Path, s: dict[str, float], df: pl.DataFrame) -> li
     got = dict(zip(counts["result_type"], counts["count"], strict=True))
     n = df.height
     n_attacked = int(got.get("Successful", 0)) + int(got.get("Failed", 0))
-    printed = (s.get("n_successful"), s.get("n_failed"), s.get("n_skipped"))
+    printed = tuple(
+        None if x is None else int(x)
+        for x in (s.get("n_successful"), s.get("n_failed"), s.get("n_skipped"))
+    )
     mine = (got.get("Successful", 0), got.get("Failed", 0), got.get("Skipped", 0))
-    if None not in printed and tuple(int(x) for x in printed if x is not None) != tuple(mine):
+    if None not in printed and printed != tuple(mine):
         raise InputFormatError(
             f"{txt}: the summary counts successful/failed/skipped {printed} attacks but the CSV "
-            f"beside it holds {mine}; the two files are not of one run"
+            f"holds {mine}; the two files are not of one run"
         )
     rows = []
     for metric, count in (

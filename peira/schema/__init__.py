@@ -1,8 +1,9 @@
 """The data model (docs/spec/data-model.md): column types, the rule table, validation.
 
-Four tables are stored: ``cases`` (gold labels, never shown to a model),
-``variants`` (what a model may see), ``responses`` (the raw response log) and
-``published`` (figures a source publishes). Each has an ordered dtype mapping
+Five tables are stored: ``cases`` (gold labels, never shown to a model),
+``variants`` (what a model may see), ``responses`` (the raw response log),
+``published`` (figures a source publishes) and ``runs`` (runs a source reports
+as unfinished). Each has an ordered dtype mapping
 (``CASES_SCHEMA`` …), a pandera polars model (:class:`Cases` …, built from the
 rule table on first use) and a ``validate_*`` function that conforms dtypes,
 runs every check on materialised data and raises
@@ -30,6 +31,7 @@ from ._rules import (
     PUBLISHED_SCHEMA,
     RESPONSE_EXTENSIONS,
     RESPONSES_SCHEMA,
+    RUNS_SCHEMA,
     VARIANTS_SCHEMA,
     bounded,
     not_null,
@@ -41,6 +43,7 @@ from ._validate import (
     validate_cases,
     validate_published,
     validate_responses,
+    validate_runs,
     validate_variants,
 )
 
@@ -51,6 +54,7 @@ if TYPE_CHECKING:
     Variants: type[pa.DataFrameModel]
     Responses: type[pa.DataFrameModel]
     Published: type[pa.DataFrameModel]
+    Runs: type[pa.DataFrameModel]
 
 __all__ = [
     "ARMS",
@@ -65,12 +69,14 @@ __all__ = [
     "RESPONSES_SCHEMA",
     "RESPONSE_EXTENSIONS",
     "RESPONSE_KEY",
+    "RUNS_SCHEMA",
     "SEVERITIES",
     "SPLITS",
     "VARIANTS_SCHEMA",
     "Cases",
     "Published",
     "Responses",
+    "Runs",
     "Variants",
     "bounded",
     "collect_failures",
@@ -84,14 +90,15 @@ __all__ = [
     "validate_cases",
     "validate_published",
     "validate_responses",
+    "validate_runs",
     "validate_variants",
 ]
 
-_MODELS = ("Cases", "Variants", "Responses", "Published")
+_MODELS = ("Cases", "Variants", "Responses", "Published", "Runs")
 
 
 def __getattr__(name: str) -> Any:
-    """``Cases``, ``Variants``, ``Responses``, ``Published``: the pandera models, on demand."""
+    """``Cases``, ``Variants``, ``Responses``, ``Published``, ``Runs``: the pandera models, on demand."""
     if name in _MODELS:
         from ._pandera import models
 

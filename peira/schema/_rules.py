@@ -1,7 +1,7 @@
 """The rule table: the only declaration of the data model's rules (docs/spec/data-model.md).
 
-Every column of the four stored tables (``cases``, ``variants``, ``responses``,
-``published``) is declared once in :data:`RULES`: its dtype, whether it may be
+Every column of the five stored tables (``cases``, ``variants``, ``responses``,
+``published``, ``runs``) is declared once in :data:`RULES`: its dtype, whether it may be
 null, whether it is unique, whether a table must carry it (or may leave it
 out, and what an absent column stands for), and its value checks (bounds,
 allowed values, non-empty, printable). Each table adds its table-level checks,
@@ -55,6 +55,7 @@ __all__ = [
     "RESPONSES_SCHEMA",
     "RESPONSE_EXTENSIONS",
     "RULES",
+    "RUNS_SCHEMA",
     "SCHEMAS",
     "VARIANTS_SCHEMA",
     "Check",
@@ -452,6 +453,20 @@ RULES: dict[str, Table] = {
         strict=True,
         key=("run_id", "family", "metric"),
     ),
+    "runs": Table(
+        "Runs",
+        "Runs a source reports as unfinished or incomplete (docs/spec/data-model.md).",
+        {
+            "run_id": Column(STR, checks=_ID),
+            "status": Column(STR, checks=(NON_EMPTY, PRINTABLE)),
+            "samples": Column(INT64, checks=(NON_NEGATIVE,)),
+            "planned": _opt(INT64, None, NON_NEGATIVE),
+            "source": Column(STR),
+        },
+        (),
+        strict=True,
+        key=("run_id", "source"),
+    ),
 }
 
 
@@ -473,6 +488,9 @@ RESPONSE_EXTENSIONS = _dtypes("responses", required=False)
 #: dataset): its own estimate of a metric and, where it reports one, its
 #: standard error, shown beside Peira's cluster interval.
 PUBLISHED_SCHEMA = _dtypes("published", required=True)
+#: Runs a source reports as unfinished (``runs.parquet`` beside a dataset): the
+#: source's status, the samples the run holds and the count it declared.
+RUNS_SCHEMA = _dtypes("runs", required=True)
 
 #: The value an absent extension column stands for.
 EXTENSION_DEFAULTS: dict[str, Any] = {

@@ -30,6 +30,7 @@ __all__ = [
     "validate_cases",
     "validate_published",
     "validate_responses",
+    "validate_runs",
     "validate_variants",
 ]
 
@@ -294,5 +295,12 @@ def validate_responses(
 def validate_published(df: pl.DataFrame, *, source: str = "published") -> pl.DataFrame:
     """Validate a table of published figures (docs/spec/data-model.md, ``published``)."""
     out, failures = collect_failures(df, "published", source=source)
+    raise_if(failures, source)
+    return out
+
+
+def validate_runs(df: pl.DataFrame, *, source: str = "runs") -> pl.DataFrame:
+    """Validate a table of unfinished runs (docs/spec/data-model.md, ``runs``)."""
+    out, failures = collect_failures(df, "runs", source=source)
     raise_if(failures, source)
     return out
