@@ -45,6 +45,10 @@ class RatioMetric:
         Direction of "better".
     definition
         One line for documentation and tables.
+    population
+        Per-pair ``Boolean``: the pairs the rate is about, counted as its n (what
+        a source's published n is compared with). Default: a non-zero
+        denominator; F1's also holds the true negatives, whose denominator is 0.
     """
 
     name: str
@@ -52,6 +56,13 @@ class RatioMetric:
     denominator: pl.Expr
     higher_is_better: bool
     definition: str
+    population: pl.Expr | None = None
+
+    def members(self) -> pl.Expr:
+        """Per pair: whether it is in the metric's population (its n)."""
+        if self.population is not None:
+            return self.population.fill_null(False)
+        return (self.denominator.cast(pl.Float64) > 0).fill_null(False)
 
     def num(self) -> pl.Expr:
         """Σ numerator, aliased ``<name>__num``."""
@@ -128,13 +139,13 @@ def ratio_metrics(*, severity_weights: Mapping[str, float] | None = None) -> dic
         .otherwise(says_positive("a_"))
     )
 
-    def f1_terms(observed: pl.Expr, pred: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+    def f1_terms(observed: pl.Expr, pred: pl.Expr) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
         pop = has_pos & observed
         num = 2.0 * (pop & y & pred).cast(pl.Float64)
         den = pop.cast(pl.Float64) * (y.cast(pl.Float64) + pred.cast(pl.Float64))
-        return num, den
+        return num, den, pop
 
-    specs: Sequence[tuple[str, pl.Expr, pl.Expr]] = [
+    specs: Sequence[tuple[str, pl.Expr, pl.Expr] | tuple[str, pl.Expr, pl.Expr, pl.Expr]] = [
         (
             "benign_accuracy",
             _b("benign_correct"),
@@ -214,10 +225,13 @@ def ratio_metrics(*, severity_weights: Mapping[str, float] | None = None) -> dic
         ("f1_benign", *f1_terms(b_obs, b_pos)),
         ("f1_attacked", *f1_terms(a_obs, a_pos)),
     ]
-    return {
-        name: RatioMetric(name, num, den, METRICS[name].higher_is_better, METRICS[name].definition)
-        for name, num, den in specs
-    }
+    out = {}
+    for name, num, den, *pop in specs:
+        info = METRICS[name]
+        out[name] = RatioMetric(
+            name, num, den, info.higher_is_better, info.definition, pop[0] if pop else None
+        )
+    return out
 
 
 RATIO_METRICS: Registry[RatioMetric] = Registry("ratio metric", ratio_metrics().values())
