@@ -261,7 +261,28 @@ def to_markdown(res: dict[str, Any]) -> str:
                 f"{100 * m['coverage']:.1f}% | {100 * m['mc_se']:.1f} pp | "
                 f"{m['mean_width']:.4f} | {100 * m['true_above']:.1f}% |"
             )
-    lines += ["", f"Run time: {res['seconds']:.0f} s.", ""]
+    low = min(
+        ((m["coverage"], c["n_scenarios"], c["sigma_logit"], k) for c in res["cells"]
+         for k, m in c["methods"].items()),
+    )  # fmt: skip
+    by_s: dict[int, list[float]] = {}
+    for c in res["cells"]:
+        by_s.setdefault(c["n_scenarios"], []).extend(m["coverage"] for m in c["methods"].values())
+    spans = "; ".join(
+        f"{s} scenarios: {100 * min(v):.1f}–{100 * max(v):.1f}%" for s, v in by_s.items()
+    )
+    se = max(m["mc_se"] for c in res["cells"] for m in c["methods"].values())
+    lines += [
+        "",
+        f"Coverage by scenario count, over every statistic and method: {spans} (Monte Carlo "
+        f"s.e. up to {100 * se:.1f} pp). The lowest is {100 * low[0]:.1f}% "
+        f"({low[3].replace(' | ', ', ')} at {low[1]} scenarios, σ = {low[2]}): with 40 "
+        "scenarios each family rests on about 10 clusters, below the 30 at which the "
+        "library flags `few_clusters`.",
+        "",
+        f"Run time: {res['seconds']:.0f} s.",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -271,11 +292,17 @@ def main() -> None:
     ap.add_argument("--resamples", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    ap.add_argument("--markdown-only", action="store_true",
+                    help="rewrite the Markdown from the JSON already in --out")  # fmt: skip
     a = ap.parse_args()
-    res = run_study(n_reps=a.reps, n_resamples=a.resamples, seed=a.seed)
     out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "coverage_f1_macro.json").write_text(json.dumps(res, indent=2, sort_keys=True) + "\n")
+    if a.markdown_only:
+        res = json.loads((out / "coverage_f1_macro.json").read_text())
+    else:
+        res = run_study(n_reps=a.reps, n_resamples=a.resamples, seed=a.seed)
+        out.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(res, indent=2, sort_keys=True) + "\n"
+        (out / "coverage_f1_macro.json").write_text(text)
     md = to_markdown(res)
     (out / "coverage_f1_macro.md").write_text(md, encoding="utf-8")
     print(md)
