@@ -127,7 +127,8 @@ def _with_macro(
     rows = macro_rows(table, by)
     names = [m for m in RATIO_METRICS if metrics is None or m in metrics]
     if plan is not None and names:
-        ci = macro_intervals(data, plan, by=by, metrics=names, level=level, method=method)
+        boot: Method = "bca" if method == "bca" else "percentile"  # no design-effect interval
+        ci = macro_intervals(data, plan, by=by, metrics=names, level=level, method=boot)
         wide = wide_intervals(ci.select("run_id", *INTERVAL_COLUMNS), ["run_id"])
         rows = rows.join(wide, on="run_id", how="left")
     out = pl.concat([table.with_columns(macro=pl.lit(False)), rows], how="diagonal_relaxed")

@@ -18,8 +18,11 @@ def cmd_score(args: argparse.Namespace) -> int:
     """Every metric per run (× ``--by``); intervals in every format but table/markdown;
     the source's own figures beside them where the dataset has them."""
     from .. import api
+    from ..errors import PeiraValueError
     from ._views import gate_text, headline, macro_label
 
+    if args.macro and not args.by:  # refused before any data is read
+        raise PeiraValueError("--macro averages over groups: give --by (e.g. --by family)")
     dataset, log = c.dataset_and_log(args)
     published = _published(args)
     terminal = args.format in ("table", "markdown")

@@ -277,6 +277,10 @@ def test_score_macro_rows_local_and_from_sums(world: tuple) -> None:
     sums = peira.score(log, cases, ratio_only=True, **kw).filter(pl.col("macro"))
     for c in ("asr", "asr_lo", "asr_hi", "f1_attacked", "f1_attacked_lo", "f1_attacked_hi"):
         assert sums[c].to_list() == pytest.approx(macro[c].to_list(), abs=1e-12), c
+    # a design-effect method applies to the group rows; the macro rows take the percentile
+    kg = peira.score(log, cases, **{**kw, "method": "korn-graubard"})
+    assert set(kg.filter(pl.col("macro"))["asr_method"]) == {"percentile"}
+    assert set(kg.filter(~pl.col("macro"))["asr_method"]) == {"korn-graubard"}
     # without by there are no groups to average
     with pytest.raises(PeiraValueError, match="macro averages over groups: give by"):
         peira.score(log, cases, macro=True)
