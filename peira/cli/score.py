@@ -84,6 +84,7 @@ _BESIDE = {
     "published_hi": "pub_hi",
     "published_n": "n_pub",
     "peira_n": "n_peira",
+    "peira_n_cases": "n_cases",
     "n_check": "n_check",
     "source": "source",
 }
@@ -117,7 +118,8 @@ def _emit_published(args: argparse.Namespace, published: pl.DataFrame) -> None:
         f"interval ({unit} bootstrap, B={args.resamples}, or Korn-Graubard where the "
         "bootstrap cannot carry the cell: peira_method); the source's estimate ± its "
         "standard error (normal interval) where it reports one; n_pub is the source's n, "
-        "n_peira Peira's (n_check: ok, MISMATCH, or unknown where the source gives none)"
+        "n_peira Peira's pairs, n_cases their cases (n_check: ok when n_pub is either, "
+        "MISMATCH, or unknown where the source gives none)"
     )
     c.emit(shown, args.format)
     off = rows.filter(pl.col("n_match").not_())

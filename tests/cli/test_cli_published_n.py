@@ -96,7 +96,7 @@ def test_score_terminal_marks_the_n_of_each_figure(
     text = capsys.readouterr().out
     beside_rows = text.split("beside the source's own figures")[1].splitlines()
     header = next(x for x in beside_rows if x.startswith("run_id"))
-    assert "n_pub" in header and "n_peira" in header and "n_check" in header
+    assert all(f" {c} " in header for c in ("n_pub", "n_peira", "n_cases", "n_check"))
     figures = [x for x in beside_rows if x.startswith("lstm-mr-embedding-greedy")]
     assert len(figures) == 3 and all(" ok " in x for x in figures)
     assert "MISMATCH:" not in text and not any("MISMATCH" in x for x in figures)
@@ -144,3 +144,23 @@ def test_score_json_carries_both_n_from_an_importer(
     rows = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.strip()]
     assert all(r["benign_accuracy_n_match"] is None for r in rows)
     assert all(r["benign_accuracy_peira_n"] == r["n_pairs"] for r in rows)
+
+
+def test_a_source_that_counts_documents_matches_peiras_cases(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Inspect reduces its epochs per sample: its n counts samples, Peira's pairs count
+    sample × epoch; the figure matches on the cases."""
+    out = tmp_path / "ep"
+    assert main(["import", "inspect", str(FIX / "inspect" / "epochs.json"), "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["score", "--dataset", str(out), "--format", "json", "--resamples", "100"]) == 0
+    (r,) = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.strip()]
+    epochs = json.loads((FIX / "inspect" / "epochs.json").read_text())
+    (scores,) = epochs["results"]["scores"]
+    assert r["benign_accuracy_published_n"] == scores["scored_samples"]
+    n_epochs = epochs["eval"]["config"]["epochs"]
+    assert r["benign_accuracy_peira_n"] == r["n_pairs"] == epochs["results"]["total_samples"]
+    assert r["n_pairs"] == n_epochs * r["benign_accuracy_peira_n_cases"]
+    assert r["benign_accuracy_peira_n_cases"] == r["benign_accuracy_published_n"]
+    assert r["benign_accuracy_n_match"] is True
