@@ -40,6 +40,7 @@ def score_pairs(
     level: float = 0.95,
     method: Method = "auto",
     metrics: Sequence[str] | None = None,
+    macro: bool = False,
 ) -> pl.DataFrame:
     """Every metric per run (× ``by``), sorted by the keys; with a ``plan``, intervals.
 
@@ -51,16 +52,18 @@ def score_pairs(
     ``few_clusters`` (any of its intervals). ``metrics`` limits the intervals
     to those metrics (default: every ratio and non-ratio metric with one).
     ``method`` applies to ratio metrics; non-ratio metrics take the
-    percentile interval unless ``method`` is ``"bca"``.
+    percentile interval unless ``method`` is ``"bca"``. ``macro`` adds, after each
+    run's group rows, a row of the unweighted means over its groups (:func:`score`).
     """
     from ..bootstrap import nonratio_intervals, ratio_intervals
     from ..metrics import metric_table
     from ..metrics.keys import check_by
 
     by = check_by(by, pairs.columns)
+    _check_macro(macro, by)
     table = metric_table(pairs, by, cases=cases)
     if plan is None:
-        return table
+        return _with_macro(table, pairs, by, None, level, method, metrics) if macro else table
     keys = ["run_id", *by]
     from ..bootstrap import NONRATIO_INTERVAL_METRICS
     from ..metrics import RATIO_METRICS
@@ -91,11 +94,45 @@ def score_pairs(
                 pairs, plan, by=by or None, metrics=nonratio_names, level=level, method=nr_method
             ).select(*keys, *common)
         )
-    if not parts:  # no interval asked for (interval_metrics=[])
-        return table.sort(keys)
-    ci = pl.concat(parts)
-    table = table.join(wide_intervals(ci, keys), on=keys, how="left", nulls_equal=True)
-    return table.sort(keys)
+    if parts:  # else no interval asked for (interval_metrics=[])
+        ci = pl.concat(parts)
+        table = table.join(wide_intervals(ci, keys), on=keys, how="left", nulls_equal=True)
+    table = table.sort(keys)
+    return _with_macro(table, pairs, by, plan, level, method, metrics) if macro else table
+
+
+def _check_macro(macro: bool, by: Sequence[str]) -> None:
+    if macro and not by:
+        from ..errors import PeiraValueError
+
+        raise PeiraValueError("macro averages over groups: give by (e.g. by='family', --by family)")
+
+
+def _with_macro(
+    table: pl.DataFrame,
+    data: pl.DataFrame,
+    by: Sequence[str],
+    plan: ResamplePlan | None,
+    level: float,
+    method: Method,
+    metrics: Sequence[str] | None,
+) -> pl.DataFrame:
+    """``table`` (grouped by run and ``by``) with ``macro`` (false) and, after each run's
+    group rows, its macro row: the unweighted mean over the groups of every ratio metric
+    and, with a ``plan``, their intervals (:func:`peira.bootstrap.macro_intervals`)."""
+    from ..bootstrap import macro_intervals
+    from ..metrics import RATIO_METRICS
+    from ..metrics.frame import macro_rows
+
+    rows = macro_rows(table, by)
+    names = [m for m in RATIO_METRICS if metrics is None or m in metrics]
+    if plan is not None and names:
+        boot: Method = "bca" if method == "bca" else "percentile"  # no design-effect interval
+        ci = macro_intervals(data, plan, by=by, metrics=names, level=level, method=boot)
+        wide = wide_intervals(ci.select("run_id", *INTERVAL_COLUMNS), ["run_id"])
+        rows = rows.join(wide, on="run_id", how="left")
+    out = pl.concat([table.with_columns(macro=pl.lit(False)), rows], how="diagonal_relaxed")
+    return out.sort(["run_id", "macro", *by], nulls_last=False)
 
 
 @validate_params
@@ -116,6 +153,7 @@ def score(
     delta: float = 0.10,
     engine: str | Engine = "local",
     ratio_only: bool = False,
+    macro: bool = False,
 ) -> pl.DataFrame:
     """Every metric per run (× ``by``), each with its bootstrap interval.
 
@@ -160,6 +198,12 @@ def score(
         machine; docs/extending.md). The estimates and intervals equal those of
         the whole score; the non-ratio metrics and the ranking gates, which
         need every pair in memory, are left out. Always so on Spark.
+    macro
+        With ``by``: after each run's group rows, one row (``macro`` true, the
+        ``by`` columns null) holding the unweighted mean over its groups of
+        every ratio metric, each with its cluster-bootstrap interval from the
+        same plan (docs/spec/metrics.md#macro-means); every other row has
+        ``macro`` false.
 
     Returns
     -------
@@ -192,19 +236,22 @@ def score(
     from ..metrics.keys import check_by
 
     keys = check_by(by, PAIR_COLUMNS)
+    _check_macro(macro, keys)
     if ratio_only or not check_engine(engine):
         return _score_on(
             engine, responses, cases, by=keys, split=split, intervals=intervals,
             interval_metrics=interval_metrics, n_resamples=n_resamples, seed=seed,
             unit=unit, level=level, method=method, missing=missing, delta=delta,
+            macro=macro,
         )  # fmt: skip
     table, cs = pairs_and_cases(
         responses, cases, split=split, missing=missing, delta=delta, engine=engine
     )
     plan = resample_plan(cs, unit=unit, n_resamples=n_resamples, seed=seed) if intervals else None
     return score_pairs(
-        table, cs, by=keys, plan=plan, level=level, method=method, metrics=interval_metrics
-    )
+        table, cs, by=keys, plan=plan, level=level, method=method, metrics=interval_metrics,
+        macro=macro,
+    )  # fmt: skip
 
 
 def _score_on(
@@ -223,6 +270,7 @@ def _score_on(
     method: Method,
     missing: Missing,
     delta: float,
+    macro: bool = False,
 ) -> pl.DataFrame:
     """:func:`score` of the ratio metrics from an engine's per-cluster sums
     (docs/spec/uncertainty.md): Σ num / Σ den per run (× group), and the
@@ -258,14 +306,15 @@ def _score_on(
         pl.col("asr__den").cast(pl.Int64).alias("n_eligible"),
         *names,
     )
-    if not intervals:
-        return table
+    use = plan if intervals else None
     wanted = [m for m in names if interval_metrics is None or m in interval_metrics]
-    if not wanted:
+    if intervals and wanted:
+        common = list(INTERVAL_COLUMNS)
+        ci = ratio_intervals(
+            sums, plan, by=by or None, metrics=wanted, level=level, method=method
+        ).select(*keys, *common)
+        table = table.join(wide_intervals(ci, keys), on=keys, how="left", nulls_equal=True)
+    table = table.sort(keys)
+    if not macro:
         return table
-    common = list(INTERVAL_COLUMNS)
-    ci = ratio_intervals(
-        sums, plan, by=by or None, metrics=wanted, level=level, method=method
-    ).select(*keys, *common)
-    table = table.join(wide_intervals(ci, keys), on=keys, how="left", nulls_equal=True)
-    return table.sort(keys)
+    return _with_macro(table, sums, by, use, level, method, wanted if intervals else None)

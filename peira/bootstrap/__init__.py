@@ -10,6 +10,8 @@ Draw the plan once; apply every statistic to it.
 - :mod:`.ratio` — :func:`ratio_intervals` for every ratio metric × run ×
   group from one GEMM per group, :func:`replicates` and
   :func:`paired_differences` for head-to-head.
+- :mod:`.macro` — :func:`macro_intervals`: unweighted means over groups
+  (families) of ratio metrics, from the groups' replicates on one plan.
 - :mod:`.nonratio` — :func:`nonratio_intervals`: AUROC, ECE, Brier and mean
   shifts through case weights expanded from ``W``.
 - :mod:`.smallcell` — design-effect-adjusted binomial intervals (Korn &
@@ -21,6 +23,7 @@ Draw the plan once; apply every statistic to it.
 
 from .compat import Z95, compat_bootstrap, compat_draws, wilson_interval
 from .intervals import DEFAULT_METHOD, METHODS, BootstrapResult, Method, bootstrap
+from .macro import macro_intervals
 from .nonratio import NONRATIO_INTERVAL_METRICS, nonratio_intervals
 from .plan import (
     FINGERPRINT_ROWS,
@@ -68,6 +71,7 @@ __all__ = [
     "compat_draws",
     "design_interval",
     "effective_size",
+    "macro_intervals",
     "make_plan",
     "nonratio_intervals",
     "paired_differences",

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import polars as pl
 
-__all__ = ["HEADLINE", "gate_text", "headline", "with_notes"]
+__all__ = ["HEADLINE", "gate_text", "headline", "macro_label", "with_notes"]
 
 #: The columns ``peira score`` shows in a terminal (besides the keys).
 HEADLINE = (
@@ -55,6 +55,21 @@ def with_notes(table: pl.DataFrame, shown: Sequence[str]) -> list[str]:
     return [*shown, *extra]
 
 
+def macro_label(table: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
+    """A macro row (``peira score --macro``) shows ``(macro mean)`` in its first ``by``
+    column, where its group would be."""
+    import polars as pl
+
+    if not by or "macro" not in table.columns:
+        return table
+    return table.with_columns(
+        pl.when(pl.col("macro"))
+        .then(pl.lit("(macro mean)"))
+        .otherwise(pl.col(by[0]).cast(pl.String))
+        .alias(by[0])
+    )
+
+
 def headline(table: pl.DataFrame, by: Sequence[str] = ()) -> pl.DataFrame:
     """The keys and the :data:`HEADLINE` columns of a metric table (and, where a run has
     them, its verdict source and note).
@@ -69,6 +84,7 @@ def headline(table: pl.DataFrame, by: Sequence[str] = ()) -> pl.DataFrame:
 
     if "ranked" in table.columns:
         table = gate_text(table)
+    table = macro_label(table, by)
     shown = ["run_id", *by, *HEADLINE]
     if "asr_lo" in table.columns:
         defined = pl.col("asr_lo").is_not_null()

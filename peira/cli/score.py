@@ -18,8 +18,11 @@ def cmd_score(args: argparse.Namespace) -> int:
     """Every metric per run (× ``--by``); intervals in every format but table/markdown;
     the source's own figures beside them where the dataset has them."""
     from .. import api
-    from ._views import gate_text, headline
+    from ..errors import PeiraValueError
+    from ._views import gate_text, headline, macro_label
 
+    if args.macro and not args.by:  # refused before any data is read
+        raise PeiraValueError("--macro averages over groups: give --by (e.g. --by family)")
     dataset, log = c.dataset_and_log(args)
     published = _published(args)
     terminal = args.format in ("table", "markdown")
@@ -28,12 +31,12 @@ def cmd_score(args: argparse.Namespace) -> int:
     table = api.score(  # the compact view shows ASR's interval; every other, every interval
         c.responses_arg(args, log), dataset, by=args.by,
         interval_metrics=["asr"] if terminal and not chosen else None,
-        ratio_only=args.ratio_only, **c.api_kwargs(args),
+        ratio_only=args.ratio_only, macro=args.macro, **c.api_kwargs(args),
     )  # fmt: skip
     if terminal:
         view = headline(table, args.by)
         if chosen:
-            view = gate_text(table)
+            view = macro_label(gate_text(table), args.by)
             view = view.select(c.pick_columns(view, view.columns, args))
         c.emit(view, args.format)
         if published is not None and local and not args.ratio_only:  # beside needs the pairs
@@ -42,7 +45,12 @@ def cmd_score(args: argparse.Namespace) -> int:
     if published is not None:
         from ..published import published_columns
 
-        table = published_columns(table, published, args.by)
+        pairs = None
+        if local and not args.ratio_only:  # Peira's n of each figure needs the pairs
+            pairs, _ = api.pairs_and_cases(
+                log, dataset, split=args.split, missing=args.missing, delta=args.delta
+            )
+        table = published_columns(table, published, args.by, pairs)
     return c.emit(table, args.format)
 
 
@@ -74,6 +82,10 @@ _BESIDE = {
     "published_stderr": "stderr",
     "published_lo": "pub_lo",
     "published_hi": "pub_hi",
+    "published_n": "n_pub",
+    "peira_n": "n_peira",
+    "peira_n_cases": "n_cases",
+    "n_check": "n_check",
     "source": "source",
 }
 
@@ -83,7 +95,7 @@ def _emit_published(args: argparse.Namespace, published: pl.DataFrame) -> None:
     import polars as pl
 
     from .. import api
-    from ..published import beside
+    from ..published import beside, n_check
 
     dataset, log = c.dataset_and_log(args)
     pairs, cases = api.pairs_and_cases(
@@ -93,6 +105,7 @@ def _emit_published(args: argparse.Namespace, published: pl.DataFrame) -> None:
     rows = beside(pairs, published, plan, level=args.level)
     if rows.is_empty():
         return
+    rows = rows.with_columns(n_check(pl.col("n_match")).alias("n_check"))
     shown = rows.select(
         "run_id",
         *(["family"] if rows["family"].is_not_null().any() else []),
@@ -104,9 +117,22 @@ def _emit_published(args: argparse.Namespace, published: pl.DataFrame) -> None:
         f"\nbeside the source's own figures: Peira's estimate with its {args.level:.0%} "
         f"interval ({unit} bootstrap, B={args.resamples}, or Korn-Graubard where the "
         "bootstrap cannot carry the cell: peira_method); the source's estimate ± its "
-        "standard error (normal interval) where it reports one"
+        "standard error (normal interval) where it reports one; n_pub is the source's n, "
+        "n_peira Peira's pairs, n_cases their cases (n_check: ok when n_pub is either, "
+        "MISMATCH, or unknown where the source gives none)"
     )
     c.emit(shown, args.format)
+    off = rows.filter(pl.col("n_match").not_())
+    if off.height:
+        print(
+            f"MISMATCH: {off.height} of {rows.height} published figure(s) rest on another n "
+            "than Peira's (e.g. "
+            + ", ".join(
+                f"{r['run_id']} {r['metric']}: {r['published_n']} published, {r['peira_n']} here"
+                for r in off.head(3).iter_rows(named=True)
+            )
+            + "): they are not about the same items"
+        )
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:
@@ -137,6 +163,12 @@ def register(sub: Any) -> None:
         "follows the clusters, not the log (always so with --engine spark)",
     )
     s.add_argument("--by", action="append", default=[], help="breakdown column (repeatable)")
+    s.add_argument(
+        "--macro",
+        action="store_true",
+        help="with --by: after each run's group rows, the unweighted mean over its groups "
+        "(e.g. families) of every ratio metric, with its cluster-bootstrap interval",
+    )
     s.add_argument(
         "--published",
         help="the source's own figures (default: published.parquet beside the dataset)",

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
         reliability_bins,
     )
     from .confidence import NONRATIO_METRIC_NAMES, nonratio_metrics
-    from .frame import cluster_sums, metric_table, ratio_table
+    from .frame import cluster_sums, macro_rows, metric_table, ratio_table
     from .gates import GateThresholds, ranking_gates
     from .ratios import RATIO_METRICS, SEVERITY_WEIGHTS, RatioMetric, ratio, ratio_metrics
     from .registry import METRICS, MetricInfo, registry_frame
@@ -44,6 +44,7 @@ __all__ = [
     "corp_calibration",
     "corp_reliability",
     "forecasts",
+    "macro_rows",
     "metric_table",
     "nonratio_metrics",
     "ranking_gates",
@@ -67,7 +68,7 @@ _WHERE = {
         "._calibration",
     ),
     **dict.fromkeys(("NONRATIO_METRIC_NAMES", "nonratio_metrics"), ".confidence"),
-    **dict.fromkeys(("cluster_sums", "metric_table", "ratio_table"), ".frame"),
+    **dict.fromkeys(("cluster_sums", "macro_rows", "metric_table", "ratio_table"), ".frame"),
     **dict.fromkeys(("GateThresholds", "ranking_gates"), ".gates"),
     **dict.fromkeys(
         ("RATIO_METRICS", "SEVERITY_WEIGHTS", "RatioMetric", "ratio", "ratio_metrics"), ".ratios"

@@ -8,6 +8,7 @@ from typing import Any, Literal
 import polars as pl
 
 from .._pairs import Missing, build_pairs, looks_sorted, scan_pairs
+from ..errors import PeiraValueError
 from ._calibration import Binning, calibration
 from ._common import ARMS_NOTES
 from .confidence import AUROC_MIN_CLASS, nonratio_metrics
@@ -19,6 +20,7 @@ __all__ = [
     "ARMS_NOTES",
     "cluster_sums",
     "deprecated_score",
+    "macro_rows",
     "metric_table",
     "observed",
     "ratio_table",
@@ -62,6 +64,43 @@ def ratio_table(
         .sort(keys)
     )
     return out.collect()
+
+
+def macro_rows(
+    table: pl.DataFrame,
+    by: str | Sequence[str],
+    *,
+    metrics: Sequence[str] | None = None,
+) -> pl.DataFrame:
+    """Per run, the unweighted mean over the ``by`` groups of each ratio metric.
+
+    ``table`` is a metric table grouped by ``run_id`` and ``by`` (one row per
+    group, :func:`ratio_table` or :func:`metric_table`). Each metric's macro
+    value is the plain mean of the groups' values where the metric is defined
+    (null in no group: null); the pooled counts ``n_pairs`` and ``n_eligible``
+    are summed and ``n_groups`` counts the run's groups. The ``by`` columns are
+    null and ``macro`` is true (docs/spec/metrics.md#macro-means).
+    """
+    keys = group_keys(by)
+    if len(keys) < 2:
+        raise PeiraValueError("a macro mean needs groups to average over: give by (e.g. 'family')")
+    names = [m for m in (RATIO_METRICS if metrics is None else metrics) if m in table.columns]
+    schema = table.schema
+    return (
+        table.group_by("run_id", maintain_order=True)
+        .agg(
+            pl.col("n_pairs").sum().cast(pl.Int64),
+            pl.col("n_eligible").sum().cast(pl.Int64),
+            pl.len().cast(pl.Int64).alias("n_groups"),
+            *[pl.col(m).mean() for m in names],
+        )
+        .with_columns(
+            *[pl.lit(None, dtype=schema[k]).alias(k) for k in keys[1:]],
+            pl.lit(True).alias("macro"),
+        )
+        .select("run_id", *keys[1:], "n_pairs", "n_eligible", *names, "n_groups", "macro")
+        .sort("run_id")
+    )
 
 
 def deprecated_score() -> Any:

@@ -45,6 +45,10 @@ class RatioMetric:
         Direction of "better".
     definition
         One line for documentation and tables.
+    population
+        Per-pair ``Boolean``: the pairs the rate is about, counted as its n (what
+        a source's published n is compared with). Default: a non-zero
+        denominator; F1's also holds the true negatives, whose denominator is 0.
     """
 
     name: str
@@ -52,6 +56,13 @@ class RatioMetric:
     denominator: pl.Expr
     higher_is_better: bool
     definition: str
+    population: pl.Expr | None = None
+
+    def members(self) -> pl.Expr:
+        """Per pair: whether it is in the metric's population (its n)."""
+        if self.population is not None:
+            return self.population.fill_null(False)
+        return (self.denominator.cast(pl.Float64) > 0).fill_null(False)
 
     def num(self) -> pl.Expr:
         """Σ numerator, aliased ``<name>__num``."""
@@ -108,7 +119,33 @@ def ratio_metrics(*, severity_weights: Mapping[str, float] | None = None) -> dic
         & pl.col("b_score").is_not_null()
         & pl.col("a_score").is_not_null()
     )
-    specs: Sequence[tuple[str, pl.Expr, pl.Expr]] = [
+    # Binary F1 = 2 TP / (2 TP + FP + FN) = Σ 2·[y ∧ ŷ] / Σ ([y] + [ŷ]) over the pairs whose
+    # case names a positive class: y = the expected decision is positive, ŷ = the answer
+    # is a decision equal to it (an abstained, malformed or missing answer predicts no
+    # positive). Attacked: where the attack found nothing the answer stands as the
+    # benign one, which under arms="attacked" is taken to be the expected decision.
+    positive = pl.col("positive_decision")
+    has_pos = positive.is_not_null()
+    y = (pl.col("expected_decision") == positive).fill_null(False)
+
+    def says_positive(p: str) -> pl.Expr:
+        decided = _b(f"{p}malformed").not_() & _b(f"{p}abstained").not_()
+        return (decided & (pl.col(f"{p}decision") == positive)).fill_null(False)
+
+    b_pos = says_positive("b_")
+    a_pos = (
+        pl.when(_b("a_no_attack"))
+        .then(pl.when(b_obs).then(b_pos).otherwise(y))
+        .otherwise(says_positive("a_"))
+    )
+
+    def f1_terms(observed: pl.Expr, pred: pl.Expr) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
+        pop = has_pos & observed
+        num = 2.0 * (pop & y & pred).cast(pl.Float64)
+        den = pop.cast(pl.Float64) * (y.cast(pl.Float64) + pred.cast(pl.Float64))
+        return num, den, pop
+
+    specs: Sequence[tuple[str, pl.Expr, pl.Expr] | tuple[str, pl.Expr, pl.Expr, pl.Expr]] = [
         (
             "benign_accuracy",
             _b("benign_correct"),
@@ -185,11 +222,16 @@ def ratio_metrics(*, severity_weights: Mapping[str, float] | None = None) -> dic
             eligible & flipped.not_(),
             a_obs,
         ),
+        ("f1_benign", *f1_terms(b_obs, b_pos)),
+        ("f1_attacked", *f1_terms(a_obs, a_pos)),
     ]
-    return {
-        name: RatioMetric(name, num, den, METRICS[name].higher_is_better, METRICS[name].definition)
-        for name, num, den in specs
-    }
+    out = {}
+    for name, num, den, *pop in specs:
+        info = METRICS[name]
+        out[name] = RatioMetric(
+            name, num, den, info.higher_is_better, info.definition, pop[0] if pop else None
+        )
+    return out
 
 
 RATIO_METRICS: Registry[RatioMetric] = Registry("ratio metric", ratio_metrics().values())

@@ -68,6 +68,12 @@ _RATIOS: tuple[MetricInfo, ...] = (
                "the attack produced no adversarial input / eligible"),
     MetricInfo("accuracy_under_attack", "ratio", True,
                "benign correct and not flipped / pairs with an attacked arm"),
+    MetricInfo("f1_benign", "ratio", True,
+               "binary F1 of benign answers, positive class = the case's positive_decision: "
+               "2 TP / (2 TP + FP + FN)"),
+    MetricInfo("f1_attacked", "ratio", True,
+               "binary F1 of attacked answers (the benign answer where the attack found "
+               "nothing), positive class = the case's positive_decision"),
 )  # fmt: skip
 
 _OTHERS: tuple[MetricInfo, ...] = (

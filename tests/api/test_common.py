@@ -33,13 +33,13 @@ from tests.builders import case, make_cases, make_responses, pair_rows, random_l
 #: Metrics where higher is better (every other metric: lower is better).
 HIGHER_IS_BETTER = {
     "benign_accuracy", "decided_accuracy", "robustness", "confidence_gate_auroc",
-    "accuracy_under_attack", "no_attack_rate",
+    "accuracy_under_attack", "no_attack_rate", "f1_benign", "f1_attacked",
 }  # fmt: skip
 #: Defined over every pair (or every score case), so defined when no pair is eligible.
 OVER_ALL_PAIRS = {
     "benign_accuracy", "decided_accuracy", "asr_unconditional", "abstention_rate_benign",
     "abstention_rate_attacked", "malformed_rate", "ece_benign", "ece_attacked", "brier_benign",
-    "brier_attacked", "accuracy_under_attack",
+    "brier_attacked", "accuracy_under_attack", "f1_benign", "f1_attacked",
 }  # fmt: skip
 #: Defined over eligible pairs only: null when no pair is eligible.
 OVER_ELIGIBLE_PAIRS = set(METRICS) - OVER_ALL_PAIRS
@@ -48,13 +48,17 @@ OVER_SCORE_CASES = {
     "mean_shift_toward_target", "mean_abs_score_shift", "shift_without_flip_rate",
     "ece_benign", "ece_attacked", "brier_benign", "brier_attacked",
 }  # fmt: skip
+#: Defined over the cases that name a positive class: null when none does.
+OVER_POSITIVE_CASES = {"f1_benign", "f1_attacked"}
 #: Count attack-induced changes: a run whose attacks flip everything is worse on each
 #: than a run whose attacks change nothing.
 FLIP_METRICS = {
     "asr", "robustness", "asr_unconditional", "decision_flip_rate", "severity_weighted_asr",
     "target_hit_rate", "accuracy_under_attack",
 }  # fmt: skip
-ALL_PROPERTY_SETS = (HIGHER_IS_BETTER, OVER_ALL_PAIRS, OVER_ELIGIBLE_PAIRS, OVER_SCORE_CASES)
+ALL_PROPERTY_SETS = (
+    HIGHER_IS_BETTER, OVER_ALL_PAIRS, OVER_ELIGIBLE_PAIRS, OVER_SCORE_CASES, OVER_POSITIVE_CASES,
+)  # fmt: skip
 
 
 def test_metric_property_sets_cover_every_metric() -> None:
@@ -117,6 +121,11 @@ def test_metric_defined_when_no_pair_is_eligible(name: str, nothing_eligible: di
 @pytest.mark.parametrize("name", sorted(OVER_SCORE_CASES))
 def test_metric_null_without_score_cases(name: str, no_score_cases: dict) -> None:
     assert no_score_cases["n_eligible"] == 2 and no_score_cases[name] is None
+
+
+@pytest.mark.parametrize("name", sorted(OVER_POSITIVE_CASES))
+def test_metric_null_without_a_positive_class(name: str, no_score_cases: dict) -> None:
+    assert no_score_cases[name] is None
 
 
 @pytest.mark.parametrize("name", sorted(METRICS))

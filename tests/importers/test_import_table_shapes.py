@@ -125,7 +125,8 @@ def test_published_file_holds_the_sources_rates_and_stands_beside_peira(
 
 
 def test_repeated_responses_without_a_sample_column_are_numbered_in_file_order() -> None:
-    rows = list(csv.DictReader(GF_CSV.open(encoding="utf-8", newline="")))
+    with GF_CSV.open(encoding="utf-8", newline="") as fh:
+        rows = list(csv.DictReader(fh))
     imp = read_table(
         GF_CSV,
         {"case_id": "question", "attacked_raw_text": "Response", "attacked_decision": "label"},
