@@ -50,8 +50,7 @@ _ATTACK_FIGURES = ("asr_forest", "family_heatmap", "risk_coverage", "score_shift
 
 #: Why a table whose every value is undefined says nothing, where more can be said.
 _EMPTY = {
-    "calibration": "no arm of any run has the 100 scored answers ECE and Brier are reported "
-    "from",
+    "calibration": "no arm of any run has the 100 scored answers ECE and Brier are reported from",
     "confidence_gate": "AUROC and selective risk are withheld for every run: too few pairs "
     "with an attacked confidence",
     "targeted": "no targeted pair and no score pair: every rate undefined",
@@ -99,18 +98,21 @@ def figure_reason(name: str, ctx: ReportContext) -> str | None:
         return None
     pairs = ctx.pairs
     eligible = pl.col("eligible").fill_null(False)
-    if name == "reliability" and pairs.select(
-        pl.col("b_score", "a_score").is_not_null().any()
-    ).row(0) == (False, False):
+    if name == "reliability" and pairs.select(pl.col("b_score", "a_score").is_not_null().any()).row(
+        0
+    ) == (False, False):
         return "no scored answer: nothing to calibrate"
     if name == "risk_coverage":
         from .. import plot
 
         if plot.risk_coverage_points(pairs).is_empty():
             return "no eligible pair with an attacked confidence: the gate has nothing to rank"
-    if name == "score_shift" and pairs.filter(
-        eligible & (pl.col("primitive") == "score") & pl.col("score_shift").is_not_null()
-    ).is_empty():
+    if (
+        name == "score_shift"
+        and pairs.filter(
+            eligible & (pl.col("primitive") == "score") & pl.col("score_shift").is_not_null()
+        ).is_empty()
+    ):
         return "no eligible score pair: no score shift to show"
     return None
 

@@ -504,6 +504,7 @@ def _census(ctx: ReportContext) -> pl.DataFrame:
     rows.append(("cases", _ALL, p, h, t))
     sp, sh = (cases.filter(pl.col("split") == s)["scenario_id"].n_unique() for s in SPLITS)
     rows.append(("scenarios", _ALL, sp, sh, cases["scenario_id"].n_unique()))
+
     def levels(dim: str) -> list[str | None]:
         seen = set(cases[dim].to_list())
         known = [s for s in SEVERITY_ORDER if s in seen] if dim == "severity" else []

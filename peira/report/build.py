@@ -44,8 +44,8 @@ from ..errors import (
 )
 from ..integrity.hashes import dataset_hash, results_hash
 from ..io import Dataset, atomic_dir, atomic_path
-from ._captions import unobserved_note, unobserved_title
 from ._applies import QUIET, empty_reason, figure_reason, flips_reason, table_reason
+from ._captions import unobserved_note, unobserved_title
 from .figures import (
     FIGURES,
     FORMATS,
@@ -360,8 +360,7 @@ def latex_table(name: str, df: pl.DataFrame, ctx: ReportContext) -> str:
         df,
         digits=spec.decimals(df),
         caption=(
-            f"{table_title(spec, ctx)}. {table_description(spec, ctx)}"
-            f"{table_flag_note(spec, ctx)}"
+            f"{table_title(spec, ctx)}. {table_description(spec, ctx)}{table_flag_note(spec, ctx)}"
         ),
         label=f"tab:peira-{name}",
         note=note,

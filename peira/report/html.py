@@ -553,9 +553,11 @@ def render_html(
     items: list[tuple[str, str, str, str]] = []  # (anchor, title, caption, body)
     script = False
     if notes:
-        body = "<ul>" + "".join(
-            f"<li><strong>{_e(t)}</strong>: {_e(why)}</li>" for t, why in notes
-        ) + "</ul>"
+        body = (
+            "<ul>"
+            + "".join(f"<li><strong>{_e(t)}</strong>: {_e(why)}</li>" for t, why in notes)
+            + "</ul>"
+        )
         items.append(("not-shown", "Not shown", _NOT_SHOWN_CAPTION, body))
     for kind, name in sections:
         if kind == "table" and name in tables:
