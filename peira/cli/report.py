@@ -115,7 +115,7 @@ def _not_applicable(outputs: Any) -> None:
             if why not in QUIET:
                 by_reason.setdefault(why, []).append(f"{kind[:-1]} {name}")
     for why, items in by_reason.items():
-        print(f"note: not written, {why}: {', '.join(items)}", file=sys.stderr)
+        print(f"note: not written: {', '.join(items)} ({why})", file=sys.stderr)
 
 
 def _summary(out: Any, outputs: Any) -> str:

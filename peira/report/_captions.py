@@ -177,4 +177,8 @@ def metric_text(text: str, metric: str) -> str:
     """A caption written for ranking by robustness, for ranking by ``metric``."""
     if metric == "robustness":
         return text
+    from ..metrics.gates import metric_den_is_eligible
+
+    if not metric_den_is_eligible(metric):  # undefined for want of other pairs than eligible
+        text = text.replace(" (no eligible pairs)", "")
     return text.replace("robustness (1 - ASR)", metric).replace("robustness", metric)

@@ -176,7 +176,7 @@ def test_single_run_has_no_comparison_and_says_why(single: dict[str, Any]) -> No
     assert m["not_applicable"]["tables"]["head_to_head"] == ONE_RUN
     note = page["not-shown"]["text"]
     assert f"Pairwise comparisons: {ONE_RUN}" in note and f"Head-to-head: {ONE_RUN}" in note
-    assert f"not written, {ONE_RUN}: table head_to_head, table pairwise" in single["err"]
+    assert f"note: not written: table head_to_head, table pairwise ({ONE_RUN})" in single["err"]
     # both arms observed: the rate is ASR, and the page shows it
     assert page["t-leaderboard"]["title"] == "Leaderboard"
     assert page["t-asr_by_family"]["title"] == "ASR by attack family"
@@ -328,3 +328,68 @@ def test_attacked_only_published_rate_beside_peiras(attacked: dict[str, Any]) ->
         assert float(r["published"]) == pytest.approx(art["parameters"]["attack_success_rate"])
         assert float(r["estimate"]) == pytest.approx(float(r["published"]), abs=5e-5)
     assert "t-calibration" not in attacked["page"]  # no scored answer in JailbreakBench
+
+
+def test_some_runs_benign_unobserved_named_with_how_many(
+    attacked: dict[str, Any], tmp_path: Path
+) -> None:
+    """Beside the two artifacts, a run that observed both arms (GPT-4's attacked answers
+    and the expected decision unattacked): the titles say for how many runs the rate is
+    the error rate under attack, the captions name them."""
+    import polars as pl
+
+    from peira.io import read_dataset, read_responses
+    from peira.report import TABLES, ReportConfig, ReportContext, table_caption
+    from peira.report.tables import table_title
+
+    ds = read_dataset(attacked["dir"])
+    log = pl.read_parquet(attacked["dir"] / "responses.parquet")
+    gpt4 = "PAIR-black_box-gpt-4-0125-preview"
+    both = log.filter(pl.col("run_id") == gpt4).with_columns(
+        run_id=pl.lit("both-arms"), arms=pl.lit("both")
+    )
+    benign = (
+        both.join(ds.cases.select("case_id", "expected_decision"), on="case_id")
+        .with_columns(
+            arm=pl.lit("benign"),
+            decision=pl.col("expected_decision"),
+            prompt=pl.lit(None, dtype=pl.String),
+            no_attack=pl.lit(None, dtype=pl.Boolean),
+        )
+        .select(log.columns)
+    )
+    pl.concat([log, both, benign]).write_parquet(tmp_path / "mixed.parquet")
+    mixed = read_responses(tmp_path / "mixed.parquet", cases=ds.cases)
+    ctx = ReportContext(ds, mixed, ReportConfig(n_resamples=200))
+    for name in ("leaderboard", "asr_by_family", "pairwise"):
+        spec = TABLES[name]
+        assert table_title(spec, ctx) == f"{spec.title}: {UNOBSERVED}, for 2 of 3 runs"
+        caption = table_caption(spec, ctx)
+        assert f"Benign arm unobserved (run(s) {gpt4}, PAIR-black_box-llama-2-7b-chat-hf)" in (
+            caption
+        )
+    assert table_title(TABLES["gates"], ctx) == "Ranking gates"
+
+
+def test_api_tables_on_one_run(single: dict[str, Any]) -> None:
+    """``peira.tables``: what applies by default; a comparison asked for by name says why
+    it cannot be built."""
+    import peira
+    from peira.errors import PeiraValueError
+
+    d = single["dir"]
+    got = peira.tables(d / "responses.parquet", d, n_resamples=200)
+    assert list(got) == single["manifest"]["tables"]
+    assert "pairwise" not in got and "published" in got
+    with pytest.raises(PeiraValueError, match="table 'pairwise' does not apply") as e:
+        peira.tables(d / "responses.parquet", d, names=["pairwise"], n_resamples=200)
+    assert ONE_RUN in str(e.value)
+
+
+def test_census_counts_cases_without_a_severity(clean: dict[str, Any]) -> None:
+    """lm-eval gives no severity: the census counts those cases on a row of their own."""
+    rows = _rows(clean["tables"] / "tables" / "census.csv")
+    (cases,) = [r for r in rows if r["dimension"] == "cases"]
+    severity = [r for r in rows if r["dimension"] == "severity"]
+    assert [r["level"] for r in severity] == [""]
+    assert sum(int(r["total"]) for r in severity) == int(cases["total"]) == 16
