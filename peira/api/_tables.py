@@ -48,18 +48,28 @@ def tables(
     engine: str | Engine = "local",
     support: Support = "common",
     gates: GateThresholds | Mapping[str, float | int | bool] | None = None,
+    metric: str | None = None,
 ) -> dict[str, pl.DataFrame]:
     """The report's tables (:data:`peira.report.TABLES`) as frames, by name.
 
     ``peira tables`` writes the same tables as CSV, Markdown and LaTeX.
+
+    By default only the tables that apply to the data are built, as ``peira
+    tables`` writes them: a single run has no comparisons, clean-only runs
+    (no attacked arm) no table of ASR, a dataset without a holdout no
+    divergence, one without the source's figures (``published.parquet``
+    beside the dataset) no ``published``; a table whose every value is
+    undefined is left out too.
 
     Parameters
     ----------
     responses, cases
         The response log and the cases (paths or frames; see the module notes).
     names
-        Tables to build (default: all, in report order); unknown names raise
-        :class:`peira.errors.UnknownTableError` with the close matches.
+        Tables to build (default: those that apply, in report order); unknown
+        names raise :class:`peira.errors.UnknownTableError` with the close
+        matches, a table that cannot be built on the data
+        :class:`~peira.errors.PeiraValueError` saying why.
     split, rule, n_resamples, seed, unit, level
         As in :func:`leaderboard` (the holdout plan of the divergence table
         uses ``seed + 1``).
@@ -76,6 +86,10 @@ def tables(
         default set, and asking for one by name is an error saying so.
     support, gates
         As in :func:`leaderboard`: the leaderboard's and the comparisons'.
+    metric
+        The ratio metric the leaderboard ranks by and the comparisons compare
+        (default: ``robustness``, or ``benign_accuracy`` on clean-only data);
+        an unknown name raises :class:`peira.errors.UnknownNameError`.
 
     Returns
     -------
@@ -84,7 +98,8 @@ def tables(
     Raises
     ------
     PeiraValueError
-        A table that needs every pair, asked for by name on a non-local engine.
+        A table that needs every pair, asked for by name on a non-local engine;
+        a table asked for by name that does not apply to the data.
 
     Examples
     --------
@@ -97,6 +112,7 @@ def tables(
     from ..errors import UnknownTableError
     from ..metrics.gates import GateThresholds
     from ..report import TABLES, ReportConfig, ReportContext, build_table
+    from ..report.tables import empty_reason, table_reason
 
     ds = as_dataset(cases)
     local = check_engine(engine)
@@ -111,6 +127,7 @@ def tables(
         missing=missing,
         thresholds=GateThresholds.of(gates),
         support=support,
+        metric=metric,
     )
     wanted = list(TABLES) if names is None else list(names)
     for name in wanted:
@@ -118,13 +135,26 @@ def tables(
             raise UnknownTableError(name, TABLES)
     if local:
         ctx = ReportContext(ds, as_responses(responses, ds.cases), config)
-        return {name: build_table(name, ctx) for name in wanted}
-    need = [n for n in wanted if TABLES[n].pairs]
-    if names is not None and need:
-        raise PeiraValueError(
-            f"table(s) {', '.join(need)} need every pair (non-ratio metrics) and are built on "
-            f"the local engine only; engine={engine_name(engine)!r} gives the log's run sums"
-        )
-    sums = run_sums(responses, ds, unit=unit, missing=missing, delta=delta, engine=engine)
-    ctx = ReportContext(ds, None, config, sums=sums, engine=engine_name(engine))
-    return {name: build_table(name, ctx) for name in wanted if not TABLES[name].pairs}
+    else:
+        need = [n for n in wanted if TABLES[n].pairs]
+        if names is not None and need:
+            raise PeiraValueError(
+                f"table(s) {', '.join(need)} need every pair (non-ratio metrics) and are built "
+                f"on the local engine only; engine={engine_name(engine)!r} gives the log's run "
+                "sums"
+            )
+        wanted = [n for n in wanted if not TABLES[n].pairs]
+        sums = run_sums(responses, ds, unit=unit, missing=missing, delta=delta, engine=engine)
+        ctx = ReportContext(ds, None, config, sums=sums, engine=engine_name(engine))
+    out: dict[str, pl.DataFrame] = {}
+    for name in wanted:
+        why = table_reason(name, ctx)
+        if why is not None:
+            if names is None:
+                continue
+            raise PeiraValueError(f"table {name!r} does not apply to these data: {why}")
+        df = build_table(name, ctx)
+        if names is None and empty_reason(name, df) is not None:
+            continue  # every value undefined: peira tables leaves it out too
+        out[name] = df
+    return out

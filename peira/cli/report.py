@@ -80,6 +80,7 @@ def _context(args: argparse.Namespace, *, publication: bool = False) -> Any:
         support=args.support or "common",
         publication=publication,
         flag_family=args.flag_family,
+        metric=args.metric,
     )
     if getattr(args, "engine", "local") != "local":
         from .. import api
@@ -103,6 +104,20 @@ def _check(args: argparse.Namespace, kind: str) -> None:
                 writer="peira tables/publish" if kind == "dir" else None)  # fmt: skip
 
 
+def _not_applicable(outputs: Any) -> None:
+    """A note on stderr of what does not apply to the data (a single run, clean-only runs,
+    no holdout…) and why; the manifest and the page say the same."""
+    from ..report.tables import QUIET
+
+    by_reason: dict[str, list[str]] = {}
+    for kind, left in outputs.not_applicable.items():
+        for name, why in left.items():
+            if why not in QUIET:
+                by_reason.setdefault(why, []).append(f"{kind[:-1]} {name}")
+    for why, items in by_reason.items():
+        print(f"note: not written: {', '.join(items)} ({why})", file=sys.stderr)
+
+
 def _summary(out: Any, outputs: Any) -> str:
     return (
         f"{out}: {len(outputs.files)} files ({len(outputs.tables)} tables, "
@@ -119,6 +134,7 @@ def cmd_tables(args: argparse.Namespace) -> int:
     ctx = _context(args)
     outputs = write_tables(ctx, args.out, figures=not args.no_figures, progress=_progress(args))
     print(_summary(args.out, outputs))
+    _not_applicable(outputs)
     left = omitted(ctx, figures=not args.no_figures)
     if left:
         items = [f"table {n}" for n in left["tables"]] + [f"figure {n}" for n in left["figures"]]
@@ -158,6 +174,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
         pairs=ctx.all_pairs,
     )
     print(_summary(args.out, outputs))
+    _not_applicable(outputs)
     return c.EXIT_OK
 
 
@@ -172,6 +189,12 @@ def _options(q: argparse.ArgumentParser, *, split: bool) -> None:
         "--rule", choices=c.option_choices("rule"), default="ci", help="head-to-head rule"
     )
     c.add_comparison_options(q)
+    q.add_argument(
+        "--metric",
+        metavar="METRIC",
+        help="ratio metric the leaderboard ranks by and the comparisons compare (default: "
+        "robustness; benign_accuracy on clean-only data, where no run was attacked)",
+    )
     q.add_argument("--no-figures", action="store_true", help="tables only (no matplotlib)")
     g = q.add_mutually_exclusive_group()
     g.add_argument(

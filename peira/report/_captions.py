@@ -8,7 +8,17 @@ is :data:`INTERVAL_NOTE`.
 
 from __future__ import annotations
 
-__all__ = ["BOARD_DIVERGENCE_NOTE", "CAPTIONS", "FLAG_MARK", "INTERVAL_NOTE", "flag_note"]
+__all__ = [
+    "BOARD_DIVERGENCE_NOTE",
+    "CAPTIONS",
+    "FLAG_MARK",
+    "INTERVAL_NOTE",
+    "UNOBSERVED",
+    "flag_note",
+    "metric_text",
+    "unobserved_note",
+    "unobserved_title",
+]
 
 CAPTIONS: dict[str, tuple[str, str]] = {
     "leaderboard": (
@@ -78,6 +88,14 @@ CAPTIONS: dict[str, tuple[str, str]] = {
         "as suspected hill-climbing by a one-sided test that the run does worse on the "
         "holdout, at 5% per run (each run is its own family of tests).",
     ),
+    "published": (
+        "Published versus Peira",
+        "Each figure the source published about a run (and family) beside Peira's estimate "
+        "of the same metric on the same run, with its interval and the method it used "
+        "(method); published_lo/published_hi is the published estimate +/- z * its standard "
+        "error where the source reports one; difference = Peira - published; published_n "
+        "the number of items the source's figure rests on, where it says.",
+    ),
     "census": (
         "Data census",
         "Cases per split and per family, primitive and severity; scenario clusters, runs "
@@ -127,3 +145,40 @@ BOARD_DIVERGENCE_NOTE = (
     "and p_holm its Holm adjustment; a run is flagged iff p_holm < alpha."
 )
 """What the divergence table's caption adds with ``flag_family="board"``."""
+
+
+UNOBSERVED = "error rate under attack, benign unobserved"
+"""What ASR is on a run whose benign arm is not observed (``arms = "attacked"``)."""
+
+
+def unobserved_title(title: str, runs: list[str], n_runs: int) -> str:
+    """``title`` naming the rate for what it is where the benign arm is unobserved."""
+    if not runs:
+        return title
+    which = "" if len(runs) == n_runs else f", for {len(runs)} of {n_runs} runs"
+    return f"{title}: {UNOBSERVED}{which}"
+
+
+def unobserved_note(runs: list[str], n_runs: int) -> str:
+    """The caption sentence of a table or figure that shows ASR (or robustness = 1 - ASR)
+    of runs whose benign arm is unobserved; empty when every run observed it."""
+    if not runs:
+        return ""
+    who = "every run" if len(runs) == n_runs else "run(s) " + ", ".join(runs)
+    return (
+        f"Benign arm unobserved ({who}): the rate shown as ASR (asr; robustness = 1 - asr) "
+        f"is the {UNOBSERVED}. Every pair is eligible by declaration, not because its benign "
+        "answer was right, so it is not conditional on a right benign answer and not "
+        "comparable with the ASR of a run that observed both arms. "
+    )
+
+
+def metric_text(text: str, metric: str) -> str:
+    """A caption written for ranking by robustness, for ranking by ``metric``."""
+    if metric == "robustness":
+        return text
+    from ..metrics.gates import metric_den_is_eligible
+
+    if not metric_den_is_eligible(metric):  # undefined for want of other pairs than eligible
+        text = text.replace(" (no eligible pairs)", "")
+    return text.replace("robustness (1 - ASR)", metric).replace("robustness", metric)

@@ -71,6 +71,11 @@ class ReportConfig:
         (:func:`peira.holdout.divergence`): ``"run"`` (default; each run at
         α = 1 − level) or ``"board"`` (Holm across every run of the board);
         recorded in the manifest when ``"board"`` (absent: ``"run"``).
+    metric
+        The ratio metric the leaderboard ranks by and the comparisons compare
+        (:data:`peira.metrics.RATIO_METRICS`); None (default) chooses it from
+        the data: ``robustness``, or ``benign_accuracy`` when no run observed
+        the attacked arm (clean-only data). Recorded in the manifest when set.
     """
 
     split: str = "public"
@@ -85,8 +90,11 @@ class ReportConfig:
     publication: bool = False
     support: Support = "common"
     flag_family: Literal["run", "board"] = "run"
+    metric: str | None = None
 
     def __post_init__(self) -> None:
+        if self.metric is not None:
+            RATIO_METRICS[self.metric]  # UnknownNameError (exit 2), with the close matches
         if self.flag_family not in ("run", "board"):
             raise PeiraValueError(f"flag_family must be 'run' or 'board', not {self.flag_family!r}")
         if self.split not in ("public", "holdout", "all"):
@@ -113,6 +121,7 @@ class ReportConfig:
             # the default family is implied by its absence, so that a default configuration
             # is recorded as it always was
             **({"flag_family": self.flag_family} if self.flag_family != "run" else {}),
+            **({"metric": self.metric} if self.metric is not None else {}),
         }
 
 
@@ -138,6 +147,9 @@ class ReportContext:
         :attr:`~peira.report.figures.FigureSpec.pairs`) are not available.
     engine
         The engine that reduced the log (recorded in the manifest).
+    published
+        The source's own figures (:data:`~peira.schema.PUBLISHED_SCHEMA`);
+        default: ``published.parquet`` beside the dataset, when there is one.
 
     Raises
     ------
@@ -156,8 +168,10 @@ class ReportContext:
         pairs: pl.DataFrame | None = None,
         sums: RunSums | None = None,
         engine: str = "local",
+        published: pl.DataFrame | None = None,
     ) -> None:
         self.dataset = dataset
+        self._published = published
         self.engine = engine
         self.responses = responses
         self.config = config or ReportConfig()
@@ -288,6 +302,51 @@ class ReportContext:
         return sorted(self.cases["family"].unique().to_list())
 
     @cached_property
+    def arms(self) -> dict[str, str]:
+        """Run id → what it observed: ``both``, ``benign`` (clean-only) or ``attacked``
+        (benign unobserved; docs/spec/data-model.md, ``arms``)."""
+        about = self.sums.about()
+        return {r: a or "both" for r, a in about.select("run_id", "arms").iter_rows()}
+
+    @cached_property
+    def attacked_observed(self) -> bool:
+        """Whether some run observed the attacked arm (else the data are clean-only)."""
+        return any(a != "benign" for a in self.arms.values())
+
+    @cached_property
+    def benign_unobserved(self) -> list[str]:
+        """Runs whose benign arm is not observed (``arms = "attacked"``), sorted: their ASR
+        is the error rate under attack, every pair eligible by declaration."""
+        return sorted(r for r, a in self.arms.items() if a == "attacked")
+
+    @cached_property
+    def metric(self) -> str:
+        """The metric the leaderboard ranks by and the comparisons compare
+        (:attr:`ReportConfig.metric`, or chosen from the data)."""
+        if self.config.metric is not None:
+            return self.config.metric
+        return "robustness" if self.attacked_observed else "benign_accuracy"
+
+    @cached_property
+    def published(self) -> pl.DataFrame | None:
+        """The source's own figures (``published.parquet`` beside the dataset), or None."""
+        if self._published is not None or self.dataset.path is None:
+            return self._published
+        from ..published import read_published
+
+        return read_published(self.dataset.path)
+
+    @cached_property
+    def beside(self) -> pl.DataFrame | None:
+        """:func:`peira.published.beside` on the split analysed (None without figures or
+        without the pairs)."""
+        if self.published is None or not self.has_pairs:
+            return None
+        from ..published import beside
+
+        return beside(self.pairs, self.published, self.plan, level=self.config.level)
+
+    @cached_property
     def metric_table(self) -> pl.DataFrame:
         """:func:`peira.metrics.metric_table` per run (with the gates)."""
         return metric_table(self.pairs, cases=self.cases, thresholds=self.config.thresholds)
@@ -306,7 +365,9 @@ class ReportContext:
     @cached_property
     def gates(self) -> pl.DataFrame:
         """:func:`peira.metrics.ranking_gates` per run."""
-        return ranking_gates(self.sums, self.cases, thresholds=self.config.thresholds)
+        return ranking_gates(
+            self.sums, self.cases, thresholds=self.config.thresholds, metric=self.metric
+        )
 
     @cached_property
     def denominators(self) -> pl.DataFrame:
@@ -362,15 +423,17 @@ class ReportContext:
             level=c.level,
             thresholds=c.thresholds,
             support=c.support,
+            metric=self.metric,
         )
 
     @cached_property
     def pairwise(self) -> pl.DataFrame:
-        """:func:`peira.ranking.pairwise` on robustness, every pair of runs."""
+        """:func:`peira.ranking.pairwise` on :attr:`metric`, every pair of runs."""
         c = self.config
         return pairwise(
             self.sums,
             self.plan,
+            metric=self.metric,
             rule=c.rule,
             level=c.level,
             cases=self.cases,

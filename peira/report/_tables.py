@@ -17,7 +17,15 @@ import polars as pl
 
 from .._registry import Registry
 from ..errors import UnknownTableError
-from ._captions import BOARD_DIVERGENCE_NOTE, CAPTIONS, INTERVAL_NOTE, flag_note
+from ._captions import (
+    BOARD_DIVERGENCE_NOTE,
+    CAPTIONS,
+    INTERVAL_NOTE,
+    flag_note,
+    metric_text,
+    unobserved_note,
+    unobserved_title,
+)
 from ._context import _ALL, SEVERITY_ORDER, SPLITS, ReportContext, _meta
 
 __all__ = [
@@ -26,8 +34,10 @@ __all__ = [
     "TableSpec",
     "build_table",
     "table_caption",
+    "table_description",
     "table_flag_note",
     "table_note",
+    "table_title",
 ]
 
 # ---------------------------------------------------------------- the tables
@@ -60,6 +70,12 @@ class TableSpec:
     pairs
         Whether it needs every pair (non-ratio metrics: calibration, AUROC,
         score shifts), so cannot be built from run sums alone.
+    rate
+        Whether it shows ASR (or robustness, a flip rate), so names it for what
+        it is where the benign arm is unobserved (:func:`table_title`).
+    ranked
+        Whether it shows the ranking metric (the leaderboard, the comparisons),
+        so its caption names the metric of the context.
     """
 
     name: str
@@ -69,6 +85,8 @@ class TableSpec:
     digits: Mapping[str, int] = field(default_factory=dict)
     intervals: bool = True
     pairs: bool = False
+    rate: bool = True
+    ranked: bool = False
 
     def decimals(self, df: pl.DataFrame) -> dict[str, int]:
         """Decimals of every column of ``df``."""
@@ -93,11 +111,19 @@ def _status(sufficient: pl.Expr, value: pl.Expr) -> pl.Expr:
     )
 
 
+#: Rates shown beside robustness on the leaderboard (beside another metric: the same, less
+#: the metric; on clean-only data, what the benign arm says).
+_BESIDE_RATES = ("asr", "abstention_rate_attacked", "abstention_flip_rate")
+_CLEAN_RATES = ("abstention_rate_benign", "malformed_rate")
+
+
 def _leaderboard(ctx: ReportContext) -> pl.DataFrame:
-    lb = ctx.leaderboard
-    extra = ctx.ratio_table.select(
-        "run_id", "asr", "abstention_rate_attacked", "abstention_flip_rate"
-    )
+    from ..metrics.gates import metric_den_is_eligible
+
+    lb, metric = ctx.leaderboard, ctx.metric
+    rates = [r for r in (_BESIDE_RATES if ctx.attacked_observed else _CLEAN_RATES) if r != metric]
+    extra = ctx.ratio_table.select("run_id", *rates) if rates else None
+    count = "n_eligible" if metric_den_is_eligible(metric) else "n_counted"
     gate = (
         pl.when(pl.col("ranked"))
         .then(pl.lit("ranked"))
@@ -113,19 +139,19 @@ def _leaderboard(ctx: ReportContext) -> pl.DataFrame:
     mark = [] if flags is None else ["holdout_flag"]
     if flags is not None:
         lb = lb.join(flags, on="run_id", how="left", maintain_order="left")
-    return lb.join(extra, on="run_id", how="left", maintain_order="left").select(
+    if extra is not None:
+        lb = lb.join(extra, on="run_id", how="left", maintain_order="left")
+    return lb.select(
         "rank",
         "run_id",
         "model",
         "model_version",
-        pl.col("estimate").alias("robustness"),
-        pl.col("lo").alias("robustness_lo"),
-        pl.col("hi").alias("robustness_hi"),
-        "asr",
-        "abstention_rate_attacked",
-        "abstention_flip_rate",
+        pl.col("estimate").alias(metric),
+        pl.col("lo").alias(f"{metric}_lo"),
+        pl.col("hi").alias(f"{metric}_hi"),
+        *rates,
         "n_pairs",
-        "n_eligible",
+        count,
         pl.col("beaten_by").list.join(", ").alias("beaten_by"),
         gate.alias("status"),
         *mark,
@@ -255,8 +281,13 @@ def _calibration(ctx: ReportContext) -> pl.DataFrame:
         "run_id", "arm", "ece_debiased", pl.col("calibration_p_value").alias("p_calibrated"),
         "mcb", "dsc", "unc",
     )  # fmt: skip
+    unseen = {"benign": "attacked", "attacked": "benign"}  # arm -> the arms value lacking it
+    seen = pl.col("arm").replace_strict(unseen) != pl.col("run_id").replace_strict(
+        ctx.arms, default="both"
+    )
     return (
         pl.concat(parts)
+        .filter(seen)  # an arm the run did not observe has nothing to calibrate
         .join(corp, on=["run_id", "arm"], how="left")
         .sort("run_id", "_arm")
         .select(
@@ -449,10 +480,21 @@ def _divergence(ctx: ReportContext) -> pl.DataFrame:
     )
 
 
+def _published(ctx: ReportContext) -> pl.DataFrame:
+    """:func:`peira.published.beside`: each published figure beside Peira's (the family
+    column only when some figure is of a family)."""
+    rows = ctx.beside
+    if rows is None:
+        return pl.DataFrame(schema={"run_id": pl.String, "metric": pl.String})
+    if "family" in rows.columns and rows["family"].is_null().all():
+        rows = rows.drop("family")
+    return rows
+
+
 def _census(ctx: ReportContext) -> pl.DataFrame:
     cases = ctx.dataset.cases
     pub = ctx.config.publication
-    rows: list[tuple[str, str, int | None, int | None, int | None]] = []
+    rows: list[tuple[str, str | None, int | None, int | None, int | None]] = []
 
     def counts(df: pl.DataFrame) -> tuple[int, int, int]:
         s = df["split"]
@@ -462,18 +504,16 @@ def _census(ctx: ReportContext) -> pl.DataFrame:
     rows.append(("cases", _ALL, p, h, t))
     sp, sh = (cases.filter(pl.col("split") == s)["scenario_id"].n_unique() for s in SPLITS)
     rows.append(("scenarios", _ALL, sp, sh, cases["scenario_id"].n_unique()))
-    dims: list[tuple[str, list[str]]] = [
-        ("family", sorted(cases["family"].unique().to_list())),
-        ("primitive", sorted(cases["primitive"].unique().to_list())),
-        (
-            "severity",
-            [s for s in SEVERITY_ORDER if s in set(cases["severity"].to_list())]
-            + sorted(set(cases["severity"].to_list()) - set(SEVERITY_ORDER)),
-        ),
-    ]
-    for dim, levels in dims:
-        for lev in levels:
-            p, h, t = counts(cases.filter(pl.col(dim) == lev))
+
+    def levels(dim: str) -> list[str | None]:
+        seen = set(cases[dim].to_list())
+        known = [s for s in SEVERITY_ORDER if s in seen] if dim == "severity" else []
+        rest = sorted(v for v in seen - set(known) if v is not None)
+        return [*known, *rest, *([None] if None in seen else [])]  # null (none given) last
+
+    for dim in ("family", "primitive", "severity"):
+        for lev in levels(dim):
+            p, h, t = counts(cases.filter(pl.col(dim).eq_missing(lev)))
             if pub:
                 if p == 0:
                     continue  # a holdout-only level is never named in publication
@@ -523,6 +563,12 @@ TABLES: Registry[TableSpec] = Registry(
         _spec(
             "leaderboard",
             _leaderboard,
+            ranked=True,
+        ),
+        _spec(
+            "published",
+            _published,
+            intervals=False,
         ),
         _spec(
             "asr_by_family",
@@ -546,6 +592,7 @@ TABLES: Registry[TableSpec] = Registry(
             "calibration",
             _calibration,
             pairs=True,
+            rate=False,
         ),
         _spec(
             "confidence_gate",
@@ -556,10 +603,12 @@ TABLES: Registry[TableSpec] = Registry(
             "head_to_head",
             _head_to_head,
             intervals=False,
+            ranked=True,
         ),
         _spec(
             "pairwise",
             _pairwise,
+            ranked=True,
         ),
         _spec(
             "divergence",
@@ -569,11 +618,13 @@ TABLES: Registry[TableSpec] = Registry(
             "census",
             _census,
             intervals=False,
+            rate=False,
         ),
         _spec(
             "gates",
             _gates,
             intervals=False,
+            rate=False,
         ),
     ),
 )
@@ -607,10 +658,40 @@ def table_flag_note(spec: TableSpec, ctx: ReportContext) -> str:
     return flag_note(ctx.config.flag_family, ctx.config.level)
 
 
+def _shows_rate(spec: TableSpec, ctx: ReportContext) -> bool:
+    """Whether ``spec`` shows ASR (or robustness, a flip rate) on this context: a table of
+    rates, the leaderboard (ASR beside any metric), a comparison of such a metric."""
+    from ..metrics.gates import metric_den_is_eligible
+
+    if spec.ranked and spec.name != "leaderboard":
+        return metric_den_is_eligible(ctx.metric)
+    return spec.rate
+
+
+def table_title(spec: TableSpec, ctx: ReportContext) -> str:
+    """The title of a table on this context: the ranking metric named when it is not
+    robustness; the rate named "error rate under attack, benign unobserved" where the
+    benign arm is unobserved (:data:`peira.report._captions.UNOBSERVED`)."""
+    title = spec.title
+    if spec.ranked and ctx.metric != "robustness":
+        title = f"{title} by {ctx.metric}"
+    if _shows_rate(spec, ctx):
+        title = unobserved_title(title, ctx.benign_unobserved, len(ctx.runs))
+    return title
+
+
+def table_description(spec: TableSpec, ctx: ReportContext) -> str:
+    """What the rows and columns of a table are, on this context (see :func:`table_title`)."""
+    text = metric_text(spec.description, ctx.metric) if spec.ranked else spec.description
+    if _shows_rate(spec, ctx):
+        text = unobserved_note(ctx.benign_unobserved, len(ctx.runs)) + text
+    return text
+
+
 def table_caption(spec: TableSpec, ctx: ReportContext, *, title: bool = True) -> str:
     """The caption of a table: title (optional), description and the analysis settings."""
-    head = f"{spec.title}. " if title else ""
-    return f"{head}{spec.description} {table_note(spec, ctx)}"
+    head = f"{table_title(spec, ctx)}. " if title else ""
+    return f"{head}{table_description(spec, ctx)} {table_note(spec, ctx)}"
 
 
 def build_table(name: str, ctx: ReportContext) -> pl.DataFrame:

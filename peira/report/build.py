@@ -44,7 +44,16 @@ from ..errors import (
 )
 from ..integrity.hashes import dataset_hash, results_hash
 from ..io import Dataset, atomic_dir, atomic_path
-from .figures import FIGURES, FORMATS, matplotlib_available, render_figure
+from ._applies import QUIET, empty_reason, figure_reason, flips_reason, table_reason
+from ._captions import unobserved_note, unobserved_title
+from .figures import (
+    FIGURES,
+    FORMATS,
+    figure_caption,
+    figure_title,
+    matplotlib_available,
+    render_figure,
+)
 from .html import render_html
 from .render import flagged_rows, latex_document_inputs, to_csv, to_latex, to_markdown
 from .tables import (
@@ -52,8 +61,10 @@ from .tables import (
     ReportConfig,
     ReportContext,
     table_caption,
+    table_description,
     table_flag_note,
     table_note,
+    table_title,
 )
 
 __all__ = [
@@ -94,12 +105,16 @@ class ReportOutputs:
         Figure name → format → bytes.
     manifest
         The manifest as a dict.
+    not_applicable
+        ``{"tables": {name: reason}, "figures": {name: reason}}``: what does not
+        apply to the data and why (:mod:`peira.report._applies`), in report order.
     """
 
     files: dict[str, bytes]
     tables: dict[str, pl.DataFrame] = field(repr=False)
     figures: dict[str, dict[str, bytes]] = field(repr=False)
     manifest: dict[str, Any] = field(repr=False)
+    not_applicable: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
 
 
 def _version(pkg: str) -> str:
@@ -184,6 +199,7 @@ def _manifest(
     files: Mapping[str, bytes],
     tables: list[str],
     figures: list[str] | None,
+    not_applicable: Mapping[str, Mapping[str, str]] | None = None,
 ) -> dict[str, Any]:
     c = ctx.config
     plans = {
@@ -230,6 +246,11 @@ def _manifest(
             if not ctx.has_pairs
             else {}
         ),
+        **(
+            {"not_applicable": {k: dict(v) for k, v in not_applicable.items()}}
+            if not_applicable and any(not_applicable.values())
+            else {}
+        ),
         "files": [
             {"path": p, "sha256": hashlib.sha256(b).hexdigest(), "bytes": len(b)}
             for p, b in sorted(files.items())
@@ -273,7 +294,11 @@ def build_outputs(
         )
         figures = False
     table_names = available_tables(ctx)
+    skipped = {n: why for n in table_names if (why := table_reason(n, ctx)) is not None}
+    table_names = [n for n in table_names if n not in skipped]
     fig_names = [n for n in FIGURES if ctx.has_pairs or not FIGURES[n].pairs] if figures else []
+    fig_skipped = {n: why for n in fig_names if (why := figure_reason(n, ctx)) is not None}
+    fig_names = [n for n in fig_names if n not in fig_skipped]
     total = len(table_names) + len(fig_names)
     step = 0
 
@@ -291,6 +316,10 @@ def build_outputs(
             spec = TABLES[name]
             tell(f"table {name}")
             df = spec.build(ctx)
+            why = empty_reason(name, df)
+            if why is not None:  # a table of dashes says nothing: the reason says why
+                skipped[name] = why
+                continue
             frames[name] = df
             dig = spec.decimals(df)
             cap = table_caption(spec, ctx)
@@ -304,10 +333,15 @@ def build_outputs(
             drawn[name] = render_figure(FIGURES[name], ctx, figure_formats)
             for fmt, data in drawn[name].items():
                 files[f"figures/{name}.{fmt}"] = data
-    files["tables.tex"] = latex_document_inputs(table_names).encode()
-    manifest = _manifest(ctx, generator, files, table_names, fig_names if figures else None)
+    written = list(frames)
+    files["tables.tex"] = latex_document_inputs(written).encode()
+    left = {
+        "tables": {n: skipped[n] for n in TABLES if n in skipped},
+        "figures": {n: fig_skipped[n] for n in FIGURES if n in fig_skipped},
+    }
+    manifest = _manifest(ctx, generator, files, written, fig_names if figures else None, left)
     files[MANIFEST] = _json(manifest)
-    return ReportOutputs(dict(sorted(files.items())), frames, drawn, manifest)
+    return ReportOutputs(dict(sorted(files.items())), frames, drawn, manifest, left)
 
 
 def latex_table(name: str, df: pl.DataFrame, ctx: ReportContext) -> str:
@@ -325,7 +359,9 @@ def latex_table(name: str, df: pl.DataFrame, ctx: ReportContext) -> str:
     return to_latex(
         df,
         digits=spec.decimals(df),
-        caption=f"{spec.title}. {spec.description}{table_flag_note(spec, ctx)}",
+        caption=(
+            f"{table_title(spec, ctx)}. {table_description(spec, ctx)}{table_flag_note(spec, ctx)}"
+        ),
         label=f"tab:peira-{name}",
         note=note,
     )
@@ -446,15 +482,16 @@ def report_html(
     meta.append(("peira", str(m["peira_version"])))
     tables = {
         name: (
-            spec.title,
+            table_title(spec, ctx),
             table_caption(spec, ctx, title=False),
             outputs.tables[name],
             spec.decimals(outputs.tables[name]),
         )
         for name, spec in TABLES.items()
+        if name in outputs.tables
     }
     figs = {
-        name: (spec.title, spec.caption, outputs.figures[name]["png"])
+        name: (figure_title(spec, ctx), figure_caption(spec, ctx), outputs.figures[name]["png"])
         for name, spec in FIGURES.items()
         if name in outputs.figures
     }
@@ -462,13 +499,24 @@ def report_html(
 
     if ctx.responses is None:  # a context of run sums: no pair, no flip to drill into
         raise PeiraError("the HTML report needs the response log (the local engine)")
-    flips = flipped_pairs(ctx.pairs, ctx.responses, ctx.dataset.variants)
+    left = outputs.not_applicable
+    notes = [(TABLES[n].title, why) for n, why in left["tables"].items() if why not in QUIET]
+    notes += [(FIGURES[n].title, why) for n, why in left["figures"].items() if why not in QUIET]
+    why_no_flips = flips_reason(ctx)
+    flips = None
+    if why_no_flips is None:
+        flips = flipped_pairs(ctx.pairs, ctx.responses, ctx.dataset.variants)
+    else:
+        notes.append(("Flipped pairs", why_no_flips))
     return render_html(
         title=f"Peira report: {inputs['dataset_version']}",
         flips=flips,
         meta=meta,
         tables=tables,
         figures=figs,
+        notes=notes,
+        flips_title=unobserved_title("Flipped pairs", ctx.benign_unobserved, len(ctx.runs)),
+        flips_note=unobserved_note(ctx.benign_unobserved, len(ctx.runs)),
         footer="Generated by peira "
         + str(m["peira_version"])
         + " from the inputs identified by the hashes above; "

@@ -25,6 +25,7 @@ from .. import plot
 from .._registry import Registry
 from ..errors import PeiraValueError
 from ..metrics import corp_reliability
+from ._captions import UNOBSERVED, unobserved_note, unobserved_title
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -37,6 +38,8 @@ __all__ = [
     "FORMATS",
     "RC",
     "FigureSpec",
+    "figure_caption",
+    "figure_title",
     "matplotlib_available",
     "render_figure",
     "risk_coverage_points",
@@ -94,6 +97,12 @@ def _subtitle(ctx: ReportContext) -> str:
     )
 
 
+def _rate(ctx: ReportContext, text: str) -> str:
+    """``text`` (a title inside a figure of ASR) naming the rate where the benign arm is
+    unobserved."""
+    return unobserved_title(text, ctx.benign_unobserved, len(ctx.runs))
+
+
 # ---------------------------------------------------------------- figures
 # Each figure lays out panels and titles; peira.plot draws every panel.
 
@@ -110,9 +119,13 @@ def asr_forest(ctx: ReportContext) -> Figure:
         metric="asr",
         ax=fig.add_subplot(),
         colors=plot.run_colors(ctx.runs),
-        xlabel="attack success rate (lower is better)",
+        xlabel=(
+            f"{UNOBSERVED} (lower is better)"
+            if ctx.benign_unobserved and len(ctx.benign_unobserved) == len(ctx.runs)
+            else "attack success rate (lower is better)"
+        ),
     )
-    ax.set_title(f"ASR with intervals\n{_subtitle(ctx)}", fontsize=9)
+    ax.set_title(f"{_rate(ctx, 'ASR with intervals')}\n{_subtitle(ctx)}", fontsize=9)
     return fig
 
 
@@ -124,7 +137,7 @@ def family_heatmap(ctx: ReportContext) -> Figure:
     n_runs, n_fams = table.width - 1, table.height
     fig = _new_figure(2.6 + 0.85 * n_runs, 1.6 + 0.32 * n_fams)
     ax = plot.family_heatmap(table, metric="ASR", ax=fig.add_subplot())
-    ax.set_title(f"ASR by attack family\n{_subtitle(ctx)}", fontsize=9)
+    ax.set_title(f"{_rate(ctx, 'ASR by attack family')}\n{_subtitle(ctx)}", fontsize=9)
     return fig
 
 
@@ -184,10 +197,9 @@ def risk_coverage(ctx: ReportContext) -> Figure:
     )  # fmt: skip
     if ax.get_legend_handles_labels()[0]:
         fig.legend(loc="outside right upper", fontsize=7, frameon=False)
-    ax.set_title(
-        f"Risk-coverage of a confidence gate, eligible pairs (split {ctx.config.split})",
-        fontsize=9,
-    )
+    title = "Risk-coverage of a confidence gate, eligible pairs"
+    sep = "\n" if ctx.benign_unobserved else " "  # the rate's name makes a second line
+    ax.set_title(f"{_rate(ctx, title)}{sep}(split {ctx.config.split})", fontsize=9)
     return fig
 
 
@@ -230,6 +242,9 @@ class FigureSpec:
     caption: str
     draw: Callable[[ReportContext], Figure]
     pairs: bool = False
+    rate: bool = True
+    """Whether it shows ASR or a flip rate (named for what it is where the benign arm is
+    unobserved: :func:`figure_title`)."""
 
 
 FIGURES: Registry[FigureSpec] = Registry(
@@ -255,6 +270,7 @@ FIGURES: Registry[FigureSpec] = Registry(
             "bin, benign and attacked arm; dashed lines have fewer than 100 scored answers.",
             reliability,
             pairs=True,
+            rate=False,
         ),
         FigureSpec(
             "risk_coverage",
@@ -271,10 +287,24 @@ FIGURES: Registry[FigureSpec] = Registry(
             "lines without a flip are shift-without-flip.",
             score_shift,
             pairs=True,
+            rate=False,
         ),
     ),
 )
 """Every named figure, in report order."""
+
+
+def figure_title(spec: FigureSpec, ctx: ReportContext) -> str:
+    """The title of a figure on this context: a figure of ASR names the rate "error rate
+    under attack, benign unobserved" where the benign arm is unobserved."""
+    return _rate(ctx, spec.title) if spec.rate else spec.title
+
+
+def figure_caption(spec: FigureSpec, ctx: ReportContext) -> str:
+    """The caption of a figure on this context (see :func:`figure_title`)."""
+    if not spec.rate:
+        return spec.caption
+    return unobserved_note(ctx.benign_unobserved, len(ctx.runs)) + spec.caption
 
 
 def render_figure(

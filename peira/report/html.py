@@ -43,6 +43,7 @@ __all__ = ["SECTIONS", "render_html"]
 
 SECTIONS: tuple[tuple[str, str], ...] = (
     ("table", "leaderboard"),
+    ("table", "published"),
     ("figure", "asr_forest"),
     ("figure", "family_heatmap"),
     ("table", "asr_by_family"),
@@ -495,6 +496,12 @@ _FLIPS_CAPTION = (
 )
 
 
+_NOT_SHOWN_CAPTION = (
+    "What does not apply to these data, and why: each is left out of the page and of "
+    "`peira tables` (whose manifest lists it under not_applicable)."
+)
+
+
 def render_html(
     *,
     title: str,
@@ -505,6 +512,9 @@ def render_html(
     footer: str = "",
     flips: pl.DataFrame | None = None,
     max_flips: int = MAX_FLIPS,
+    notes: Sequence[tuple[str, str]] = (),
+    flips_title: str = "Flipped pairs",
+    flips_note: str = "",
 ) -> str:
     """The report page.
 
@@ -527,6 +537,13 @@ def render_html(
         drill-down; None leaves the section out.
     max_flips
         At most this many of them are embedded (the page says how many more).
+    notes
+        (section title, reason) of every table, figure or section left out
+        because it does not apply to the data: the *Not shown* section lists
+        them, so the page says why a section is absent.
+    flips_title, flips_note
+        The drill-down's title and a sentence before its caption (the rate
+        named where the benign arm is unobserved).
 
     Returns
     -------
@@ -535,6 +552,13 @@ def render_html(
     """
     items: list[tuple[str, str, str, str]] = []  # (anchor, title, caption, body)
     script = False
+    if notes:
+        body = (
+            "<ul>"
+            + "".join(f"<li><strong>{_e(t)}</strong>: {_e(why)}</li>" for t, why in notes)
+            + "</ul>"
+        )
+        items.append(("not-shown", "Not shown", _NOT_SHOWN_CAPTION, body))
     for kind, name in sections:
         if kind == "table" and name in tables:
             t_title, caption, df, digits = tables[name]
@@ -545,7 +569,7 @@ def render_html(
             items.append((f"f-{name}", f_title, "", _figure_html(name, f_title, caption, png)))
         elif kind == "flips" and flips is not None:
             body = _flips_html(flips.head(max_flips), flips.height)
-            items.append(("flips", "Flipped pairs", _FLIPS_CAPTION, body))
+            items.append(("flips", flips_title, flips_note + _FLIPS_CAPTION, body))
             script = True
     parts = [
         "<!DOCTYPE html>",

@@ -10,7 +10,9 @@ renders the frames as CSV, Markdown and LaTeX.
 
 This module is the face: the session lives in :mod:`peira.report._context`,
 the builders and the registry in :mod:`peira.report._tables`, and the titles
-and captions, as data, in :mod:`peira.report._captions`.
+and captions, as data, in :mod:`peira.report._captions`; which tables and figures
+apply to the data (one run, clean-only runs, no holdout…) in
+:mod:`peira.report._applies`.
 
 Publication mode (``ReportConfig(publication=True)``) restricts every table
 to the public split; the holdout contributes aggregates only (the
@@ -19,10 +21,21 @@ holdout − public difference; split totals in the ``census``).
 """
 
 from ..errors import UnknownTableError
+from ._applies import QUIET, empty_reason, figure_reason, table_reason
 from ._context import SEVERITY_ORDER, ReportConfig, ReportContext
-from ._tables import TABLES, TableSpec, build_table, table_caption, table_flag_note, table_note
+from ._tables import (
+    TABLES,
+    TableSpec,
+    build_table,
+    table_caption,
+    table_description,
+    table_flag_note,
+    table_note,
+    table_title,
+)
 
 __all__ = [
+    "QUIET",
     "SEVERITY_ORDER",
     "TABLES",
     "ReportConfig",
@@ -30,7 +43,12 @@ __all__ = [
     "TableSpec",
     "UnknownTableError",
     "build_table",
+    "empty_reason",
+    "figure_reason",
     "table_caption",
+    "table_description",
     "table_flag_note",
     "table_note",
+    "table_reason",
+    "table_title",
 ]

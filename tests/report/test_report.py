@@ -57,6 +57,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::peira.bootstrap.FewClustersWarn
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "report"
 UPDATE = os.environ.get("PEIRA_UPDATE_GOLDEN") == "1"
+WRITTEN = [n for n in TABLES if n != "published"]  # no published figures in bench and demo
 
 FAMILIES = ("auth_spoof", "r&d", "100%")
 RUNS = ("run_a", "run&b", "run$c")
@@ -298,7 +299,7 @@ def _golden(path: Path, text: str) -> None:
     )
 
 
-@pytest.mark.parametrize("name", list(TABLES))
+@pytest.mark.parametrize("name", WRITTEN)
 def test_golden_tables(ctx: ReportContext, name: str) -> None:
     spec = TABLES[name]
     df = build_table(name, ctx)
@@ -583,7 +584,8 @@ def test_manifest_lists_every_file(ctx: ReportContext) -> None:
     assert m["bootstrap"]["n_resamples"] == 200 and m["bootstrap"]["seed"] == 0
     assert m["bootstrap"]["plans"]["analysed"]["fingerprint"] == ctx.plan.fingerprint
     assert m["bootstrap"]["plans"]["holdout"]["seed"] == 1
-    assert m["tables"] == list(TABLES) and m["figures"] == []
+    assert set(left := m["not_applicable"]["tables"]) == {"published", "calibration"}  # dashes
+    assert m["tables"] == [n for n in WRITTEN if n not in left] and m["figures"] == []
     assert not re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d", out.files["manifest.json"].decode())
 
 
@@ -649,13 +651,13 @@ def test_tables_command_on_demo_is_byte_identical(
     assert _cli(["tables", "--out", str(tmp_path / "a"), "--resamples", "500", "--progress"]) == 0
     note, *steps = capsys.readouterr().err.splitlines()  # the inputs said, then each step
     assert note.startswith("peira: note: no --dataset or --responses given: using the bundled demo")
-    assert len(steps) == len(TABLES) + len(FIGURES)
+    assert len(steps) == len(WRITTEN) + len(FIGURES)
     assert steps[0].startswith("peira tables: [ 1/17] table leaderboard")
     assert _cli(["tables", "--out", str(tmp_path / "b"), "--resamples", "500"]) == 0
     assert "[ 1/17]" not in capsys.readouterr().err  # not every step: not a terminal
     a, b = _hashes(tmp_path / "a"), _hashes(tmp_path / "b")
     assert a == b
-    assert len(a) == 3 * len(TABLES) + 2 * len(FIGURES) + 2  # + manifest.json, tables.tex
+    assert len(a) == 3 * len(WRITTEN) + 2 * len(FIGURES) + 2  # + manifest.json, tables.tex
     m = json.loads((tmp_path / "a" / "manifest.json").read_text())
     assert {f["path"]: f["sha256"] for f in m["files"]} == {
         k: v for k, v in a.items() if k != "manifest.json"
@@ -729,7 +731,7 @@ def test_publish_discloses_no_holdout_data(tmp_path: Path, monkeypatch: pytest.M
     out = tmp_path / "pub"
     publish(ds, responses, out, ReportConfig(n_resamples=300))
     written = {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    assert len(written) == 3 * len(TABLES) + 2 * len(FIGURES) + 2  # + manifest.json, tables.tex
+    assert len(written) == 3 * len(WRITTEN) + 2 * len(FIGURES) + 2  # + manifest.json, tables.tex
     hold = ds.cases.filter(pl.col("split") == "holdout")
     public_scen = set(ds.cases.filter(pl.col("split") == "public")["scenario_id"])
     hv = ds.variants.join(hold.select("case_id"), on="case_id", how="semi")
