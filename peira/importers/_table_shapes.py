@@ -48,6 +48,50 @@ PathLike = str | os.PathLike[str]
 # ---------------------------------------------------------------- JSON files
 
 
+FORMATS = {
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".tab": "tsv",
+    ".json": "json",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".parquet": "parquet",
+}
+
+
+def read_file(path: Path, fmt: str | None, records: str | None = None) -> pl.DataFrame:
+    """The table in ``path``, read as ``fmt`` (else by its suffix; ``.csv.gz`` is CSV)."""
+    if not path.exists():
+        raise InputFormatError(f"{path}: no such file")
+    if not path.is_file():
+        raise InputFormatError(f"{path}: not a regular file (a directory or a device)")
+    suffix = path.suffix.lower()
+    if suffix == ".gz" and Path(path.stem).suffix.lower() in (".csv", ".tsv"):
+        suffix = Path(path.stem).suffix.lower()  # polars reads gzip-compressed CSV itself
+    kind = fmt or FORMATS.get(suffix)
+    if kind is None:
+        raise InputFormatError(
+            f"{path}: cannot tell the format from {path.suffix!r}; pass a format "
+            f"({', '.join(sorted(set(FORMATS.values())))})"
+        )
+    if records is not None and kind != "json":
+        raise InputFormatError(f"{path}: --records KEY reads a .json file, not {kind}")
+    if kind == "json":
+        return read_json_table(path, records)
+    try:
+        if kind == "csv":
+            return pl.read_csv(path, infer_schema=False)
+        if kind == "tsv":
+            return pl.read_csv(path, separator="\t", infer_schema=False, quote_char=None)
+        if kind == "jsonl":
+            return pl.read_ndjson(path, infer_schema_length=None)
+        if kind == "parquet":
+            return pl.read_parquet(path)
+    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
+        raise InputFormatError(f"{path}: cannot read as {kind}: {exc}") from exc
+    raise InputFormatError(f"{path}: unknown format {kind!r}")
+
+
 def read_json_table(path: Path, records: str | None = None) -> pl.DataFrame:
     """A ``.json`` file as a table: an array of objects (one per row), an object of
     arrays (one per column), or either under the key ``records``.

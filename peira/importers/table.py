@@ -108,48 +108,12 @@ CALL_FIELDS = (
 _ARMS = ("benign", "attacked")
 _TRUE = ("true", "1", "yes", "c", "correct", "t", "y")
 _FALSE = ("false", "0", "no", "i", "incorrect", "f", "n")
-_FORMATS = {
-    ".csv": "csv",
-    ".tsv": "tsv",
-    ".tab": "tsv",
-    ".json": "json",
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-    ".parquet": "parquet",
-}
 
 
 def _fields(layout: Layout) -> set[str]:
     if layout == "long":
         return {*CASE_FIELDS, *CALL_FIELDS, "arm", "no_attack"}
     return {*CASE_FIELDS, "no_attack", *[f"{a}_{f}" for a in _ARMS for f in CALL_FIELDS]}
-
-
-def _read(path: Path, fmt: str | None, records: str | None = None) -> pl.DataFrame:
-    if not path.exists():
-        raise InputFormatError(f"{path}: no such file")
-    kind = fmt or _FORMATS.get(path.suffix.lower())
-    if kind is None:
-        raise InputFormatError(
-            f"{path}: cannot tell the format from {path.suffix!r}; pass a format "
-            f"({', '.join(sorted(set(_FORMATS.values())))})"
-        )
-    if records is not None and kind != "json":
-        raise InputFormatError(f"{path}: --records KEY reads a .json file, not {kind}")
-    if kind == "json":
-        return shapes.read_json_table(path, records)
-    try:
-        if kind == "csv":
-            return pl.read_csv(path, infer_schema=False)
-        if kind == "tsv":
-            return pl.read_csv(path, separator="\t", infer_schema=False, quote_char=None)
-        if kind == "jsonl":
-            return pl.read_ndjson(path, infer_schema_length=None)
-        if kind == "parquet":
-            return pl.read_parquet(path)
-    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
-        raise InputFormatError(f"{path}: cannot read as {kind}: {exc}") from exc
-    raise InputFormatError(f"{path}: unknown format {kind!r}")
 
 
 def read_table(
@@ -183,7 +147,7 @@ def read_table(
         fields: the message names the file, the row and the field.
     """
     p = Path(path)
-    df = _read(p, format, records)
+    df = shapes.read_file(p, format, records)
     if options.get("run") is None:
         options["run"] = p.stem
     return from_frame(df, mapping, source=str(p), **options)

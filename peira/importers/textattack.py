@@ -187,10 +187,14 @@ def _stem(path: Path) -> str:
 def _read_csv(path: Path) -> pl.DataFrame:
     if not path.exists():
         raise InputFormatError(f"{path}: no such file")
+    if not path.is_file():
+        raise InputFormatError(f"{path}: not a regular file (a directory or a device)")
     try:
         df = pl.read_csv(path, infer_schema=False, encoding="utf8")
-    except pl.exceptions.PolarsError as exc:
-        raise InputFormatError(f"{path}: not a readable CSV file: {exc}") from exc
+    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
+        why = " ".join(str(exc).split())[:200]
+        kind = "gzip-compressed CSV" if path.name.endswith(".gz") else "CSV"
+        raise InputFormatError(f"{path}: not a readable {kind} file (truncated?): {why}") from None
     missing = [c for c in REQUIRED if c not in df.columns]
     if missing:
         raise InputFormatError(

@@ -299,3 +299,30 @@ def test_a_log_of_more_runs_than_the_bound_is_refused_before_scoring(
         err = capsys.readouterr().err
         assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
         assert said in err
+
+
+def _truncated_gzip(tmp_path: Path) -> Path:
+    src = Path(__file__).parents[1] / "fixtures" / "textattack" / "bert-mr-greedy.csv.gz"
+    f = tmp_path / "cut.csv.gz"
+    f.write_bytes(src.read_bytes()[:1500])
+    return f
+
+
+@pytest.mark.parametrize("fmt", ["textattack", "table"])
+@pytest.mark.parametrize("which", ["truncated-gzip", "device"])
+def test_a_truncated_gzip_or_a_device_names_the_file(
+    fmt: str, which: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = _truncated_gzip(tmp_path) if which == "truncated-gzip" else Path("/dev/null")
+    if not f.exists():
+        pytest.skip("no /dev/null here")
+    out = tmp_path / "out"
+    extra = ["--map", "case_id=original_text"] if fmt == "table" else []
+    assert main(["import", fmt, str(f), *extra, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    if which == "device":
+        assert err.endswith(f"{f}: not a regular file (a directory or a device)")
+    else:
+        assert f"{f}: " in err and "unexpected end of file" in err
+    assert not out.exists()
