@@ -14,6 +14,7 @@ parser without loading polars, pandera or scipy.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -556,7 +557,7 @@ def check_out(
         trees += t
     for d in datasets:
         files += dataset_files(d)
-    return check_output(
+    out = check_output(
         path,
         kind=kind,
         inputs=files,
@@ -565,6 +566,25 @@ def check_out(
         owner=owner,
         writer=writer or f"peira {getattr(args, 'command_name', None) or args.command}",
     )
+    hold_output(out)
+    return out
+
+
+#: The outputs the running command holds the lock of, from its checks to its end.
+_HELD = contextlib.ExitStack()
+
+
+def hold_output(path: Path) -> None:
+    """Hold ``path``'s writer lock until the command ends (:func:`release_outputs`):
+    a second command writing the same output meanwhile is refused at its start."""
+    from ..io import output_lock
+
+    _HELD.enter_context(output_lock(path))
+
+
+def release_outputs() -> None:
+    """Release every output lock the command took (called when it ends)."""
+    _HELD.close()
 
 
 # ---------------------------------------------------------------- output

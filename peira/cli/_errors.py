@@ -29,7 +29,7 @@ from typing import Any
 
 from .._redaction import Redactor
 from ..errors import PeiraError, PeiraWarning
-from ._common import EXIT_USAGE, Command
+from ._common import EXIT_USAGE, Command, release_outputs
 
 __all__ = ["EXIT_INTERRUPTED", "EXIT_TERMINATED", "guard"]
 
@@ -116,6 +116,7 @@ def guard(func: Command, args: argparse.Namespace) -> int:
         _error(name, f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else exc)
         return EXIT_USAGE
     finally:
+        release_outputs()
         if previous is not None:
             _install(signal.SIGTERM, previous)
         if previous_int is not None:

@@ -336,3 +336,38 @@ def test_an_interrupt_inside_exec_code_still_exits_with_the_commands_code(tmp_pa
     )
     assert proc.returncode == 130, (proc.returncode, proc.stderr)
     assert proc.stderr.strip() == "peira x: interrupted"
+
+
+@pytest.mark.parametrize("command", ["tables", "publish", "seal"])
+def test_a_second_writer_of_the_same_output_is_refused_while_the_first_works(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The writer lock is held from the output check to the command's end, not only
+    while files are swapped in: a second command meets it whenever it starts."""
+    import peira
+    from peira.cli import main
+
+    demo = peira.demo_dir()
+    out = tmp_path / "out"
+    data = ["--dataset", str(demo), "--responses", str(demo / "responses.parquet")]
+    argv = {
+        "tables": ["tables", *data, "--out", str(out)],
+        "publish": ["publish", *data, "--out", str(out)],
+        "seal": ["seal", *data, "--run", "m01-robust", "--out", str(out)],
+    }[command]
+    with _peira(argv) as first:
+        deadline = time.monotonic() + 120
+        while not any(tmp_path.glob(".out.*.peira-lock")):
+            assert first.poll() is None, first.communicate()[1].decode()
+            assert time.monotonic() < deadline, "the first command never took its lock"
+            time.sleep(0.005)
+        assert main(argv) == 2  # the first is still at work (it computes for seconds)
+        said = capsys.readouterr().err.strip()
+        assert said.endswith(
+            f"{out}: another peira process is writing this output (pid {first.pid}); wait "
+            "for it to finish, or choose another output"
+        )
+        assert len(said.splitlines()) == 1
+        _, err = first.communicate(timeout=600)
+    assert first.returncode == 0, err.decode()
+    assert out.is_dir() and not any(tmp_path.glob(".out.*.peira-lock"))
