@@ -41,8 +41,8 @@ from dataclasses import dataclass, replace
 
 import polars as pl
 
-from ..errors import PeiraValueError
 from .._pairs import verdict_only
+from ..errors import PeiraValueError
 from ._common import ARMS_NOTES, verdict_note
 from .ratios import RATIO_METRICS, RatioMetric
 

@@ -579,6 +579,25 @@ def test_rescore_keeps_extra_columns_and_rows_without_an_attack() -> None:
     assert res.responses.columns == marked.columns
 
 
+def test_rescore_keeps_answers_scored_by_their_verdict_alone() -> None:
+    """No text and no decision, but a verdict: nothing to re-parse, nothing malformed."""
+    from peira.parse import parse_responses
+    from peira.rescoring import rescore
+
+    cases = _cases(2)
+    log = _log(
+        resp("c00", "benign", None, correct=True),
+        resp("c00", "attacked", None, correct=False),
+        resp("c01", "benign", "deny", raw_text="Decision: approve", correct=True),
+        resp("c01", "attacked", None, raw_text=None, abstained=True, correct=False),
+    )
+    out = parse_responses(log, cases, parser="auto")
+    assert out["malformed"].to_list() == [False, False, False, True]  # c01: text re-parsed
+    assert out["decision"].to_list() == [None, None, "approve", None]
+    res = rescore(log, cases, parser="auto")
+    assert res.summary["n_rows_changed"].to_list() == [2]
+
+
 def test_refusal_as_a_named_decision() -> None:
     from peira.parse import ParserConfig, parse_frame
 
