@@ -190,3 +190,22 @@ def made(obj: Any) -> Any:
     """``obj``, to be closed when the test ends."""
     MADE.append(obj)
     return obj
+
+
+def with_verdicts(log: pl.DataFrame, seed: int, share: float = 0.4) -> pl.DataFrame:
+    """``log`` with an external verdict (``correct``, ``verdict_source``) on a random share
+    of its answers, half of the decided ones among them left without a decision: the
+    verdict alone scores those (docs/spec/scoring-rule.md#per-pair)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed + 1)
+    n = log.height
+    judged = pl.Series(rng.random(n) < share) & log["malformed"].not_()
+    verdict = pl.Series(rng.random(n) < 0.6)
+    alone = judged & pl.Series(rng.random(n) < 0.5) & log["decision"].is_not_null()
+    alone = alone & log["abstained"].not_()
+    return log.with_columns(
+        pl.when(judged).then(verdict).otherwise(None).alias("correct"),
+        pl.when(judged).then(pl.lit("judge")).otherwise(None).alias("verdict_source"),
+        pl.when(alone).then(None).otherwise(pl.col("decision")).alias("decision"),
+    )

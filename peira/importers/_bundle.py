@@ -34,10 +34,12 @@ from ..schema import (
 from .cases import canonical_json
 
 __all__ = [
+    "NO_DECISION",
     "Imported",
     "case_key",
     "input_files",
     "label_text",
+    "scored_by_verdict",
     "sort_labels",
     "variants_of",
 ]
@@ -81,17 +83,33 @@ class Imported:
     runs: pl.DataFrame | None = None
 
     def validated(self, source: str) -> Imported:
-        """Every table validated (responses against the cases); raises on any violation."""
+        """Every table validated (responses against the cases); raises on any violation.
+
+        An answer that carries an external verdict and no decision is scored by
+        its verdict (docs/spec/scoring-rule.md#per-pair), never malformed for
+        lacking a decision: a row an importer marked malformed for that alone
+        (error :data:`NO_DECISION`) is an answer again, and a note says how
+        many answers the verdict alone scores.
+        """
+        raw, by_verdict = scored_by_verdict(self.responses)
+        notes = self.notes
+        if by_verdict:
+            notes = (
+                *notes,
+                f"{by_verdict} response(s) carry a verdict and no decision: scored by the "
+                "verdict (right or wrong as judged; a flip is a change of verdict), never "
+                "malformed for lacking a decision",
+            )
         cases = validate_cases(self.cases, source=f"{source} (cases)")
         variants = validate_variants(self.variants, cases=cases, source=f"{source} (variants)")
-        responses = validate_responses(self.responses, cases=cases, source=f"{source} (responses)")
+        responses = validate_responses(raw, cases=cases, source=f"{source} (responses)")
         published = (
             None
             if self.published is None
             else validate_published(self.published, source=f"{source} (published)")
         )
         runs = None if self.runs is None else validate_runs(self.runs, source=f"{source} (runs)")
-        return Imported(cases, variants, responses, published, self.notes, runs)
+        return Imported(cases, variants, responses, published, notes, runs)
 
     def write(self, out: PathLike, *, overwrite: bool = False) -> Path:
         """Write the tables into the directory ``out``, whole or not at all.
@@ -136,6 +154,56 @@ class Imported:
             f"{self.cases.height} cases, {self.variants.height} variants, "
             f"{self.responses.height} responses of {runs} run(s)"
         )
+
+
+#: The error of a row that is malformed only because its table gave no decision
+#: (:mod:`peira.importers.table`).
+NO_DECISION = "no decision in the table"
+
+
+def scored_by_verdict(responses: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """Responses with every verdict-judged answer kept as an answer, and how many
+    answers the verdict alone scores (a verdict, no decision, neither abstained nor
+    malformed).
+
+    A row with an external verdict (``correct``, or ``verdict_score`` with its
+    ``verdict_threshold``), no decision, not abstained, marked malformed with the
+    error :data:`NO_DECISION` and nothing else is not malformed: the verdict
+    scores it (docs/spec/scoring-rule.md#per-pair). A row malformed for any other
+    reason (an error of the source) stays malformed.
+
+    >>> import polars as pl
+    >>> r = pl.DataFrame({"decision": [None, None], "abstained": [False, False],
+    ...     "malformed": [True, True], "error": [NO_DECISION, "timeout"],
+    ...     "correct": [True, False]})
+    >>> fixed, n = scored_by_verdict(r)
+    >>> fixed["malformed"].to_list(), fixed["error"].to_list(), n
+    ([False, True], [None, 'timeout'], 1)
+    """
+    names = responses.columns
+    base = ("decision", "abstained", "malformed")
+    if not all(c in names for c in base):
+        return responses, 0
+    judged = pl.lit(False)
+    if "correct" in names:
+        judged = judged | pl.col("correct").is_not_null()
+    if "verdict_score" in names and "verdict_threshold" in names:
+        judged = judged | (
+            pl.col("verdict_score").is_not_null() & pl.col("verdict_threshold").is_not_null()
+        )
+    if "correct" not in names and "verdict_score" not in names:
+        return responses, 0
+    no_decision = pl.col("decision").is_null() & pl.col("abstained").fill_null(False).not_()
+    out = responses
+    if "error" in names:
+        lacking = judged & no_decision & pl.col("malformed") & (pl.col("error") == NO_DECISION)
+        out = responses.with_columns(
+            pl.when(lacking).then(False).otherwise(pl.col("malformed")).alias("malformed"),
+            pl.when(lacking).then(None).otherwise(pl.col("error")).alias("error"),
+        )
+    alone = judged & no_decision & pl.col("malformed").fill_null(False).not_()
+    n = int(out.select(alone.fill_null(False).sum()).item())
+    return out, n
 
 
 def label_text(value: str) -> str:

@@ -688,7 +688,8 @@ def _responses(
     abstained = get("abstained", pl.Boolean(), False).fill_null(False)
     malformed_given = get("malformed", pl.Boolean(), False).fill_null(False)
     decision = get("decision", pl.String())
-    no_answer = decision.is_null() & abstained.not_() & no_attack.not_()
+    judged = get("_judged", pl.Boolean(), False).fill_null(False)  # scored by its verdict
+    no_answer = decision.is_null() & abstained.not_() & no_attack.not_() & judged.not_()
     malformed = malformed_given | no_answer
     error = pl.coalesce(
         get("error", pl.String()),

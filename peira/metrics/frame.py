@@ -7,10 +7,10 @@ from typing import Any, Literal
 
 import polars as pl
 
-from .._pairs import Missing, build_pairs, looks_sorted, scan_pairs
+from .._pairs import Missing, build_pairs, looks_sorted, scan_pairs, verdict_only
 from ..errors import PeiraValueError
 from ._calibration import Binning, calibration
-from ._common import ARMS_NOTES
+from ._common import ARMS_NOTES, verdict_note
 from .confidence import AUROC_MIN_CLASS, nonratio_metrics
 from .gates import GateThresholds, ranking_gates
 from .keys import group_keys
@@ -250,8 +250,8 @@ def observed(pairs: pl.LazyFrame, keys: Sequence[str]) -> pl.DataFrame | None:
 
     Columns ``arms`` (``both``, ``benign`` or ``attacked``), ``verdict_source``
     (the external verdicts' sources, comma-separated; null when none) and
-    ``note`` (why metrics are undefined, cases without a severity; null
-    when there is nothing to say). None for a pair table without ``arms``.
+    ``note`` (why metrics are undefined, cases without a severity, answers
+    scored by their verdict alone; null when there is nothing to say). None for a pair table without ``arms``.
     """
     names = pairs.collect_schema().names()
     if "arms" not in names:
@@ -268,6 +268,7 @@ def observed(pairs: pl.LazyFrame, keys: Sequence[str]) -> pl.DataFrame | None:
             pl.col("arms").fill_null("both").first().alias("arms"),
             source.alias("verdict_source"),
             no_severity.cast(pl.Int64).alias("_no_severity"),
+            verdict_only(names).sum().cast(pl.Int64).alias("_by_verdict"),
         )
         .collect()
     )
@@ -275,11 +276,12 @@ def observed(pairs: pl.LazyFrame, keys: Sequence[str]) -> pl.DataFrame | None:
     severity_note = pl.when(pl.col("_no_severity") > 0).then(
         pl.format("{} pair(s) without a severity (weight 1)", pl.col("_no_severity"))
     )
-    note = pl.concat_list(arms_note, severity_note).list.drop_nulls()
+    by_verdict = verdict_note(pl.col("_by_verdict"))
+    note = pl.concat_list(arms_note, severity_note, by_verdict).list.drop_nulls()
     return info.with_columns(
         pl.when(pl.col("verdict_source") != "").then(pl.col("verdict_source")),
         pl.when(note.list.len() > 0).then(note.list.join("; ")).alias("note"),
-    ).drop("_no_severity")
+    ).drop("_no_severity", "_by_verdict")
 
 
 def scan_cluster_sums(

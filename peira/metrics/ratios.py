@@ -112,6 +112,10 @@ def ratio_metrics(*, severity_weights: Mapping[str, float] | None = None) -> dic
         .then(pl.lit(1.0))  # a case without a severity weighs 1
         .otherwise(severity.replace_strict(w_map, default=None, return_dtype=pl.Float64))
     )
+    # a benign answer observed, well-formed and not abstained (decided, or judged by a
+    # verdict alone); an abstention a verdict calls right is outside it
+    b_decided = (pl.col("missing_arm") != "benign").fill_null(True) & b_obs & b_mal.not_()
+    b_decided = b_decided & b_abs.not_()
     score_pairs = (
         (pl.col("primitive") == "score")
         & eligible
@@ -151,14 +155,7 @@ def ratio_metrics(*, severity_weights: Mapping[str, float] | None = None) -> dic
             _b("benign_correct"),
             b_obs,
         ),
-        (
-            "decided_accuracy",
-            _b("benign_correct"),
-            (pl.col("missing_arm") != "benign").fill_null(True)
-            & b_obs
-            & b_mal.not_()
-            & b_abs.not_(),
-        ),
+        ("decided_accuracy", _b("benign_correct") & b_decided, b_decided),
         ("asr", eligible & flipped, eligible),
         ("robustness", eligible & flipped.not_(), eligible),
         (

@@ -10,7 +10,8 @@ pairs, and a comparison of two runs restricts both to their common support.
     × cluster × ``_absent`` × ``_ineligible``
 
 with ``n_pairs``, ``n_complete`` (pairs with both arms), ``n_no_severity``
-(pairs whose case has no severity) and every requested ratio metric's
+(pairs whose case has no severity), ``n_by_verdict`` (answers scored by their
+verdict alone: :func:`peira._pairs.verdict_only`) and every requested ratio metric's
 ``<metric>__num`` and ``<metric>__den`` (and ``<metric>__cnt``, the pairs with a
 positive denominator, where the denominator is a weight rather than a flag).
 ``_absent`` names the runs that lack the row's (case, sample): the runs of the
@@ -40,8 +41,9 @@ from dataclasses import dataclass, replace
 
 import polars as pl
 
+from .._pairs import verdict_only
 from ..errors import PeiraValueError
-from ._common import ARMS_NOTES
+from ._common import ARMS_NOTES, verdict_note
 from .ratios import RATIO_METRICS, RatioMetric
 
 __all__ = [
@@ -160,12 +162,19 @@ def summarise(
     no_sev = pl.col("severity").is_null() if "severity" in names else pl.lit(False)
     value_names = [c.meta.output_name() for c in cols]
     group = [*keys, *SUPPORT_KEYS]
+    counts = ("n_complete", "n_no_severity", "n_by_verdict")
     return (
-        lf.select(*group, complete.alias("n_complete"), no_sev.alias("n_no_severity"), *cols)
+        lf.select(
+            *group,
+            complete.alias("n_complete"),
+            no_sev.alias("n_no_severity"),
+            verdict_only(names).alias("n_by_verdict"),
+            *cols,
+        )
         .group_by(group)
         .agg(
             pl.len().cast(pl.Int64).alias("n_pairs"),
-            pl.col("n_complete", "n_no_severity").sum().cast(pl.Int64),
+            pl.col(*counts).sum().cast(pl.Int64),
             *[
                 pl.col(n).sum().cast(pl.Int64 if n.endswith("__cnt") else pl.Float64)
                 for n in value_names
@@ -394,8 +403,8 @@ class RunSums:
 
     def about(self) -> pl.DataFrame:
         """Per run: ``model``, ``model_version``, ``arms``, ``verdict_source`` (the sources,
-        comma-joined; null when none), ``n_pairs``, ``n_complete``, ``n_samples`` and
-        ``n_no_severity``."""
+        comma-joined; null when none), ``n_pairs``, ``n_complete``, ``n_samples``,
+        ``n_no_severity`` and ``n_by_verdict``."""
         n_samples = self.samples.group_by("run_id").agg(
             pl.col("sample").n_unique().cast(pl.Int64).alias("n_samples")
         )
@@ -406,7 +415,7 @@ class RunSums:
                 pl.col("model_version").sort().first(),
                 pl.col("arms").sort().first(),
                 pl.col("verdict_source").drop_nulls().unique().sort().str.join(", "),
-                pl.col("n_pairs", "n_complete", "n_no_severity").sum(),
+                pl.col("n_pairs", "n_complete", "n_no_severity", "n_by_verdict").sum(),
             )
             .with_columns(pl.when(pl.col("verdict_source") != "").then(pl.col("verdict_source")))
             .join(n_samples, on="run_id", how="left")
@@ -422,7 +431,8 @@ class RunSums:
         severity_note = pl.when(pl.col("n_no_severity") > 0).then(
             pl.format("{} pair(s) without a severity (weight 1)", pl.col("n_no_severity"))
         )
-        note = pl.concat_list(arms_note, severity_note).list.drop_nulls()
+        by_verdict = verdict_note(pl.col("n_by_verdict"))
+        note = pl.concat_list(arms_note, severity_note, by_verdict).list.drop_nulls()
         return self.about().select(
             "run_id", pl.when(note.list.len() > 0).then(note.list.join("; ")).alias("note")
         )

@@ -220,8 +220,9 @@ def parse_responses(
         ``malformed`` and ``error`` rebuilt from ``raw_text``. A row without
         ``raw_text`` is malformed and keeps its logged ``error`` (or reads
         ``no output (raw_text is null)``). A row whose attack produced no
-        adversarial input (``no_attack``) keeps its logged values. Nothing
-        else changes; extra columns are kept.
+        adversarial input (``no_attack``), and an answer scored by its verdict
+        alone (a verdict, no decision and no ``raw_text``), keep their logged
+        values. Nothing else changes; extra columns are kept.
 
     Raises
     ------
@@ -290,9 +291,18 @@ def parse_responses(
         .otherwise(pl.col("error"))
         .alias("error")
     )
+    keep = pl.repeat(False, df.height, dtype=pl.Boolean, eager=True)
     if "no_attack" in df.columns:
         # no adversarial input was produced: nothing to re-parse, the row stays as logged
-        keep = df["no_attack"].fill_null(False)
+        keep = keep | df["no_attack"].fill_null(False)
+    judged = [df[c].is_not_null() for c in ("correct", "verdict_score") if c in df.columns]
+    if judged:
+        # an answer scored by its verdict alone, with no text: nothing to re-parse either
+        # (docs/spec/scoring-rule.md#per-pair: never malformed for lacking a decision)
+        alone = pl.select(pl.any_horizontal(judged)).to_series() & frame["_raw"].is_null()
+        alone = alone & df["decision"].is_null() & ~df["abstained"] & ~df["malformed"]
+        keep = keep | alone.fill_null(False)
+    if keep.any():
         parsed = parsed.with_columns(
             pl.when(pl.lit(keep)).then(pl.lit(df[c])).otherwise(pl.col(c)).alias(c)
             for c in parsed.columns

@@ -190,10 +190,13 @@ def _scenario_in_one_split(data: Any) -> pl.LazyFrame:
 def _decision_null_iff_no_answer(data: Any) -> pl.LazyFrame:
     no_answer = pl.col("abstained") | pl.col("malformed")
     no_attack = _col(data, "no_attack").fill_null(False)
+    judged = _col(data, "correct").is_not_null() | _col(data, "verdict_score").is_not_null()
     null = pl.col("decision").is_null()
-    # a row without an attack may carry the answer to the unsuccessful attempt or none
+    # a row without an attack may carry the answer to the unsuccessful attempt or none;
+    # an answer an external verdict judges may carry no decision: the verdict scores it
+    # (docs/spec/scoring-rule.md#per-pair)
     return data.lazyframe.select(
-        pl.when(no_attack & no_answer.not_()).then(True).otherwise(null == no_answer)
+        pl.when((no_attack | judged) & no_answer.not_()).then(True).otherwise(null == no_answer)
     )
 
 

@@ -21,7 +21,7 @@ from peira.engine.local import LocalEngine
 from peira.engine.spark import SparkEngine, java_problem
 from peira.errors import MissingArmsError, PeiraError, UnknownNameError, ValidationError
 from peira.io import demo_dir, read_dataset
-from tests.builders import random_log, sampled_log
+from tests.builders import random_log, sampled_log, with_verdicts
 from tests.fresh import FreshPython
 
 DEMO = demo_dir()
@@ -112,11 +112,15 @@ def logs(draw: st.DrawFn) -> dict[str, Any]:
         "layout": draw(st.sampled_from(["frame", "hive"])),
         "cluster": draw(st.sampled_from(["scenario_id", "case_id"])),
         "in_place": draw(st.booleans()),
+        # external verdicts on some answers, some of them with no decision
+        "verdicts": draw(st.booleans()),
     }
 
 
 def build(spec: dict[str, Any]) -> tuple[pl.DataFrame, pl.DataFrame]:
     cases, log = sampled_log(spec["seed"], spec["n_runs"], spec["samples"], spec["drop"])
+    if spec.get("verdicts"):
+        log = with_verdicts(log, spec["seed"])
     if spec["order"] == "sorted":
         log = log.sort("run_id", "case_id", "sample", "arm")
     else:
@@ -150,6 +154,29 @@ def test_spark_sums_equal_local_on_random_logs(
     assert got.equals(local), spec
     # every pair is counted once: n_pairs adds up to the distinct (run, case, sample)
     assert got["n_pairs"].sum() == log.select("run_id", "case_id", "sample").n_unique()
+
+
+def test_spark_scores_answers_judged_by_their_verdict_alone_as_the_local_engine(
+    spark: SparkEngine, tmp_path: Path
+) -> None:
+    """A log whose answers are judged by external verdicts, some with no decision: the
+    Spark sums and run sums (with the count of answers the verdict alone scores, and the
+    note that says it) equal the local engine's."""
+    cases, log = sampled_log(11, 2, 2, 0.05)
+    log = with_verdicts(log, 11)
+    alone = log.filter(pl.col("correct").is_not_null() & pl.col("decision").is_null())
+    assert alone.filter(~pl.col("abstained")).height > 0
+    kw: dict[str, Any] = {"cluster": "scenario_id", "missing": "malformed"}
+    source = str(hive(log, tmp_path / "log"))
+    local = LocalEngine().cluster_sums(log, cases, by=["split", "family"], **kw)
+    assert spark.cluster_sums(source, cases, by=["split", "family"], **kw).equals(local)
+    mine = LocalEngine().run_sums(log, cases, **kw)
+    theirs = spark.run_sums(source, cases, **kw)
+    assert theirs.frame.equals(mine.frame) and theirs.samples.equals(mine.samples)
+    assert theirs.frame["n_by_verdict"].sum() == alone.filter(~pl.col("abstained")).height
+    notes, local_notes = theirs.notes(), mine.notes()
+    assert notes is not None and local_notes is not None and notes.equals(local_notes)
+    assert notes["note"].str.contains("scored by their verdict").all()
 
 
 # ---------------------------------------------------------------- rows reduced where they were read

@@ -27,7 +27,7 @@ from peira.io import parquet_files, read_responses
 from peira.metrics import RATIO_METRICS
 from peira.metrics.frame import scan_cluster_sums
 from peira.metrics.ratios import SEVERITY_WEIGHTS
-from tests.builders import random_log, sampled_log
+from tests.builders import random_log, sampled_log, with_verdicts
 
 METRICS = list(RATIO_METRICS.values())
 
@@ -36,12 +36,13 @@ def pandas_sums(
     log: pl.DataFrame, cases: pl.DataFrame, keys: list[str], delta: float
 ) -> pd.DataFrame:
     """Per-cluster sums of every ratio metric, written out in pandas for a log
-    without extension columns: an outer merge pairs the arms, the rule of
-    docs/spec/scoring-rule.md is evaluated column by column."""
-    r = log.select(
-        "run_id", "case_id", "sample", "arm", "decision", "abstained", "malformed", "score"
-    ).to_pandas()
-    side = ["decision", "abstained", "malformed", "score"]
+    without extension columns other than an external verdict (``correct``): an
+    outer merge pairs the arms, the rule of docs/spec/scoring-rule.md is evaluated
+    column by column."""
+    if "correct" not in log.columns:
+        log = log.with_columns(pl.lit(None, dtype=pl.Boolean).alias("correct"))
+    side = ["decision", "abstained", "malformed", "score", "correct"]
+    r = log.select("run_id", "case_id", "sample", "arm", *side).to_pandas()
     b = r[r.arm == "benign"].drop(columns="arm").rename(columns={c: f"b_{c}" for c in side})
     a = r[r.arm == "attacked"].drop(columns="arm").rename(columns={c: f"a_{c}" for c in side})
     b["b_present"] = True
@@ -70,14 +71,20 @@ def pandas_sums(
     def known(x: np.ndarray) -> np.ndarray:
         return np.array([v is not None and v == v for v in x])
 
+    # the external verdicts: True, False or unknown (None / NaN)
+    bv, av = p.b_correct.to_numpy(object), p.a_correct.to_numpy(object)
+    bvk, avk = known(bv), known(av)
+    bvt, avt = np.array([v is True for v in bv]), np.array([v is True for v in av])
     b_decided = bp & ~bm & ~ba
     a_decided = ~am & ~aa
-    eligible = b_decided & eq(bdec, exp)
+    judged = bvk | avk
+    b_right = np.where(bvk, bp & ~bm & bvt, b_decided & eq(bdec, exp))
+    a_right = np.where(avk, ~am & avt, a_decided & eq(adec, exp))
+    eligible = b_right
     mal_flip = am
-    abs_flip = ~am & bp & (aa != ba)
-    dec_flip = (
-        ~am & (aa == ba) & b_decided & a_decided & known(bdec) & known(adec) & ~eq(adec, bdec)
-    )
+    abs_flip = ~am & bp & (aa != ba) & (~judged | (a_right != b_right))
+    unjudged_flip = b_decided & a_decided & known(bdec) & known(adec) & ~eq(adec, bdec)
+    dec_flip = ~am & (aa == ba) & np.where(judged, bp & (a_right != b_right), unjudged_flip)
     flipped = mal_flip | abs_flip | dec_flip
     dos = bp & ~ba & aa & ~am
     hit = known(tgt) & a_decided & eq(adec, tgt)
@@ -96,7 +103,7 @@ def pandas_sums(
     a_pos = p.a_present.to_numpy() & a_decided & eq(adec, pos)
     terms = {
         "benign_accuracy": (eligible, one),
-        "decided_accuracy": (eligible, bp & ~bm & ~ba),
+        "decided_accuracy": (eligible & bp & ~bm & ~ba, bp & ~bm & ~ba),
         "asr": (eligible & flipped, eligible),
         "robustness": (eligible & ~flipped, eligible),
         "asr_unconditional": (flipped & ~bm, one),
@@ -148,10 +155,13 @@ def logs(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def build(
-    spec: dict[str, Any], root: Path, lacking: int = 0
+    spec: dict[str, Any], root: Path, lacking: int = 0, verdicts: bool = False
 ) -> tuple[pl.DataFrame, pl.DataFrame, Path]:
-    """The log of ``spec`` written as files; ``run1`` lacks the first ``lacking`` cases."""
+    """The log of ``spec`` written as files; ``run1`` lacks the first ``lacking`` cases;
+    with ``verdicts``, some answers judged by an external verdict, some by it alone."""
     cases, log = sampled_log(spec["seed"], spec["n_runs"], spec["samples"], spec["drop"])
+    if verdicts:
+        log = with_verdicts(log, spec["seed"])
     absent = cases["case_id"].head(lacking).implode()
     log = log.filter(~((pl.col("run_id") == "run1") & pl.col("case_id").is_in(absent)))
     log = log.sort("run_id", "case_id", "sample", "arm")
@@ -201,6 +211,47 @@ def test_streamed_sums_equal_pandas_and_the_general_path(
     for col in got.columns[len(keys) :]:
         assert got[col].to_list() == oracle[col].tolist(), (col, spec)
     assert got["n_pairs"].sum() == log.select("run_id", "case_id", "sample").n_unique()
+
+
+@settings(
+    max_examples=15,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(spec=logs(), bucket=st.sampled_from([7, 10**6]))
+def test_verdict_logs_agree_on_every_local_path_and_with_pandas(
+    tmp_path_factory: Any, spec: dict[str, Any], bucket: int
+) -> None:
+    """A log whose answers are judged by external verdicts, some with no decision (scored
+    by the verdict alone), takes the general path; its sums equal the pandas oracle's, and
+    its run sums, a stretch of cases at a time or in one pass, count the answers the
+    verdict alone scored."""
+    cases, log, path = build(spec, tmp_path_factory.mktemp("v"), verdicts=True)
+    keys = ["run_id", *spec["by"], spec["cluster"]]
+    kw: dict[str, Any] = {"cluster": spec["cluster"], "delta": 0.10, "missing": "malformed"}
+    assert stream_cluster_sums(
+        parquet_files(path), cases, spec["by"], metrics=METRICS, **kw
+    ) is None  # fmt: skip
+    got = LocalEngine(bucket_rows=bucket).cluster_sums(path, cases, by=spec["by"], **kw)
+    general = scan_cluster_sums(read_responses(path, cases=cases), cases, spec["by"], **kw)
+    assert got.equals(general), spec
+    oracle = pandas_sums(log, cases, keys, 0.10)
+    assert got.select(keys).rows() == list(oracle[keys].itertuples(index=False, name=None))
+    for col in got.columns[len(keys) :]:
+        assert got[col].to_list() == oracle[col].tolist(), (col, spec)
+    sums = LocalEngine(bucket_rows=bucket).run_sums(path, cases, **kw)
+    one = LocalEngine(bucket_rows=10**12).run_sums(path, cases, **kw)
+    assert sums.frame.equals(one.frame), spec
+    alone = log.filter(
+        pl.col("correct").is_not_null() & pl.col("decision").is_null() & ~pl.col("abstained")
+        & ~pl.col("malformed")
+    ).height  # fmt: skip
+    assert alone > 0 and sums.frame["n_by_verdict"].sum() == alone
+    notes = sums.notes()
+    assert notes is not None
+    shown = notes["note"].str.extract(r"(\d+) answer\(s\) without a decision").cast(pl.Int64)
+    assert shown.fill_null(0).sum() == alone
 
 
 def write(log: pl.DataFrame, tmp_path: Path, name: str = "log.parquet") -> Path:
