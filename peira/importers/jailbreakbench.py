@@ -151,7 +151,10 @@ def read_jailbreakbench(
                 f"{f}: run id {run!r} is also the run id of {seen[run]}; name the runs with --run"
             )
         seen[run] = f
-        model = str(params.get("model") or run)
+        given = params.get("model")
+        if given is not None and not isinstance(given, str):
+            raise _fail(f, "parameters.model", f"expected a string, not {json_kind(given)}")
+        model = given or run
         indices = [e["index"] for e in entries]
         if len(set(indices)) != len(indices):
             dup = next(i for i in indices if indices.count(i) > 1)

@@ -416,6 +416,17 @@ class _Reader:
         rec = doc.record
         filtered = rec.get("filtered_resps")
         target = rec.get("target")
+        if filtered is not None and not isinstance(filtered, list):
+            raise InputFormatError(
+                f"{at}: field 'filtered_resps' must be a list (one answer per request), "
+                f"not {json_kind(filtered)}"
+            )
+        for t in target if isinstance(target, list) else [target]:
+            if isinstance(t, dict | list):
+                raise InputFormatError(
+                    f"{at}: field 'target' must be a text, a number or a list of them, "
+                    f"not one holding {json_kind(t)}"
+                )
         choice = _choice_answers(filtered)
         if choice is not None:
             conts = _continuations(rec.get("arguments"))

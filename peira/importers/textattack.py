@@ -256,6 +256,20 @@ def _check_labels_finite(path: Path, df: pl.DataFrame) -> None:
             )
 
 
+def _drop_repeats(f: Path, df: pl.DataFrame, columns: list[str]) -> tuple[pl.DataFrame, str]:
+    """Keep once each row that repeats an earlier row of the file in every column (a
+    log concatenated with itself would otherwise count its attacks twice)."""
+    first = df.select(pl.struct(columns).is_first_distinct()).to_series()
+    if bool(first.all()):
+        return df, ""
+    rows = df.filter(first.not_())["_row"].to_list()
+    shown = ", ".join(str(r) for r in rows[:5]) + (", …" if len(rows) > 5 else "")
+    return df.filter(first), (
+        f"{f.name}: {len(rows)} row(s) repeat an earlier row exactly (every column; rows "
+        f"{shown}); each is kept once"
+    )
+
+
 def read_textattack(
     paths: Sequence[PathLike],
     *,
@@ -337,6 +351,9 @@ def read_textattack(
         )
         _check_labels_finite(f, df)
         _check_consistency(f, df)
+        df, note = _drop_repeats(f, df, raw.columns)
+        if note:
+            notes.append(note)
         # the k-th occurrence of a sentence with its label is the same case in every file
         df = df.with_columns(pl.int_range(pl.len()).over("_text", "_gt").alias("_k"))
         frames.append(df)
