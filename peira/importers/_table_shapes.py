@@ -484,3 +484,44 @@ def read_published(
             f"{', '.join(fams)}"
         )
     return out
+
+
+def check_vocabulary(labels: Sequence[str], source: str) -> None:
+    """Refuse to infer options from labels that look inconsistent: numbers mixed with
+    words (``0``/``1`` beside ``approve``/``deny``), or two labels that differ only in
+    case, spacing or a letter or two (``aprove`` beside ``approve``). The message lists
+    every label with its count; ``--options`` states them instead.
+
+    >>> check_vocabulary(["approve", "deny", "approve"], "t.csv")
+    >>> check_vocabulary(["approve", "deny", "aprove"], "t.csv")
+    Traceback (most recent call last):
+    ...
+    peira.errors.InputFormatError: t.csv: cannot infer the options: 'aprove' looks like a misspelling of 'approve' (labels seen: approve 1, deny 1, aprove 1); state them with --options (and map the odd ones with --values)
+    """
+    import difflib
+    from collections import Counter
+
+    counts = Counter(str(x) for x in labels)
+    if len(counts) < 2:
+        return
+    seen = ", ".join(f"{k} {v}" for k, v in counts.most_common())
+
+    def refuse(why: str) -> None:
+        raise InputFormatError(
+            f"{source}: cannot infer the options: {why} (labels seen: {seen}); state them "
+            "with --options (and map the odd ones with --values)"
+        )
+
+    numeric = [k for k in counts if k.strip().lstrip("+-").isdigit()]
+    if numeric and len(numeric) < len(counts):
+        words = [k for k in counts if k not in numeric]
+        refuse(f"numbers ({', '.join(numeric[:5])}) mixed with words ({', '.join(words[:5])})")
+    if numeric:
+        return
+    ranked = [k for k, _ in counts.most_common()]  # a misspelling is the rarer of two
+    for i, rare in enumerate(ranked):
+        for common in ranked[:i]:
+            same = rare.strip().casefold() == common.strip().casefold()
+            close = difflib.SequenceMatcher(None, rare.casefold(), common.casefold()).ratio()
+            if same or (min(len(rare), len(common)) >= 4 and close >= 0.8):
+                refuse(f"{rare!r} looks like a misspelling of {common!r}")

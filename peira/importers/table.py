@@ -539,6 +539,7 @@ def _assemble(
         if options is not None:
             opts = [str(o) for o in options]
         else:
+            shapes.check_vocabulary(labels, source)
             opts = sort_labels(labels)
             notes.append(f"options inferred from the labels seen: {', '.join(opts[:20])}")
         if len(opts) < 2:

@@ -121,3 +121,48 @@ def test_the_command_prints_the_repeat_note(
     f = _doubled(tmp_path)
     assert main(["import", "textattack", str(f), "--out", str(tmp_path / "o")]) == 0
     assert "20 row(s) repeat an earlier row exactly" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("labels", "said"),
+    [
+        (
+            ["approve", "deny", "approve", "aprove"],
+            "'aprove' looks like a misspelling of 'approve' (labels seen: approve 4, deny 3, "
+            "aprove 1)",
+        ),
+        (
+            ["approve", "deny", "1", "0"],
+            "numbers (1, 0) mixed with words (approve, deny) (labels seen: approve 3, deny 3, "
+            "1 1, 0 1)",
+        ),
+        (["Approve", "deny", "approve", "deny"], "'Approve' looks like a misspelling of 'approve'"),
+    ],
+    ids=["typo", "mixed", "case"],
+)
+def test_import_table_infers_options_only_from_consistent_labels(
+    labels: list[str], said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the gold labels are approve/deny, the answers bring the odd ones (counts: both)
+    t = tmp_path / "t.csv"
+    gold = ["approve", "deny", "approve", "deny"]
+    t.write_text(
+        "id,gold,pred\n" + "".join(f"c{i},{g},{p}\n" for i, (g, p) in enumerate(zip(gold, labels)))
+    )
+    out = tmp_path / "out"
+    argv = ["import", "table", str(t), "--map", "case_id=id", "--map", "expected=gold"]
+    argv += ["--map", "benign_decision=pred", "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "cannot infer the options: " in err and said in err
+    assert err.endswith("state them with --options (and map the odd ones with --values)")
+    assert not out.exists()
+    # stated options: the odd label is refused at its row, or mapped with --values
+    assert main([*argv, "--options", "approve,deny"]) == 2
+    assert "row " in capsys.readouterr().err
+    odd = next(x for x in labels if x not in ("approve", "deny"))
+    fixed = "approve" if odd.lower().startswith("a") or odd == "1" else "deny"
+    mapping = ",".join(f"{x}:{x}" for x in ("approve", "deny")) + f",{odd}:{fixed}"
+    others = [x for x in labels if x not in ("approve", "deny", odd)]
+    mapping += "".join(f",{x}:{'approve' if x == '1' else 'deny'}" for x in sorted(set(others)))
+    assert main([*argv, "--values", f"benign_decision={mapping}"]) == 0, capsys.readouterr().err
