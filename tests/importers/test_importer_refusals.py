@@ -147,7 +147,8 @@ def test_import_table_infers_options_only_from_consistent_labels(
     t = tmp_path / "t.csv"
     gold = ["approve", "deny", "approve", "deny"]
     t.write_text(
-        "id,gold,pred\n" + "".join(f"c{i},{g},{p}\n" for i, (g, p) in enumerate(zip(gold, labels)))
+        "id,gold,pred\n"
+        + "".join(f"c{i},{g},{p}\n" for i, (g, p) in enumerate(zip(gold, labels, strict=True)))
     )
     out = tmp_path / "out"
     argv = ["import", "table", str(t), "--map", "case_id=id", "--map", "expected=gold"]
