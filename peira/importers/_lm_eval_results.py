@@ -50,6 +50,46 @@ def model_name(results: Mapping[str, Any] | None, fallback: str) -> str:
     return str(name) if isinstance(name, str) and name else fallback
 
 
+def check_results(results: Mapping[str, Any], path: Any) -> None:
+    """Refuse a results file whose blocks have another shape than lm-eval writes, rather
+    than read its figures, groups or counts from part of it.
+
+    Raises
+    ------
+    InputFormatError
+        ``group_subtasks`` not an object of arrays of task names; ``results``,
+        ``n-samples`` or ``configs`` not an object of objects (the file and the
+        field named).
+    """
+    from ..errors import InputFormatError
+    from .cases import json_kind
+
+    subtasks = results.get("group_subtasks")
+    if subtasks is not None:
+        if not isinstance(subtasks, Mapping):
+            raise InputFormatError(
+                f"{path}: field 'group_subtasks' must be an object, not {json_kind(subtasks)}"
+            )
+        for group, members in subtasks.items():
+            if not isinstance(members, list) or not all(isinstance(m, str) for m in members):
+                raise InputFormatError(
+                    f"{path}: field 'group_subtasks.{group}' must be an array of task names"
+                )
+    for key in ("results", "n-samples", "configs"):
+        block = results.get(key)
+        if block is None:
+            continue
+        if not isinstance(block, Mapping):
+            raise InputFormatError(
+                f"{path}: field {key!r} must be an object, not {json_kind(block)}"
+            )
+        for task, entry in block.items():
+            if not isinstance(entry, Mapping):
+                raise InputFormatError(
+                    f"{path}: field '{key}.{task}' must be an object, not {json_kind(entry)}"
+                )
+
+
 def groups(results: Mapping[str, Any] | None) -> dict[str, list[str]]:
     """Task → chain of groups (outermost first), from ``group_subtasks``."""
     if results is None:

@@ -107,9 +107,11 @@ def read_json_table(path: Path, records: str | None = None) -> pl.DataFrame:
         an object without ``records`` that is not an object of equal-length
         arrays: the message names the file and the key or the row.
     """
+    from .._json import JSONLimitError, loads
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, JSONLimitError) as exc:
         raise InputFormatError(f"{path}: cannot read as JSON: {exc}") from exc
     where = "the file"
     if records is not None:
@@ -174,7 +176,13 @@ def _from_columns(path: Path, data: dict[str, Any], where: str, guess: bool) -> 
 
 def _series(name: str, values: list[Any]) -> pl.Series:
     kinds = {type(v) for v in values if v is not None}
-    if kinds <= {int, float} or kinds in ({str}, {bool}):
+    if kinds == {int} and all(v is None or -(2**63) <= v < 2**63 for v in values):
+        return pl.Series(name, values, dtype=pl.Int64)
+    if kinds == {float} or (kinds == {int, float} and all(
+        v is None or isinstance(v, float) or abs(v) <= 2**53 for v in values
+    )):  # fmt: skip
+        return pl.Series(name, values, dtype=pl.Float64)  # integers exact up to 2^53
+    if kinds in ({str}, {bool}) or not kinds:
         return pl.Series(name, values, strict=False)
     if kinds == {list} and all(isinstance(x, str) for v in values if v for x in v):
         return pl.Series(name, values, dtype=pl.List(pl.String))

@@ -67,7 +67,14 @@ from ._evallog import (
     option_list,
     verdict_columns,
 )
-from ._lm_eval_results import groups, model_name, number, published_rows, tasks_without_samples
+from ._lm_eval_results import (
+    check_results,
+    groups,
+    model_name,
+    number,
+    published_rows,
+    tasks_without_samples,
+)
 from .cases import iter_jsonl, json_kind, load_json_file
 
 __all__ = ["read_lm_eval"]
@@ -493,7 +500,7 @@ class _Reader:
             )
         ans = self._answer(doc, metric, at)
         names = rec.get("metrics")
-        listed: list[Any] = names if isinstance(names, list) else []
+        listed = [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
         row: dict[str, Any] = {
             **ident,
             "case_id": case_id,
@@ -527,6 +534,7 @@ class _Reader:
             loaded = load_json_file(run.results)
             if not isinstance(loaded, Mapping):
                 raise InputFormatError(f"{run.results}: expected a JSON object")
+            check_results(loaded, run.results)
             results = loaded
         else:
             self._note(

@@ -206,16 +206,18 @@ def _label(df: pl.DataFrame, col: str) -> pl.Series:
     s = df[col]
     if s.dtype == pl.List(pl.String):
         return s
-    if s.dtype.is_float():
-        whole = (s == s.floor()) & s.is_not_null()
+    if s.dtype.is_float():  # both branches are computed: the cast must not fail on NaN
+        whole = s.is_finite() & (s == s.floor()) & (s.abs() < 2.0**53)
         return pl.select(
-            pl.when(whole).then(s.cast(pl.Int64).cast(pl.String)).otherwise(s.cast(pl.String))
+            pl.when(whole)
+            .then(s.cast(pl.Int64, strict=False).cast(pl.String))
+            .otherwise(s.cast(pl.String))
         ).to_series()
     text = s.cast(pl.String).str.strip_chars()
     f = text.cast(pl.Float64, strict=False)
-    whole = f.is_not_null() & (f == f.floor()) & (f.abs() < 2.0**53)
+    whole = f.is_finite() & (f == f.floor()) & (f.abs() < 2.0**53)
     out = pl.select(
-        pl.when(whole).then(f.cast(pl.Int64).cast(pl.String)).otherwise(text)
+        pl.when(whole).then(f.cast(pl.Int64, strict=False).cast(pl.String)).otherwise(text)
     ).to_series()
     return out.alias(col)
 
