@@ -413,6 +413,10 @@ class SparkEngine(Engine):
                 f"not {type(responses).__name__}"
             )
         path = os.fspath(responses)
+        if "://" not in path:  # a local log: the same checks, and words, as the local engine
+            from ..io import parquet_files
+
+            parquet_files(path)
         # run_id=007 stays '007'; Peira casts the rest
         with _setting(spark, "spark.sql.sources.partitionColumnTypeInference.enabled", "false"):
             try:

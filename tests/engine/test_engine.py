@@ -360,11 +360,20 @@ def test_spark_reports_missing_arms_as_the_local_engine(spark: SparkEngine) -> N
 
 
 def test_spark_says_which_path_it_cannot_read(spark: SparkEngine, tmp_path: Path) -> None:
+    """A missing or truncated local log: the same one-line message as the local engine."""
     from peira.errors import DataFileError
+    from peira.io import read_responses
 
     cases = read_dataset(DEMO).cases
-    with pytest.raises(DataFileError, match="Spark cannot read the response log"):
-        spark.cluster_sums(str(tmp_path / "nowhere"), cases)
+    cut = tmp_path / "cut.parquet"
+    cut.write_bytes((DEMO / "responses.parquet").read_bytes()[:3000])
+    for path in (tmp_path / "nowhere", cut):
+        with pytest.raises(DataFileError) as local:
+            read_responses(path, cases=cases)
+        with pytest.raises(DataFileError) as remote:
+            spark.cluster_sums(str(path), cases)
+        assert str(remote.value) == str(local.value)
+    assert "not a readable Parquet file (truncated or corrupt?)" in str(remote.value)
 
 
 # ---------------------------------------------------------------- the flat API and the command
