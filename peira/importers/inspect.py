@@ -101,6 +101,12 @@ def _read_log(path: PathLike) -> EvalLog:
         raise InputFormatError(f"{p}: not a readable Inspect log: {first}") from exc
     if log.samples is None:
         raise InputFormatError(f"{p}: the log holds no samples (written with log_samples=False?)")
+    if not log.samples:
+        status = getattr(log, "status", None)
+        raise InputFormatError(
+            f"{p}: the log holds no samples (status {status!r}: a run stopped before its first "
+            "sample?); there is nothing to import from it"
+        )
     return log
 
 

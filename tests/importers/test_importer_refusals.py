@@ -167,3 +167,21 @@ def test_import_table_infers_options_only_from_consistent_labels(
     others = [x for x in labels if x not in ("approve", "deny", odd)]
     mapping += "".join(f",{x}:{'approve' if x == '1' else 'deny'}" for x in sorted(set(others)))
     assert main([*argv, "--values", f"benign_decision={mapping}"]) == 0, capsys.readouterr().err
+
+
+def test_an_inspect_log_without_a_single_sample_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log_mod = pytest.importorskip("inspect_ai.log")
+    log = log_mod.read_eval_log(str(FIX / "inspect" / "mc_alpha.eval"))
+    log.samples = []
+    f = tmp_path / "empty.eval"
+    log_mod.write_eval_log(log, str(f))
+    out = tmp_path / "out"
+    assert main(["import", "inspect", str(f), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].endswith(
+        f"{f}: the log holds no samples (status 'success': a run stopped before its first "
+        "sample?); there is nothing to import from it"
+    )
+    assert not out.exists()
