@@ -165,14 +165,20 @@ def test_validate_refuses_options_stored_as_text(
     assert "cases.parquet: 1 violation(s) of dtype('List(String)') in column 'options'" in err
 
 
-@pytest.mark.parametrize("engine", ["local", "spark"])
 def test_a_decision_column_of_integers_is_a_violation(
-    engine: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """On the local engine; tests/engine/test_engine_spark_ranking.py checks Spark."""
+    check_integer_decisions(tmp_path, capsys, "local")
+
+
+def check_integer_decisions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: str
+) -> None:
+    """``validate`` and ``score --engine ENGINE`` on a log whose decisions are integers:
+    exit 1, the dtype violation named, no traceback."""
     import polars as pl
 
-    if engine == "spark":
-        pytest.importorskip("pyspark")
     d = _copy_demo(tmp_path)
     log = tmp_path / "ints.parquet"
     r = pl.read_parquet(d / "responses.parquet")

@@ -140,3 +140,11 @@ def test_run_sums_on_spark_equal_the_local_ones_on_random_logs(
     assert got.frame.equals(local.frame), spec
     assert got.samples.equals(local.samples), spec
     assert got.frame["n_pairs"].sum() == log.select("run_id", "case_id", "sample").n_unique()
+
+
+def test_a_decision_column_of_integers_is_a_violation_on_spark(
+    spark: SparkEngine, tmp_path: Path, capsys: Any
+) -> None:
+    from tests.cli.test_cli_refusals import check_integer_decisions
+
+    check_integer_decisions(tmp_path, capsys, "spark")
