@@ -234,8 +234,10 @@ def _is_data_file(root: Path, f: Path) -> bool:
     )
 
 
-def parquet_files(path: PathLike) -> list[Path]:
+def parquet_files(path: PathLike, *, whole: bool = False) -> list[Path]:
     """The Parquet files a path denotes: a file, a directory (recursive) or a glob.
+    With ``whole``, each file is read at once, so all its rows (not only each row
+    group's) must fit in this machine's memory.
 
     Raises
     ------
@@ -257,7 +259,7 @@ def parquet_files(path: PathLike) -> list[Path]:
     else:
         raise DataFileError(f"{s}: no such file or directory")
     for f in files:
-        _check_parquet(f)
+        _check_parquet(f, whole=whole)
     return files
 
 
@@ -311,9 +313,7 @@ def read_responses(
     ValidationError
         Every rule violation, listed.
     """
-    files = parquet_files(path)
-    for f in files:
-        _check_claims(f, whole=True)  # read whole: each file's rows at once
+    files = parquet_files(path, whole=True)  # read whole: each file's rows at once
     p = Path(path)
     try:
         if p.is_dir():
