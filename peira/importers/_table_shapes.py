@@ -526,9 +526,11 @@ def check_vocabulary(labels: Sequence[str], source: str) -> None:
         refuse(f"numbers ({', '.join(numeric[:5])}) mixed with words ({', '.join(words[:5])})")
     if numeric:
         return
-    ranked = [k for k, _ in counts.most_common()]  # a misspelling is the rarer of two
+    # a misspelling is the rarer of two; it is looked for among the 20 commonest labels
+    # (free-text answers can bring thousands of labels: all pairs would not end)
+    ranked = [k for k, _ in counts.most_common()]
     for i, rare in enumerate(ranked):
-        for common in ranked[:i]:
+        for common in ranked[: min(i, 20)]:
             same = rare.strip().casefold() == common.strip().casefold()
             close = difflib.SequenceMatcher(None, rare.casefold(), common.casefold()).ratio()
             if same or (min(len(rare), len(common)) >= 4 and close >= 0.8):
