@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ..io import Dataset
     from ..metrics.gates import GateThresholds
     from ..metrics.summary import RunSums
-    from ..ranking import Rule, Support
+    from ..ranking import Adjust, Rule, Support
 
 __all__ = ["compare", "leaderboard"]
 
@@ -68,6 +68,7 @@ def leaderboard(
     engine: str | Engine = "local",
     support: Support = "common",
     gates: GateThresholds | Mapping[str, float | int | bool] | None = None,
+    adjust: Adjust = "holm",
 ) -> pl.DataFrame:
     """The runs ranked by a ratio metric (default robustness, 1 − ASR), with intervals.
 
@@ -106,6 +107,10 @@ def leaderboard(
         :class:`~peira.metrics.GateThresholds`. Names:
         ``max_malformed_rate``, ``min_benign_accuracy``, ``min_eligible``,
         ``min_eligible_per_family``, ``allow_missing``.
+    adjust
+        With ``rule="paired"``, how the family of every pair of runs is
+        adjusted: ``"holm"`` (default), ``"bh"`` or ``"none"`` (as in
+        :func:`compare`).
 
     Returns
     -------
@@ -149,6 +154,7 @@ def leaderboard(
         level=level,
         thresholds=thresholds,
         support=support,
+        adjust=adjust,
     )
     return board.with_columns(
         pl.col("estimate").alias(metric),
@@ -175,6 +181,8 @@ def compare(
     engine: str | Engine = "local",
     allow_missing: bool = False,
     support: Support = "common",
+    adjust: Adjust = "holm",
+    margin: float | None = None,
 ) -> pl.DataFrame:
     """Runs head to head on one ratio metric: two runs, or every pair (Holm-adjusted).
 
@@ -200,6 +208,23 @@ def compare(
         ``"common"`` (default): every comparison on the (case, sample) pairs
         every run of the log (the Holm family) answered; ``"own"``: each
         pair of runs on the pairs both answered.
+    adjust
+        How the family's p-values are adjusted: ``"holm"`` (default,
+        family-wise error rate), ``"bh"`` (Benjamini–Hochberg, false
+        discovery rate) or ``"none"``; ``p_adjusted`` carries them and the
+        paired rule decides on it (``p_holm`` stays Holm's).
+    margin
+        A margin M in (0, 1) on the metric's scale: the non-inferiority of
+        ``run_a`` to ``run_b`` (``noninferiority``: ``"non-inferior"``,
+        ``"inferior"``, ``"inconclusive"``), of ``run_b`` to ``run_a``
+        (``noninferiority_b``) and their equivalence (TOST, ``equivalence``),
+        from one-sided tests at level 1 − α on the paired bootstrap
+        differences, with ``p_noninferiority``, ``p_noninferiority_b``,
+        ``p_equivalence`` (adjusted by ``adjust``) and the (1 − 2α) interval
+        ``tost_lo``, ``tost_hi`` they rest on. "Better" is the metric's
+        direction (the metric registry, ``peira metrics``): for ASR, A is non-inferior
+        when θ_A − θ_B < M is shown; for robustness, when θ_A − θ_B > −M
+        (docs/spec/comparison.md#non-inferiority-and-equivalence).
 
     Returns
     -------
@@ -242,6 +267,8 @@ def compare(
             cases=cs,
             allow_missing=allow_missing,
             support=support,
+            adjust=adjust,
+            margin=margin,
         )
         out = pl.DataFrame([row])
         return out.with_columns(  # a None (a tie's winner, an undefined diff) keeps its dtype
@@ -259,4 +286,6 @@ def compare(
         cases=cs,
         allow_missing=allow_missing,
         support=support,
+        adjust=adjust,
+        margin=margin,
     )
