@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from .api import (
         compare,
         flips,
+        gate,
         leaderboard,
         pairs,
         read_log,
@@ -70,6 +71,7 @@ __all__ = [
     "compare",
     "demo_dir",
     "flips",
+    "gate",
     "leaderboard",
     "pairs",
     "read_dataset",
@@ -91,6 +93,7 @@ _WHERE = {
         (
             "compare",
             "flips",
+            "gate",
             "leaderboard",
             "pairs",
             "read_log",

@@ -48,7 +48,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("metrics", "parse"),  # metric expressions and tables; raw text to decisions
     ("engine", "bootstrap", "rescoring"),  # engines; intervals; re-parse and re-score
     ("ranking", "holdout", "published", "plot"),  # ranking; holdout; published scores; figures
-    ("run", "report"),  # running a model; the report and its tables
+    ("run", "report", "gate"),  # running a model; the report and its tables; the release gate
     ("adapters", "seal", "testing"),  # model adapters; sealed releases; test helpers
     ("api",),  # the flat API
     ("peira",),  # the face (peira/__init__.py)

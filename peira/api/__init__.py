@@ -12,7 +12,7 @@ This package sits above every other one (schema, io, importers, pairs,
 metrics, bootstrap, ranking, report); nothing in the library imports it.
 Its modules: ``_inputs`` (the constraint table, the data inputs, the split
 filter), ``_data`` (pairs, run sums, reading, flips, validation,
-rescoring), ``_score``, ``_rank`` (leaderboard, compare), ``_tables``.
+rescoring), ``_score``, ``_rank`` (leaderboard, compare), ``_gate`` (the release gate), ``_tables``.
 
 Inputs
 ------
@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         run_sums,
         validate,
     )
+    from ._gate import gate
     from ._inputs import as_dataset
     from ._rank import compare, leaderboard
     from ._score import score, score_pairs
@@ -75,6 +76,7 @@ __all__ = [
     "check_param",
     "compare",
     "flips",
+    "gate",
     "in_split",
     "leaderboard",
     "pairs",
@@ -108,6 +110,7 @@ _WHERE = {
     ),
     "as_dataset": "._inputs",
     "compare": "._rank",
+    "gate": "._gate",
     "leaderboard": "._rank",
     "score": "._score",
     "score_pairs": "._score",
