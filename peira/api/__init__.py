@@ -12,7 +12,7 @@ This package sits above every other one (schema, io, importers, pairs,
 metrics, bootstrap, ranking, report); nothing in the library imports it.
 Its modules: ``_inputs`` (the constraint table, the data inputs, the split
 filter), ``_data`` (pairs, run sums, reading, flips, validation,
-rescoring), ``_score``, ``_rank`` (leaderboard, compare), ``_tables``.
+rescoring), ``_score``, ``_rank`` (leaderboard, compare), ``_plan`` (plan), ``_tables``.
 
 Inputs
 ------
@@ -60,6 +60,7 @@ if TYPE_CHECKING:
         validate,
     )
     from ._inputs import as_dataset
+    from ._plan import plan
     from ._rank import compare, leaderboard
     from ._score import score, score_pairs
     from ._tables import tables
@@ -79,6 +80,7 @@ __all__ = [
     "leaderboard",
     "pairs",
     "pairs_and_cases",
+    "plan",
     "read_log",
     "resample_plan",
     "rescore",
@@ -109,6 +111,7 @@ _WHERE = {
     "as_dataset": "._inputs",
     "compare": "._rank",
     "leaderboard": "._rank",
+    "plan": "._plan",
     "score": "._score",
     "score_pairs": "._score",
     "tables": "._tables",
