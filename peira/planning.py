@@ -140,7 +140,10 @@ class Design:
         )
         for name, value, lo, hi, open_lo, open_hi in checks:
             _check_number(name, value, lo, hi, open_lo=open_lo, open_hi=open_hi)
-        for name, value in (("cases_per_cluster", self.cases_per_cluster), ("samples", self.samples)):
+        for name, value in (
+            ("cases_per_cluster", self.cases_per_cluster),
+            ("samples", self.samples),
+        ):
             _check_number(name, value, 1.0, math.inf)
 
     @property
@@ -186,7 +189,9 @@ def check_goal(mde: float, target_power: float, level: float, family_size: int) 
 # ---------------------------------------------------------------- the formulas
 
 
-def design_effect(icc: float, cases_per_cluster: float, samples: float, eligibility: float) -> float:
+def design_effect(
+    icc: float, cases_per_cluster: float, samples: float, eligibility: float
+) -> float:
     """deff = 1 + e·(m·s − 1)·ICC: the variance inflation of a rate over scenario clusters
     whose m·s pairs are each eligible with probability e (docs/spec/planning.md#design-effect)."""
     return 1.0 + eligibility * (cases_per_cluster * samples - 1.0) * icc
@@ -221,9 +226,7 @@ def _criticals(rule: str, level: float, family_size: int) -> float:
 def _per_pair(design: Design, mde: float) -> tuple[float, float, float, float]:
     """(deff, σ_D, σ_A, σ_B) of the design at a gap of ``mde``."""
     p_a, p_b = _rates(design, mde)
-    deff = design_effect(
-        design.icc, design.cases_per_cluster, design.samples, design.eligibility
-    )
+    deff = design_effect(design.icc, design.cases_per_cluster, design.samples, design.eligibility)
     return (
         deff,
         diff_sd(p_a, p_b, design.rho),
@@ -475,7 +478,9 @@ def estimate_design(
             if x.std(ddof=0) and y.std(ddof=0):
                 rhos.append(float(pl.DataFrame({"x": x, "y": y}).select(pl.corr("x", "y")).item()))
     if not asrs:
-        raise PeiraValueError(f"{where}: no pair is eligible for both of two runs ({', '.join(names)})")
+        raise PeiraValueError(
+            f"{where}: no pair is eligible for both of two runs ({', '.join(names)})"
+        )
     per_cluster = (
         p.filter(pl.col("eligible"))
         .group_by("run_id", "scenario_id")
@@ -516,4 +521,4 @@ def with_stated(design: Design, **stated: float | None) -> Design:
     if not given:
         return design
     source = design.source + "; stated: " + ", ".join(sorted(given))
-    return replace(design, **given, source=source)  # type: ignore[arg-type]
+    return replace(design, **given, source=source)

@@ -47,7 +47,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("_pairs", "importers", "synth"),  # the scoring rule; log importers; synthetic benchmarks
     ("metrics", "parse"),  # metric expressions and tables; raw text to decisions
     ("engine", "bootstrap", "rescoring"),  # engines; intervals; re-parse and re-score
-    ("ranking", "holdout", "published", "plot", "planning"),  # ranking; holdout; published; plots; plans
+    (
+        "ranking",
+        "holdout",
+        "published",
+        "plot",
+        "planning",
+    ),  # ranking; holdout; published; plots; plans
     ("run", "report"),  # running a model; the report and its tables
     ("adapters", "seal", "testing"),  # model adapters; sealed releases; test helpers
     ("api",),  # the flat API

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .._frames import FrameLike
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from ..io import Dataset
     from ..planning import PilotEstimate
 
-__all__ = ["plan", "pilot_design"]
+__all__ = ["pilot_design", "plan"]
 
 
 def pilot_design(
@@ -103,7 +104,7 @@ def plan(
     >>> import peira
     >>> t = peira.plan(mde=0.03, asr=0.15, eligibility=0.8)
     >>> t.select("rule", "clusters_needed", "cases_needed").rows()
-    [('paired', 2121, 2121), ('ci', 4221, 4221)]
+    [('paired', 2999, 2999), ('ci', 4984, 4984)]
     """
     from ..planning import Design, check_goal, plan_table, with_stated
 
@@ -119,7 +120,8 @@ def plan(
             raise PeiraValueError("plan: runs choose runs of a pilot; there is none")
         if asr is None:
             raise PeiraValueError("plan: without a pilot the ASR must be stated (asr=)")
-        design = Design(**{k: float(v) for k, v in stated.items() if v is not None})
+        given = {k: v for k, v in stated.items() if v is not None and k != "asr"}
+        design = replace(Design(asr=asr), **given)  # type: ignore[arg-type]
         n = n_clusters
     else:
         if runs is not None and len(runs) != 2:

@@ -106,22 +106,45 @@ def register(sub: Any) -> None:
     p = c.add_command(
         sub, "plan", cmd_plan, "scenarios needed to detect an ASR difference; power of the data"
     )
-    p.add_argument("--mde", type=c.finite_number, default=0.03,
-                   help="minimum detectable ASR difference, in (0, 1) (default 0.03: 3 points)")
-    p.add_argument("--power", type=c.finite_number, default=0.8,
-                   help="power wanted, in (0, 1) (default 0.8)")
-    p.add_argument("--level", type=c.confidence_level, default=0.95,
-                   help="confidence level of the comparison (alpha = 1 - level)")
-    p.add_argument("--family", type=c.int_range(1, 10**6, "family size"), default=1,
-                   help="comparisons in the paired rule's Holm family (default 1)")
-    p.add_argument("--clusters", type=c.int_range(1, 10**9, "scenarios"), default=None,
-                   help="scenarios of the data at hand, for `power` (default: the pilot's)")
+    p.add_argument(
+        "--mde",
+        type=c.finite_number,
+        default=0.03,
+        help="minimum detectable ASR difference, in (0, 1) (default 0.03: 3 points)",
+    )
+    p.add_argument(
+        "--power", type=c.finite_number, default=0.8, help="power wanted, in (0, 1) (default 0.8)"
+    )
+    p.add_argument(
+        "--level",
+        type=c.confidence_level,
+        default=0.95,
+        help="confidence level of the comparison (alpha = 1 - level)",
+    )
+    p.add_argument(
+        "--family",
+        type=c.int_range(1, 10**6, "family size"),
+        default=1,
+        help="comparisons in the paired rule's Holm family (default 1)",
+    )
+    p.add_argument(
+        "--clusters",
+        type=c.int_range(1, 10**9, "scenarios"),
+        default=None,
+        help="scenarios of the data at hand, for `power` (default: the pilot's)",
+    )
     for option, (_, _, _, _, _, what) in STATED.items():
         p.add_argument(option, type=c.finite_number, default=None, help=what)
-    p.add_argument("--pilot", metavar="LOG", help="a pilot response log to estimate the inputs from")
+    p.add_argument(
+        "--pilot", metavar="LOG", help="a pilot response log to estimate the inputs from"
+    )
     p.add_argument("--dataset", help="the pilot's dataset directory (default: the log's folder)")
-    p.add_argument("--runs", nargs=2, metavar=("A", "B"),
-                   help="the two runs of the pilot to estimate from (default: every pair, averaged)")
+    p.add_argument(
+        "--runs",
+        nargs=2,
+        metavar=("A", "B"),
+        help="the two runs of the pilot to estimate from (default: every pair, averaged)",
+    )
     c.add_split_option(p, "public")
     p.add_argument("--missing", choices=c.option_choices("missing"), default="error")
     c.add_format_option(p)
