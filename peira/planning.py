@@ -434,7 +434,8 @@ def estimate_design(
     (case, sample) pairs both answered: the share eligible for both
     (``eligibility``), the lower of the two runs' ASRs on them (``asr``) and
     the correlation of their flip indicators there (``rho``), each the mean
-    over the pairs of runs where it is defined; ``icc`` is the mean over the
+    over the pairs of runs with a pair eligible for both (``rho``: where it
+    is defined); ``icc`` is the mean over the
     runs of :func:`icc_anova` of each run's flips among its eligible pairs by
     scenario; ``cases_per_cluster`` the cases per scenario of ``cases`` and
     ``samples`` the pairs per case answered, averaged over the runs.
@@ -470,9 +471,9 @@ def estimate_design(
             if j.is_empty():
                 continue
             both = j.filter(pl.col("eligible") & pl.col("eligible_b"))
-            elig.append(both.height / j.height)
-            if both.is_empty():
+            if both.is_empty():  # nothing to compare: left out of every mean
                 continue
+            elig.append(both.height / j.height)
             x, y = both["flipped"].cast(pl.Float64), both["flipped_b"].cast(pl.Float64)
             asrs.append(min(float(x.mean()), float(y.mean())))  # type: ignore[arg-type]
             if x.std(ddof=0) and y.std(ddof=0):
@@ -508,7 +509,8 @@ def estimate_design(
         cases_per_cluster=cases.height / n_clusters,
         rho=sum(rhos) / len(rhos) if rhos else 0.0,
         samples=max(samples, 1.0),
-        source=f"{where}: {len(names)} runs, {len(asrs)} pair(s) of runs, "
+        source=f"{where}: {len(names)} runs, {len(asrs)} of "
+        f"{len(names) * (len(names) - 1) // 2} pair(s) of runs with pairs eligible for both, "
         f"{cases.height} cases in {n_clusters} scenarios",
     )
     return PilotEstimate(design, n_clusters, cases.height, tuple(names), len(asrs))

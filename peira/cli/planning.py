@@ -19,7 +19,7 @@ __all__ = ["COMPACT", "cmd_plan", "register"]
 
 #: What the ``table``/``markdown`` view shows by default (``--columns``, ``--all``).
 COMPACT = [
-    "rule", "clusters_needed", "cases_needed", "eligible_needed", "design_effect",
+    "rule", "clusters_needed", "cases_needed", "design_effect",
     "n_clusters", "power", "zero_flip_upper", "zero_flip_upper_now",
 ]  # fmt: skip
 

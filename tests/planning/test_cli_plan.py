@@ -63,7 +63,10 @@ def test_pilot_on_the_demo(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0, err
     row = json.loads(out.splitlines()[0])
     assert row["n_clusters"] == 288 and row["source"].startswith("pilot ")
-    assert "2 runs, 1 pair(s) of runs, 959 cases in 288 scenarios" in row["source"]
+    assert (
+        "2 runs, 1 of 1 pair(s) of runs with pairs eligible for both, 959 cases in 288"
+        in (row["source"])
+    )
     code, out, err = _run(capsys, ["plan", "--pilot", LOG, "--icc", "0"])
     assert code == 0 and "stated: icc" in out
     assert "using the dataset in the log's folder" in err
