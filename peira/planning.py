@@ -66,6 +66,7 @@ import polars as pl
 from .errors import PeiraValueError, UnknownNameError
 
 __all__ = [
+    "MAX_PER_UNIT",
     "RULES",
     "Design",
     "PilotEstimate",
@@ -83,6 +84,8 @@ __all__ = [
 ]
 
 PlanRule = Literal["paired", "ci"]
+#: The largest cases per scenario, and samples per case, a design may state.
+MAX_PER_UNIT = 1e6
 #: The rules a plan is made for, in the order of its rows.
 RULES: tuple[PlanRule, ...] = ("paired", "ci")
 
@@ -144,7 +147,7 @@ class Design:
             ("cases_per_cluster", self.cases_per_cluster),
             ("samples", self.samples),
         ):
-            _check_number(name, value, 1.0, math.inf)
+            _check_number(name, value, 1.0, MAX_PER_UNIT)
 
     @property
     def pairs_per_cluster(self) -> float:

@@ -30,9 +30,9 @@ STATED: dict[str, tuple[str, float, float, bool, bool, str]] = {
         "eligibility", 0.0, 1.0, True, False, "the share of pairs eligible for both runs",
     ),
     "--icc": ("icc", 0.0, 1.0, False, True, "the intra-class correlation of flips by scenario"),
-    "--cases-per-cluster": ("cases_per_cluster", 1.0, math.inf, False, False, "cases per scenario"),
+    "--cases-per-cluster": ("cases_per_cluster", 1.0, 1e6, False, False, "cases per scenario"),
     "--rho": ("rho", -1.0, 1.0, False, False, "the correlation of the two runs' flips on a pair"),
-    "--samples": ("samples", 1.0, math.inf, False, False, "samples per case"),
+    "--samples": ("samples", 1.0, 1e6, False, False, "samples per case"),
 }  # fmt: skip
 
 
