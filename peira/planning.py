@@ -13,7 +13,7 @@ the correlation of the two runs' flip indicators on the same pair:
 
 - eligible pairs per scenario K ~ Binomial(m·s, e), so the size-weighted
   cluster size is m̃ = E[K²]/E[K] = 1 + e·(m·s − 1) and the design effect
-  (Kish 1965, §5.4; for a ratio estimator over clusters of random size)
+  (Kish 1965, *Survey Sampling*; for a ratio estimator over clusters of random size)
 
       deff = 1 + (m̃ − 1)·ICC = 1 + e·(m·s − 1)·ICC;
 
@@ -384,7 +384,7 @@ def plan_table(
 
 def icc_anova(sizes: Sequence[float], events: Sequence[float]) -> float | None:
     """The one-way ANOVA estimate of the intra-class correlation of a binary outcome
-    (Donner 1986; Fleiss, Levin & Paik 2003, §15): clusters of ``sizes`` with ``events``.
+    (Donner 1986): clusters of ``sizes`` with ``events``.
 
     With N = Σn_c, K = Σk_c, C clusters and n₀ = (N − Σn_c²/N)/(C − 1):
     MSB = (Σk_c²/n_c − K²/N)/(C − 1), MSW = (K − Σk_c²/n_c)/(N − C),

@@ -125,7 +125,7 @@ def register(sub: Any) -> None:
         "--family",
         type=c.int_range(1, 10**6, "family size"),
         default=1,
-        help="comparisons in the paired rule's Holm family (default 1)",
+        help="comparisons in the paired rule's Holm family (default 1; every pair of K runs: K(K-1)/2)",
     )
     p.add_argument(
         "--clusters",
