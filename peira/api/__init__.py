@@ -12,7 +12,8 @@ This package sits above every other one (schema, io, importers, pairs,
 metrics, bootstrap, ranking, report); nothing in the library imports it.
 Its modules: ``_inputs`` (the constraint table, the data inputs, the split
 filter), ``_data`` (pairs, run sums, reading, flips, validation,
-rescoring), ``_score``, ``_rank`` (leaderboard, compare), ``_gate`` (the release gate), ``_tables``.
+rescoring), ``_score``, ``_rank`` (leaderboard, compare), ``_gate`` (the release gate),
+``_plan`` (plan), ``_tables``.
 
 Inputs
 ------
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
     )
     from ._gate import gate
     from ._inputs import as_dataset
+    from ._plan import plan
     from ._rank import compare, leaderboard
     from ._score import score, score_pairs
     from ._tables import tables
@@ -81,6 +83,7 @@ __all__ = [
     "leaderboard",
     "pairs",
     "pairs_and_cases",
+    "plan",
     "read_log",
     "resample_plan",
     "rescore",
@@ -112,6 +115,7 @@ _WHERE = {
     "compare": "._rank",
     "gate": "._gate",
     "leaderboard": "._rank",
+    "plan": "._plan",
     "score": "._score",
     "score_pairs": "._score",
     "tables": "._tables",

@@ -16,9 +16,9 @@ if TYPE_CHECKING:
     from .._pairs import Missing
     from ..bootstrap import Unit
     from ..engine import Engine
-    from ..gate import Check
     from ..io import Dataset
     from ..ranking import Support
+    from ..release_gate import Check
 
 __all__ = ["gate"]
 
@@ -53,14 +53,14 @@ def gate(
     require, guard
         Checks, as text (``"robustness:better"``,
         ``"benign_accuracy:non-inferior:0.02"``,
-        ``"asr:equivalent:0.01"``) or :class:`peira.gate.Check` objects.
+        ``"asr:equivalent:0.01"``) or :class:`peira.release_gate.Check` objects.
     split, n_resamples, seed, unit, level, missing, delta, engine, support
         As in :func:`compare`.
 
     Returns
     -------
     polars.DataFrame
-        One row per check (:func:`peira.gate.evaluate`); the gate passes
+        One row per check (:func:`peira.release_gate.evaluate`); the gate passes
         iff ``passed`` is true in every row (``frame["passed"].all()``).
 
     Examples
@@ -72,7 +72,7 @@ def gate(
     >>> g.select("spec", "verdict", "passed").row(0)
     ('robustness:better', 'better', True)
     """
-    from ..gate import Check, evaluate, parse_check
+    from ..release_gate import Check, evaluate, parse_check
 
     checks = [c if isinstance(c, Check) else parse_check(c, "require") for c in require]
     checks += [c if isinstance(c, Check) else parse_check(c, "guard") for c in guard]

@@ -74,8 +74,8 @@ def _append_summary(text: str) -> None:
 def cmd_gate(args: argparse.Namespace) -> int:
     """Evaluate every ``--require`` and ``--guard`` check; 0 when all hold, else 1."""
     from .. import api
-    from ..gate import describe, junit_xml, parse_check, summary_markdown
     from ..io import atomic_path
+    from ..release_gate import describe, junit_xml, parse_check, summary_markdown
     from ..seal import SEAL_KEY_ENV, load_key
     from ..seal.decision import decision_owner
     from ._output import render
@@ -83,7 +83,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     checks = [parse_check(t, "require") for t in args.require]
     checks += [parse_check(t, "guard") for t in args.guard]
     if not checks:
-        from ..gate import GateSpecError
+        from ..release_gate import GateSpecError
 
         raise GateSpecError("a gate needs at least one --require or --guard check")
     dataset, log = c.dataset_and_log(args)

@@ -87,7 +87,7 @@ def decision_payload(
     lock_kind: str,
     created_utc: str | None = None,
 ) -> dict[str, Any]:
-    """The payload of a decision record for the gate's ``checks`` (:func:`peira.gate.evaluate`)."""
+    """The payload of a decision record for the gate's ``checks`` (:func:`peira.release_gate.evaluate`)."""
     rows = [
         {k: v for k, v in r.items() if k not in ("baseline", "candidate", "fingerprint")}
         for r in checks.iter_rows(named=True)

@@ -18,7 +18,7 @@ import pytest
 
 import peira
 from peira.cli import main
-from peira.gate import GateSpecError, parse_check
+from peira.release_gate import GateSpecError, parse_check
 
 B = ["--resamples", "400"]
 PASSING = ["--baseline", "m02-fragile", "--candidate", "m01-robust"]
