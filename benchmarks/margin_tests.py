@@ -47,7 +47,7 @@ import numpy as np
 from scipy import optimize, special
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from paired_asr import design, peira_frames, plan  # noqa: E402  (the same bootstrap plan)
+from paired_asr import design, peira_frames, plan  # the same bootstrap plan
 
 ALPHA = 0.05
 P_B = 0.85
@@ -65,7 +65,9 @@ def intercept(p: float) -> float:
     return float(optimize.brentq(lambda a: accuracy(a) - p, -20, 20, xtol=1e-13))
 
 
-def simulate(sizes: np.ndarray, rho: float, a_a: float, a_b: float, rng: np.random.Generator) -> dict[str, np.ndarray]:
+def simulate(
+    sizes: np.ndarray, rho: float, a_a: float, a_b: float, rng: np.random.Generator
+) -> dict[str, np.ndarray]:
     scen = np.repeat(np.arange(sizes.size), sizes)
     u = rng.standard_normal(sizes.size)[scen]
     z = math.sqrt(rho) * u + math.sqrt(1 - rho) * rng.standard_normal(scen.size)
@@ -75,7 +77,9 @@ def simulate(sizes: np.ndarray, rho: float, a_a: float, a_b: float, rng: np.rand
     return {"scen": scen, "corr_a": corr_a, "corr_b": corr_b, "flip_a": none, "flip_b": none}
 
 
-def tests(sim: dict[str, np.ndarray], sizes: np.ndarray, w: np.ndarray, margin: float) -> dict[str, float]:
+def tests(
+    sim: dict[str, np.ndarray], sizes: np.ndarray, w: np.ndarray, margin: float
+) -> dict[str, float]:
     """The four one-sided p-values, the verdicts' inputs, of one dataset on plan ``w``."""
     c = sizes.size
     sums = np.zeros((c, 3))
@@ -101,14 +105,22 @@ def tests(sim: dict[str, np.ndarray], sizes: np.ndarray, w: np.ndarray, margin: 
 
 
 def verdicts(t: dict[str, float]) -> dict[str, str]:
-    ni = "non-inferior" if t["above_minus"] < ALPHA else "inferior" if t["below_minus"] < ALPHA else "inconclusive"
+    ni = (
+        "non-inferior"
+        if t["above_minus"] < ALPHA
+        else "inferior"
+        if t["below_minus"] < ALPHA
+        else "inconclusive"
+    )
     tost = max(t["above_minus"], t["below_plus"])
     apart = min(t["below_minus"], t["above_plus"])
     eq = "equivalent" if tost < ALPHA else "not equivalent" if apart < ALPHA else "inconclusive"
     return {"noninferiority": ni, "equivalence": eq}
 
 
-def run_cell(clusters: str, d: float, margin: float, reps: int, n_resamples: int, seed: int) -> dict[str, Any]:
+def run_cell(
+    clusters: str, d: float, margin: float, reps: int, n_resamples: int, seed: int
+) -> dict[str, Any]:
     sizes = design(1000, clusters, seed)
     rho = RHO if clusters == "clustered" else 0.0
     a_b = intercept(P_B)
@@ -116,7 +128,7 @@ def run_cell(clusters: str, d: float, margin: float, reps: int, n_resamples: int
     out = {"non-inferior": 0, "inferior": 0, "equivalent": 0, "not equivalent": 0}
     diffs = []
     for r in range(reps):
-        ss = np.random.SeedSequence(seed, spawn_key=(int(round(d * 1e4)) + 10_000, r))
+        ss = np.random.SeedSequence(seed, spawn_key=(round(d * 1e4) + 10_000, r))
         rng = np.random.Generator(np.random.PCG64(ss))
         sim = simulate(sizes, rho, a_a, a_b, rng)
         t = tests(sim, sizes, plan(sizes.size, n_resamples, ss.spawn(1)[0]), margin)
@@ -146,7 +158,9 @@ def crosscheck(n: int, margin: float, n_resamples: int, seed: int) -> dict[str, 
         d = (-margin, 0.0, margin / 2)[i % 3]
         sizes = design(300, clusters, seed)
         rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(77, i))))
-        sim = simulate(sizes, RHO if clusters == "clustered" else 0.0, intercept(P_B + d), intercept(P_B), rng)
+        sim = simulate(
+            sizes, RHO if clusters == "clustered" else 0.0, intercept(P_B + d), intercept(P_B), rng
+        )
         ours = tests(sim, sizes, plan(sizes.size, n_resamples, np.random.SeedSequence(0)), margin)
         responses, cases = peira_frames(sim, sizes)
         row = peira.compare(
@@ -161,7 +175,9 @@ def crosscheck(n: int, margin: float, n_resamples: int, seed: int) -> dict[str, 
             abs(row["p_noninferiority_b"] - ours["below_plus"]),
             abs(row["p_equivalence"] - max(ours["above_minus"], ours["below_plus"])),
         )
-        same += int(row["noninferiority"] == v["noninferiority"] and row["equivalence"] == v["equivalence"])
+        same += int(
+            row["noninferiority"] == v["noninferiority"] and row["equivalence"] == v["equivalence"]
+        )
     return {"datasets": n, "max_abs_diff": worst, "same_verdicts": same}
 
 
@@ -180,10 +196,9 @@ def to_markdown(res: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for c in res["cells"]:
-        r, s = c["rates"], c["se"]
 
-        def f(k: str) -> str:
-            return f"{r[k]:.1%} ± {s[k]:.1%}"
+        def f(k: str, c: dict[str, Any] = c) -> str:
+            return f"{c['rates'][k]:.1%} ± {c['se'][k]:.1%}"
 
         lines.append(
             f"| {c['clusters']} | {c['n_clusters']} | {c['true_diff']:+.3f} | {f('non-inferior')} | "
@@ -192,11 +207,12 @@ def to_markdown(res: dict[str, Any]) -> str:
     cc = res["crosscheck"]
     lines += [
         "",
-        "Reading: at d = −M (the margin itself) \"non-inferior\" is a false claim and its rate is "
-        "the size; \"equivalent\" there is false too. At d = 0 and d = −M/2 \"non-inferior\" is "
-        "true (power), and at d = 0 \"equivalent\" is true and \"inferior\" false.",
+        'Reading: at d = −M (the margin itself) "non-inferior" is a false claim and its rate is '
+        'the size; "equivalent" there is false too. At d = +M "equivalent" is false again (the '
+        'TOST\'s other boundary). At d = −M/2, 0 and +M "non-inferior" is true (power), and at '
+        'd = −M/2 and 0 "equivalent" is true and "inferior" false.',
         "",
-        f"Cross-check against `peira.compare(..., margin={m}, adjust=\"none\")` on {cc['datasets']} "
+        f'Cross-check against `peira.compare(..., margin={m}, adjust="none")` on {cc["datasets"]} '
         f"datasets of 300 cases (Peira's default plan): largest absolute difference of diff and "
         f"the margin p-values {cc['max_abs_diff']:.2e}; verdicts equal on {cc['same_verdicts']} "
         f"of {cc['datasets']}.",
@@ -215,7 +231,9 @@ def main() -> None:
     ap.add_argument("--margin", type=float, default=0.03)
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--crosscheck", type=int, default=6)
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "margin_tests"))
+    ap.add_argument(
+        "--out", default=str(Path(__file__).resolve().parent / "results" / "margin_tests")
+    )
     args = ap.parse_args()
     start = time.perf_counter()
     m = args.margin
