@@ -12,7 +12,8 @@ This package sits above every other one (schema, io, importers, pairs,
 metrics, bootstrap, ranking, report); nothing in the library imports it.
 Its modules: ``_inputs`` (the constraint table, the data inputs, the split
 filter), ``_data`` (pairs, run sums, reading, flips, validation,
-rescoring), ``_score``, ``_rank`` (leaderboard, compare), ``_tables``.
+rescoring), ``_score``, ``_rank`` (leaderboard, compare), ``_changes`` (diff),
+``_tables``.
 
 Inputs
 ------
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
         run_sums,
         validate,
     )
+    from ._changes import diff
     from ._inputs import as_dataset
     from ._rank import compare, leaderboard
     from ._score import score, score_pairs
@@ -74,6 +76,7 @@ __all__ = [
     "as_dataset",
     "check_param",
     "compare",
+    "diff",
     "flips",
     "in_split",
     "leaderboard",
@@ -108,6 +111,7 @@ _WHERE = {
     ),
     "as_dataset": "._inputs",
     "compare": "._rank",
+    "diff": "._changes",
     "leaderboard": "._rank",
     "score": "._score",
     "score_pairs": "._score",
