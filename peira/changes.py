@@ -278,7 +278,7 @@ def _bootstrap(
     return {
         "bootstrap_lo": lo,
         "bootstrap_hi": hi,
-        "bootstrap_method": f"{plan.unit} bootstrap, {row['method']}",
+        "bootstrap_method": f"{plan.unit} bootstrap ({row['method']})",
         "n_clusters": row["n_clusters"],
     }
 

@@ -19,13 +19,13 @@ import time
 from collections.abc import Sequence
 
 from .._version import __version__
-from . import data, flips, integrity, ranking, report, run, score
+from . import changes, data, flips, integrity, ranking, report, run, score
 from ._errors import guard
 
 __all__ = ["GROUPS", "build_parser", "console", "main"]
 
 #: The command groups, in the order ``peira --help`` lists them.
-GROUPS = (ranking, score, flips, data, report, run, integrity)
+GROUPS = (ranking, changes, score, flips, data, report, run, integrity)
 
 
 def build_parser() -> argparse.ArgumentParser:
