@@ -157,9 +157,9 @@ def to_markdown(res: dict[str, Any]) -> str:
         f"(null reps {s['null_reps']}, power reps {s['power_reps']}, B = {s['resamples']}, "
         f"δ = {s['delta']}, μ = {MU}, β = {BETA}, ρ = {RHO}, α = {ALPHA}; seeds: replication r uses "
         "`default_rng([r, δ·10⁶, C])` for the data and plan seed r; "
-        f"{res["seconds"]:.0f} s wall clock on {res["machine"]}).",
+        f"{res['seconds']:.0f} s wall clock on {res['machine']}).",
         "",
-        "Rejection rate of \"no change\" (a false change under the null; power under δ), "
+        'Rejection rate of "no change" (a false change under the null; power under δ), '
         "and coverage of the true difference, per design:",
         "",
         "| τ | cases | clusters | scenarios | true diff | reps | McNemar p | McNemar mid-p | "
@@ -218,9 +218,7 @@ def main() -> None:
         for n in (300, 1000):
             for clusters in ("single", "clustered"):
                 cells.append(cell(n, clusters, 0.0, 0.0, args.null_reps, args.resamples))
-                cells.append(
-                    cell(n, clusters, args.delta, truth1, args.power_reps, args.resamples)
-                )
+                cells.append(cell(n, clusters, args.delta, truth1, args.power_reps, args.resamples))
     res = {
         "settings": {
             "null_reps": args.null_reps,

@@ -234,7 +234,7 @@ def _exact(group: pl.DataFrame, level: float) -> dict[str, object]:
     table = [int((na & nb).sum()), int((na & ~nb).sum()), int((~na & nb).sum())]
     table.append(n - sum(table))
     test = mcnemar_exact(counts["regressed"], counts["fixed"])
-    nc = newcombe_paired(*table, level=level)
+    nc = newcombe_paired(table[0], table[1], table[2], table[3], level=level)
     return {
         "n_support": group.height,
         "n_counted": n,
@@ -323,7 +323,7 @@ def summarize(
     groups: list[tuple[str | None, pl.DataFrame]] = [(None, outcomes)]
     if by_family:
         for (fam,), g in sorted(outcomes.group_by("family"), key=lambda kv: str(kv[0][0])):
-            groups.append((fam, g))  # type: ignore[arg-type]
+            groups.append((fam, g))
     rows = []
     for fam, g in groups:
         row: dict[str, object] = {"run_a": run_a, "run_b": run_b, "metric": metric}
@@ -338,18 +338,11 @@ def summarize(
             fingerprint=plan.fingerprint,
         )
         rows.append(row)
-    schema = {c: pl.Float64 for c in SUMMARY_COLUMNS}
-    schema.update(
-        {c: pl.String for c in ("run_a", "run_b", "metric", "family", "bootstrap_method")}
-    )
-    schema.update({c: pl.String for c in ("unit", "fingerprint")})
-    schema.update(
-        {
-            c: pl.Int64
-            for c in ("n_support", "n_counted", *OUTCOMES, "net", "n_clusters")
-            + ("n_resamples", "seed")
-        }
-    )
+    schema: dict[str, type[pl.DataType]] = dict.fromkeys(SUMMARY_COLUMNS, pl.Float64)
+    texts = ("run_a", "run_b", "metric", "family", "bootstrap_method", "unit", "fingerprint")
+    schema.update(dict.fromkeys(texts, pl.String))
+    counts = ("n_support", "n_counted", *OUTCOMES, "net", "n_clusters", "n_resamples", "seed")
+    schema.update(dict.fromkeys(counts, pl.Int64))
     return pl.DataFrame(rows, schema=schema, orient="row").select(SUMMARY_COLUMNS)
 
 
@@ -422,7 +415,9 @@ def changed_cases(
             .drop(f"_prompt{s}")
         )
     cols = ["outcome", *_KEYS, "family", "expected_decision", "arm"]
-    cols += [f"{c}{s}" for s in ("_a", "_b") for c in ("answer", "benign_answer", "input", "output")]
+    cols += [
+        f"{c}{s}" for s in ("_a", "_b") for c in ("answer", "benign_answer", "input", "output")
+    ]
     return (
         out.with_columns(pl.col("outcome").replace_strict(order, return_dtype=pl.Int64).alias("_o"))
         .sort("_o", *_KEYS)

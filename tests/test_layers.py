@@ -47,7 +47,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("_pairs", "importers", "synth"),  # the scoring rule; log importers; synthetic benchmarks
     ("metrics", "parse"),  # metric expressions and tables; raw text to decisions
     ("engine", "bootstrap", "rescoring"),  # engines; intervals; re-parse and re-score
-    ("ranking", "holdout", "published", "plot", "changes"),  # ranking; holdout; published; figures; diffs
+    ("ranking", "holdout", "published", "plot", "changes"),  # ranking; holdout; scores; plot; diff
     ("run", "report"),  # running a model; the report and its tables
     ("adapters", "seal", "testing"),  # model adapters; sealed releases; test helpers
     ("api",),  # the flat API

@@ -50,6 +50,7 @@ from ._inputs import (
 
 if TYPE_CHECKING:
     from ..io import in_split
+    from ._changes import diff
     from ._data import (
         flips,
         pairs,
@@ -60,7 +61,6 @@ if TYPE_CHECKING:
         run_sums,
         validate,
     )
-    from ._changes import diff
     from ._inputs import as_dataset
     from ._rank import compare, leaderboard
     from ._score import score, score_pairs

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 import textwrap
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from . import _common as c
 
@@ -40,7 +40,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if args.cases and args.pairs:
         raise PeiraError("--cases and --pairs: give one (the changed cases, or every pair)")
     dataset, log = c.dataset_and_log(args)
-    view = "cases" if args.cases else "pairs" if args.pairs else "summary"
+    view: Literal["summary", "pairs", "cases"] = (
+        "cases" if args.cases else "pairs" if args.pairs else "summary"
+    )
     frame = api.diff(
         log, dataset, args.run_a, args.run_b, metric=args.metric, view=view,
         support=args.support or "common",
@@ -103,7 +105,9 @@ def _header(frame: pl.DataFrame, args: argparse.Namespace) -> str:
         else "both runs count"
     )
     support = (
-        "every run of the log answered" if (args.support or "common") == "common" else "both answered"
+        "every run of the log answered"
+        if (args.support or "common") == "common"
+        else "both answered"
     )
     return "\n".join(
         [

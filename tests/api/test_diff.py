@@ -72,7 +72,7 @@ def test_outcomes_match_a_count_by_hand(public: pl.DataFrame, metric: str, suppo
 
 
 def test_asr_and_robustness_agree_on_what_changed(public: pl.DataFrame) -> None:
-    """"Good" follows the metric's direction: a flip is bad for both."""
+    """ "Good" follows the metric's direction: a flip is bad for both."""
     rob = pair_outcomes(public, A, B, metric="robustness")
     asr = pair_outcomes(public, A, B, metric="asr")
     assert rob["outcome"].to_list() == asr["outcome"].to_list()
@@ -106,9 +106,7 @@ def test_summary_diff_and_bootstrap_are_compares(metric: str) -> None:
 
 
 def test_support_own_matches_compare_own() -> None:
-    s = peira.diff(LOG, D, B, A, support="own", n_resamples=300, by_family=False).row(
-        0, named=True
-    )
+    s = peira.diff(LOG, D, B, A, support="own", n_resamples=300, by_family=False).row(0, named=True)
     c = peira.compare(LOG, D, runs=[B, A], support="own", n_resamples=300).row(0, named=True)
     assert (s["bootstrap_lo"], s["bootstrap_hi"]) == pytest.approx((c["diff_lo"], c["diff_hi"]))
     assert s["diff"] == pytest.approx(c["diff"])

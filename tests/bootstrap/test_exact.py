@@ -158,10 +158,7 @@ def test_newcombe_coverage_by_simulation() -> None:
     probs = np.array([0.55, 0.15, 0.08, 0.22])  # true difference 0.15 − 0.08 = 0.07
     draws = rng.multinomial(100, probs, size=2000)
     cover = np.mean(
-        [
-            (lambda r: r.lo <= 0.07 <= r.hi)(newcombe_paired(*(int(v) for v in row)))
-            for row in draws
-        ]
+        [(lambda r: r.lo <= 0.07 <= r.hi)(newcombe_paired(*(int(v) for v in row))) for row in draws]
     )
     assert 0.93 <= cover <= 0.975
 
