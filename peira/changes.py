@@ -23,7 +23,8 @@ McNemar test of regressed = fixed (:func:`peira.bootstrap.exact.mcnemar_exact`),
 the Newcombe interval of the difference
 (:func:`peira.bootstrap.exact.newcombe_paired`) and the cluster-bootstrap
 interval of the same difference on the shared plan
-(:func:`peira.ranking.pairwise`, the interval ``peira compare`` reports).
+(:func:`peira.bootstrap.paired_differences`, the interval ``peira compare``
+reports).
 The exact test and Newcombe's interval take the pairs as independent; the
 bootstrap resamples clusters, so where cases come in scenarios it is the
 honest one of the three.
@@ -36,7 +37,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from .bootstrap import ResamplePlan
+from .bootstrap import ResamplePlan, paired_differences, replicates
 from .bootstrap.exact import mcnemar_exact, newcombe_paired
 from .errors import PeiraKeyError, PeiraValueError
 from .metrics.gates import metric_den_is_eligible
@@ -260,26 +261,22 @@ def _bootstrap(
     metric: str,
     level: float,
 ) -> dict[str, object]:
-    """The cluster-bootstrap interval of estimate_a − estimate_b on the pairs of ``group``:
-    :func:`peira.ranking.pairwise` of the two runs on those pairs, the plan given."""
-    from .ranking import pairwise
-
-    keys = group.select(_KEYS)
+    """The cluster-bootstrap interval of estimate_a − estimate_b on the pairs of ``group``
+    both runs count: each run's ratio of cluster sums per resample of the plan, paired
+    (:func:`peira.bootstrap.paired_differences`), as ``peira compare`` takes it."""
+    keys = group.filter(pl.col("counted")).select(_KEYS)
     sub = pairs.filter(pl.col("run_id").is_in([run_a, run_b])).join(keys, on=_KEYS, how="semi")
-    sums = RunSums.of(sub, cluster=plan.column, metrics=[metric])
+    sums = RunSums.of(sub, cluster=plan.column, metrics=[metric]).cluster_sums(metrics=[metric])
     with warnings.catch_warnings():  # few clusters in a family: the method column says so
         warnings.simplefilter("ignore")
-        row = pairwise(sums, plan, metric=metric, level=level, allow_missing=True).row(
-            0, named=True
-        )
-    lo, hi = row["diff_lo"], row["diff_hi"]
-    if row["run_a"] != run_a:  # pairwise orders the runs by name
-        lo, hi = (-hi if hi is not None else None), (-lo if lo is not None else None)
+        reps = replicates(sums, plan, metric)
+        row = paired_differences(reps, level=level, pairs=[(run_a, run_b)]).row(0, named=True)
+    defined = row["n_defined"] > 0
     return {
-        "bootstrap_lo": lo,
-        "bootstrap_hi": hi,
+        "bootstrap_lo": row["lo"] if defined else None,
+        "bootstrap_hi": row["hi"] if defined else None,
         "bootstrap_method": f"{plan.unit} bootstrap ({row['method']})",
-        "n_clusters": row["n_clusters"],
+        "n_clusters": sums.filter(pl.col("run_id") == run_a)[plan.column].n_unique(),
     }
 
 
