@@ -82,8 +82,7 @@ def _p_text(p: pl.Expr) -> pl.Expr:
     """A p-value in four decimals, and below 0.0001 in two significant digits."""
     import polars as pl
 
-    tiny = p.map_elements(lambda v: f"{v:.2g}", return_dtype=pl.String)
-    return pl.when(p < 1e-4).then(tiny).otherwise(p.round(4).cast(pl.String))
+    return p.map_elements(lambda v: f"{v:.2g}" if v < 1e-4 else f"{v:.4f}", return_dtype=pl.String)
 
 
 def _say(text: str) -> None:
@@ -102,7 +101,7 @@ def _header(frame: pl.DataFrame, args: argparse.Namespace) -> str:
     counted = (
         "eligible for both runs (benign answer right in both)"
         if metric_den_is_eligible(args.metric)
-        else "both runs count"
+        else "counted by both runs"
     )
     support = (
         "every run of the log answered"
@@ -137,8 +136,12 @@ def _side_by_side(frame: pl.DataFrame, run_a: str, run_b: str) -> None:
         title = (
             f"{row['outcome']}  {row['case_id']}  sample {row['sample']}  {row['family']}  "
             f"({row['arm']} arm): {row['answer_a']} -> {row['answer_b']} "
-            f"(expected {row['expected_decision']}; benign {row['benign_answer_a']} | "
-            f"{row['benign_answer_b']})"
+            f"(expected {row['expected_decision']}"
+            + (
+                f"; benign {row['benign_answer_a']} | {row['benign_answer_b']})"
+                if row["arm"] == "attacked"
+                else ")"
+            )
         )
         out.append("=" * width)
         out += textwrap.wrap(title, width) or [""]
