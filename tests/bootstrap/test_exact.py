@@ -4,7 +4,10 @@ Oracles: ``statsmodels.stats.contingency_tables.mcnemar(exact=True)`` for the
 p-value, the binomial sums written out in plain Python (``math.comb``) for
 the mid-p, and Newcombe's (1998) method 10 computed here by hand from the
 paper's formula (Wilson score limits, the φ of the paired table with its
-correction), in plain Python, none of it from the module under test.
+correction), in plain Python, none of it from the module under test. The φ
+rule (ad − bc − n/2 above n/2, 0 from 0 to n/2, ad − bc below 0) is the one of
+the public R implementations ``biostatUZH::confIntPairedProportion`` and
+``contingencytables::Newcombe_square_and_add_CI_paired_2x2``.
 """
 
 from __future__ import annotations
