@@ -20,7 +20,7 @@ from . import _common as c
 if TYPE_CHECKING:
     import polars as pl
 
-__all__ = ["COMPACT", "cmd_diff", "register"]
+__all__ = ["COMPACT", "PAIRS", "cmd_diff", "register"]
 
 #: What ``peira diff`` shows in a terminal by default.
 COMPACT = [
@@ -28,6 +28,10 @@ COMPACT = [
     "estimate_b", "diff", "mcnemar_p", "mcnemar_midp", "newcombe_lo", "newcombe_hi",
     "bootstrap_lo", "bootstrap_hi",
 ]  # fmt: skip
+
+
+#: What ``peira diff --pairs`` shows in a terminal by default.
+PAIRS = ["case_id", "sample", "family", "outcome", "good_a", "good_b"]
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -65,6 +69,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
         frame = frame.head(limit)
     if view == "cases" and args.format == "table":
         _side_by_side(frame, args.run_a, args.run_b)
+    elif view == "pairs" and human:
+        c.emit(frame.select(c.pick_columns(frame, PAIRS, args)), args.format)
     else:
         c.emit(frame, args.format)
     what = "changed pairs" if view == "cases" else "pairs"
