@@ -244,13 +244,13 @@ BAD_VALUES = {
 }
 #: The commands that take each option (the coverage assertion below keeps this honest).
 TAKES = {
-    "--resamples": {"leaderboard", "compare", "score", "tables", "report", "publish", "seal",
+    "--resamples": {"leaderboard", "compare", "diff", "gate", "score", "tables", "report", "publish", "seal",
                     "holdout divergence"},
-    "--level": {"leaderboard", "compare", "score", "tables", "report", "publish",
+    "--level": {"leaderboard", "compare", "diff", "gate", "score", "tables", "report", "publish",
                 "holdout divergence", "plan"},
-    "--seed": {"leaderboard", "compare", "score", "tables", "report", "publish", "seal",
+    "--seed": {"leaderboard", "compare", "diff", "gate", "score", "tables", "report", "publish", "seal",
                "holdout divergence", "synth"},
-    "--delta": {"leaderboard", "compare", "score", "tables", "report", "publish", "seal",
+    "--delta": {"leaderboard", "compare", "diff", "gate", "score", "tables", "report", "publish", "seal",
                 "holdout divergence", "rescore", "flips"},
 }  # fmt: skip
 
