@@ -76,7 +76,8 @@ def test_score_json_keys_are_spec_names(tiny: Path, capsys: pytest.CaptureFixtur
     for key in ["run_id", "family", "n_pairs", "n_eligible", *spec]:
         assert key in row
     assert row["confidence_gate_auroc"] is None and row["confidence_gate_auroc_sufficient"] is False
-    for m in ("asr", "robustness", "benign_accuracy", "confidence_gate_auroc", "ece_benign"):
+    for m in ("asr", "robustness", "benign_accuracy", "confidence_gate_auroc",
+              "miscalibration_benign", "ece_binned_benign"):  # fmt: skip
         assert f"{m}_lo" in row and f"{m}_hi" in row and f"{m}_n_defined" in row
     assert row["asr_n_defined"] >= 0 and len(row["fingerprint"]) == 64
     assert row["ranked"] is False and row["gate_reasons"]
