@@ -6,9 +6,9 @@ repeated that many times. Every statistic of a call is computed in one pass
 over the plan, a fixed-size block of resamples at a time, and nothing held
 grows with the number of distinct confidence values:
 
-- mean shifts, Brier and equal-width ECE: per-cluster sums (Σx and n, or the
-  gap and count of each of the K bins), so a replicate is a ratio of
-  W-products — one GEMM for all of them;
+- mean shifts, Brier, equal-width ECE and miscalibration: per-cluster sums
+  (Σx and n, or the gap, label sum and count of each of the K bins), so a
+  replicate is a function of W-products — one GEMM for all of them;
 - ``confidence_gate_auroc``: the weighted Mann–Whitney U, exact. The
   unflipped pairs are sorted by confidence once; per resample, the running
   sum of their cluster weights gives, for each flipped pair, the weight of
@@ -19,7 +19,9 @@ grows with the number of distinct confidence values:
   copies of a row are adjacent, so the expanded set of n' = Σ weights rows
   has bin edges e_k = ⌊k·n'/K⌋ and bin b's gap Σ (y − p) is G(e_{b+1}) −
   G(e_b), with G(e) the weighted cumulative sum of (y − p) up to expanded
-  position e; ECE = Σ_b |gap_b| / n', one pass over the rows per resample.
+  position e; ECE = Σ_b |gap_b| / n', one pass over the rows per resample;
+  miscalibration the same with a second pass for the labels' sums, n_b =
+  e_{b+1} − e_b, D = Σ_b [gap_b²/n_b − n_b·ȳ_b(1 − ȳ_b)/(n_b − 1)] / n'.
 
 The per-resample loops are compiled (:mod:`peira.bootstrap._kernels`).
 
@@ -39,6 +41,13 @@ percentile interval can lie wholly above the estimate. Read it as the
 spread of a re-measured ECE. ``method="bca"`` adjusts for the bias when
 some replicates fall below the estimate; when none do, it falls back to the
 percentile interval and says so in ``method``.
+
+Miscalibration (the debiased squared calibration error D) is unbiased for the
+data, and so each replicate for its resample, whose plug-in squared error is
+D plus D's correction: the replicates sit above D by about that much. Its
+interval is the percentile interval moved by the bootstrap's bias, [q_lo −
+(θ̄* − D), q_hi − (θ̄* − D)], whatever ``method`` (``method`` reads
+``percentile (bias-shifted)``; docs/spec/metrics.md#calibration).
 """
 
 from __future__ import annotations
@@ -494,9 +503,10 @@ def nonratio_intervals(
         the AUROC also below 10 flipped or 10 unflipped pairs
         (:data:`peira.metrics.confidence.AUROC_MIN_CLASS`).
     calibration_min_n
-        Withhold ECE and Brier below this many rows (100).
+        Withhold miscalibration, ECE and Brier below this many rows (100).
     n_bins, binning
-        ECE bins, as in :func:`peira.metrics._calibration.expected_calibration_error`.
+        Calibration bins, as in
+        :func:`peira.metrics._calibration.expected_calibration_error`.
 
     Returns
     -------
@@ -515,8 +525,8 @@ def nonratio_intervals(
 
     Notes
     -----
-    Directions: AUROC higher is better; ECE, Brier and the mean shifts lower
-    is better. The estimate is the full-data value of
+    Directions: AUROC higher is better; miscalibration, ECE, Brier and the mean
+    shifts lower is better. The estimate is the full-data value of
     :func:`peira.metrics.frame.metric_table`, whatever the resampling does.
     Memory does not grow with the number of distinct confidences: the AUROC
     keeps the pairs sorted once and a running sum per resample, the others

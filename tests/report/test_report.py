@@ -409,7 +409,9 @@ def test_scored_calibration_matches_independent_references(scored: ReportContext
         assert 0 < row["p_calibrated"] <= 1
     by = {(r["run_id"], r["arm"]): r for r in cal.iter_rows(named=True)}
     # sensible: the stretched forecasts are the worse calibrated ones, on the benign arm
-    assert by[("calibrated", "benign")]["ece_binned"] < by[("overconfident", "benign")]["ece_binned"]
+    assert (
+        by[("calibrated", "benign")]["ece_binned"] < by[("overconfident", "benign")]["ece_binned"]
+    )
     for run in SCORED_RUNS:
         benign, attacked = by[(run, "benign")], by[(run, "attacked")]
         assert benign["brier"] < 0.25  # better than the constant forecast 0.5
