@@ -206,9 +206,10 @@ def metric_table(
     (10 flipped and 10 unflipped pairs, the gate AUROC only) withhold the
     non-ratio metrics below those counts; ``calibration_min_n`` (100) the
     calibration values (docs/spec/metrics.md#minimum-counts).
-    ``calibration_resamples`` (1,000) and ``seed`` (0) drive the test of
-    calibration (0 resamples: no p-value). Given ``cases``, the ranking gates
-    of each run are added (``ranked``, ``gate_reasons``); gates are a property of the whole run, so
+    ``calibration_resamples`` (1,000) and ``seed`` (0; :func:`peira.score`
+    passes the bootstrap seed) drive the test of calibration (0 resamples: no
+    p-value). Given ``cases``, the ranking gates of each run are added
+    (``ranked``, ``gate_reasons``); gates are a property of the whole run, so
     every group row of a run carries the same gate values. Last come
     ``arms``, ``verdict_source`` and ``note`` (see :func:`observed`).
     """

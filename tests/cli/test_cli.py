@@ -36,7 +36,10 @@ def test_score_by_primitive_table(tiny: Path, capsys: pytest.CaptureFixture[str]
     assert head[:7] == [
         "run_id", "primitive", "n_pairs", "benign_accuracy", "asr", "asr_lo", "asr_hi"
     ]  # fmt: skip
-    assert head[-4:] == ["calibration_status", "gate", "interval_method", "flags"]
+    assert head[-6:] == [
+        "miscalibration_benign", "miscalibration_attacked",  # the calibration headline
+        "calibration_status", "gate", "interval_method", "flags",
+    ]  # fmt: skip
     choice, score_row = out[2].split(), out[3].split()
     # 1 flip of 2 pairs in one scenario: no degrees of freedom, the interval is [0, 1]
     assert choice[:8] == ["r1", "choice", "2", "1.0000", "0.5000", "0.0000", "1.0000", "0.5000"]
