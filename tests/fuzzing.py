@@ -1766,6 +1766,24 @@ def usage_cases() -> list[Case]:
             ("diff/bad-resamples", ("diff", "nope", "{run0}", "--dataset", "{ws}/ds",
                                     "--resamples=nan"), (UNUSABLE,)),
         ]  # fmt: skip
+    if has_command("gate"):
+        g = ("gate", "--dataset", "{ws}/ds", "--junit", "{ws}/scratch/g.xml", *r)
+        ok = ("--require", "robustness:better")
+        rows += [
+            ("gate/unknown-run", (*g, "--baseline", "nope", "--candidate", "{run0}", *ok),
+             (UNUSABLE,)),
+            ("gate/same-run", (*g, "--baseline", "{run0}", "--candidate", "{run0}", *ok),
+             (UNUSABLE,)),
+            ("gate/no-check", (*g, "--baseline", "nope", "--candidate", "{run0}"), (UNUSABLE,)),
+            ("gate/unparsed-check", (*g, "--baseline", "nope", "--candidate", "{run0}",
+                                     "--guard", "robustness"), (UNUSABLE,)),
+            ("gate/margin-out-of-range", (*g, "--baseline", "nope", "--candidate", "{run0}",
+                                          "--guard", "asr:non-inferior:2"), (UNUSABLE,)),
+            ("gate/unknown-metric", (*g, "--baseline", "nope", "--candidate", "{run0}",
+                                     "--require", "nope:better"), (UNUSABLE,)),
+            ("gate/record-over-a-file", (*g, "--baseline", "nope", "--candidate", "{run0}", *ok,
+                                         "--record", "{ws}/cases.jsonl"), (UNUSABLE,)),
+        ]  # fmt: skip
     cases = []
     for name, argv, expect in rows:
         setup = short_key if "wrong-key" in name else public_only if "empty-split" in name else None

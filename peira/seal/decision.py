@@ -25,7 +25,6 @@ written.
 
 from __future__ import annotations
 
-import hmac
 import json
 import os
 from collections.abc import Mapping
@@ -35,11 +34,12 @@ from typing import Any
 import polars as pl
 
 from .._version import __version__
-from ..canonical import CanonicalJSONError, pretty_json
+from ..canonical import pretty_json
 from ..integrity.hashes import DATASET_SCHEME, RESULTS_SCHEME, RESULTS_SCHEME_ALL
-from ..integrity.keys import SEAL_KEY_ENV, compute_lock
+from ..integrity.keys import compute_lock
 from ..io import Dataset, atomic_dir, check_output
 from ._layout import HEX64, LOCK_KINDS
+from ._lock import check_lock
 from .findings import VerifyReport
 
 __all__ = [
@@ -174,30 +174,6 @@ def _structure(obj: Any, report: VerifyReport) -> bool:
     return ok
 
 
-def _lock(obj: dict[str, Any], key: bytes | None, report: VerifyReport) -> None:
-    kind = obj["lock_kind"]
-    payload = {k: v for k, v in obj.items() if k != "lock"}
-    if kind == "hmac-sha256" and key is None:
-        report.unreadable(
-            "lock",
-            "the decision is sealed with a secret key (lock_kind 'hmac-sha256'); pass "
-            f"--key-file FILE or set {SEAL_KEY_ENV} to verify it",
-        )
-        return
-    if kind == "sha256" and key is not None:
-        report.tampered("lock_kind", "a key was given but the decision carries a plain SHA-256 "
-                        "lock: anyone can compute it", "hmac-sha256", "sha256")  # fmt: skip
-    try:
-        lock = compute_lock(payload, key if kind == "hmac-sha256" else None)
-    except CanonicalJSONError as exc:
-        report.tampered("(payload)", f"not canonical JSON: {exc}")
-        return
-    if hmac.compare_digest(lock, obj["lock"]):
-        report.notes.append(f"lock {kind} ok")
-    else:
-        report.tampered("lock", "the payload does not match its lock", obj["lock"], lock)
-
-
 def _consistent(obj: dict[str, Any], report: VerifyReport) -> None:
     """Each check's ``passed`` follows from its verdict, and the gate's from its checks."""
     holds = []
@@ -232,7 +208,7 @@ def verify_decision(
         return report
     if not _structure(obj, report):
         return report
-    _lock(obj, key, report)
+    check_lock(obj, key, report, "decision")
     _consistent(obj, report)
     if dataset is not None:
         from ..integrity.hashes import dataset_hash

@@ -9,7 +9,6 @@ naming the field, the sealed value and the value found.
 
 from __future__ import annotations
 
-import hmac
 import json
 import os
 from pathlib import Path
@@ -27,7 +26,6 @@ from ..integrity.hashes import (
     dataset_hash,
     results_hash,
 )
-from ..integrity.keys import SEAL_KEY_ENV, compute_lock
 from ..io import Dataset, read_parquet
 from ..schema import RESPONSES_SCHEMA
 from ._layout import (
@@ -40,6 +38,7 @@ from ._layout import (
     RESPONSES_FILE,
     TOP_TYPES,
 )
+from ._lock import check_lock
 from .build import SealConfig, derive
 from .decision import DECISION_FILE, verify_decision
 from .findings import VerifyReport
@@ -141,41 +140,6 @@ def _check_structure(artifact: Any, report: VerifyReport) -> bool:
         report.tampered("lock", "not a 64-digit lowercase hex digest")
         ok = False
     return ok
-
-
-def _check_lock(artifact: dict[str, Any], key: bytes | None, report: VerifyReport) -> None:
-    kind = artifact["lock_kind"]
-    payload = {k: v for k, v in artifact.items() if k != "lock"}
-    if kind == "hmac-sha256" and key is None:
-        report.unreadable(
-            "lock",
-            "the artifact is sealed with a secret key (lock_kind 'hmac-sha256'); pass "
-            f"--key-file FILE or set {SEAL_KEY_ENV} to verify it",
-        )
-        return
-    if kind == "sha256" and key is not None:
-        report.tampered(
-            "lock_kind",
-            "a key was given but the artifact carries a plain SHA-256 lock: anyone can "
-            "compute it, so the artifact may have been re-sealed without the key",
-            "hmac-sha256",
-            "sha256",
-        )
-    try:
-        lock = compute_lock(payload, key if kind == "hmac-sha256" else None)
-    except CanonicalJSONError as exc:
-        report.tampered("(payload)", f"not canonical JSON: {exc}")
-        return
-    if not hmac.compare_digest(lock, artifact["lock"]):
-        what = "HMAC-SHA256 with the given key" if kind == "hmac-sha256" else "SHA-256"
-        report.tampered(
-            "lock",
-            f"the payload does not match its lock ({what} of the canonical payload)",
-            artifact["lock"],
-            lock,
-        )
-    else:
-        report.notes.append(f"lock {kind} ok")
 
 
 def _check_results(artifact: dict[str, Any], responses: pl.DataFrame, report: VerifyReport) -> bool:
@@ -353,7 +317,7 @@ def verify_artifact(
         raise ValueError("rederive=True needs the dataset the run was scored on")
     if not _check_structure(artifact, report):
         return report
-    _check_lock(artifact, key, report)
+    check_lock(artifact, key, report)
     if responses is None:
         report.unreadable(RESPONSES_FILE, f"{RESPONSES_FILE} cannot be read")
         return report
