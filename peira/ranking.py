@@ -32,6 +32,8 @@ import polars as pl
 
 from .bootstrap import (
     ResamplePlan,
+    board_ranks,
+    check_top_k,
     paired_differences,
     ratio_intervals,
     replicates,
@@ -585,6 +587,7 @@ def leaderboard(
     level: float = 0.95,
     thresholds: GateThresholds | None = None,
     support: Support = "common",
+    top_k: int | None = None,
 ) -> pl.DataFrame:
     """Ranked runs by ``metric`` (default robustness) with intervals; unranked runs after.
 
@@ -603,13 +606,20 @@ def leaderboard(
         Verdict rule of the head-to-head comparisons (``"ci"`` default;
         ``"paired"``: the Holm-adjusted paired test over every pair of runs in
         ``pairs``, the family :func:`pairwise` and :func:`head_to_head` use).
+    top_k
+        K: mark the runs of the set that contains the best K ranked runs with
+        confidence ``level`` (``in_top_k``); an integer from 1 to the number
+        of ranked runs (docs/spec/comparison.md#rank-intervals-and-tie-groups).
 
     Returns
     -------
     polars.DataFrame
         ``rank`` (null for unranked), ``run_id``, ``model``, ``model_version``,
         ``metric``, ``estimate``, ``lo``, ``hi``, ``n_pairs``, ``n_eligible``,
-        ``beaten_by`` (ranked runs that beat this one), ``ranked``,
+        ``beaten_by`` (ranked runs that beat this one), ``rank_lo``,
+        ``rank_hi`` (the rank's interval, simultaneous over the ranked runs),
+        ``tie_group`` (1 = best), ``in_top_k`` (null without ``top_k``;
+        all four null for unranked runs, :func:`peira.bootstrap.board_ranks`), ``ranked``,
         ``gate_reasons``, ``rule``, the interval metadata (``method``: the
         interval this row used; ``few_clusters``, ``n_clusters``: the clusters
         behind its denominator), ``arms``,
@@ -632,6 +642,7 @@ def leaderboard(
     """
     r = _check_rule(rule)
     where = _check_support(support)
+    check_top_k(top_k)
     t = thresholds or GateThresholds()
     higher = _metric(metric)
     if not isinstance(pairs, RunSums):
@@ -651,6 +662,7 @@ def leaderboard(
     info = sums.about().select("run_id", "model", "model_version", "n_pairs")
     ranked_ids = gates.filter(pl.col("ranked"))["run_id"].to_list()
     beaten: dict[str, list[str]] = {run: [] for run in ranked_ids}
+    ranks = board_ranks(analysed, plan, metric, ranked_ids, level=level, top_k=top_k)
     if len(ranked_ids) >= 2:
         # the Holm family is every pair of runs analysed; only ranked runs beat one another
         duel = pairwise(
@@ -706,6 +718,7 @@ def leaderboard(
             gates.select("run_id", "ranked", "gate_reasons", "n_eligible", "arms", "n_counted"),
             on="run_id",
         )
+        .join(ranks, on="run_id", how="left")
         .with_columns(
             pl.col("run_id")
             .replace_strict(
@@ -736,6 +749,10 @@ def leaderboard(
         "n_pairs",
         "n_eligible",
         "beaten_by",
+        "rank_lo",
+        "rank_hi",
+        "tie_group",
+        "in_top_k",
         "ranked",
         "gate_reasons",
         "rule",
