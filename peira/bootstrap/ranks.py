@@ -182,7 +182,11 @@ def rank_intervals(
     alpha = 2.0 * float(half_alpha(level))
     n = len(runs)
     diff = np.asarray(diff, dtype=np.float64)
-    reps = np.asarray(reps, dtype=np.float64).reshape(diff.size, -1)
+    reps = np.asarray(reps, dtype=np.float64)
+    if reps.ndim != 2 or reps.shape[0] != diff.size:
+        raise PeiraValueError(
+            f"replicates of shape {reps.shape} for {diff.size} differences: give (P, B)"
+        )
     a = np.asarray(a, dtype=np.int64)
     b = np.asarray(b, dtype=np.int64)
     n_def = reps.shape[1] - np.count_nonzero(np.isnan(reps), axis=1)

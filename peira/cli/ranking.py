@@ -103,7 +103,7 @@ def _board(args: argparse.Namespace) -> tuple[pl.DataFrame, pl.DataFrame | None]
 
 #: What the ``table``/``markdown`` leaderboard shows by default (``--columns``, ``--all``).
 COMPACT = [
-    "rank", "ranks", "tie", "top_{k}", "run_id", "{metric}", "lo", "hi", "holdout", *RATES, "n_eligible", "n", "gate",
+    "rank", "run_id", "ranks", "tie", "top_{k}", "{metric}", "lo", "hi", "holdout", *RATES, "n_eligible", "n", "gate",
     "beaten_by", "interval_method", "flags", "verdict_source", "note",
 ]  # fmt: skip
 
