@@ -27,7 +27,6 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
-
 from typing import TYPE_CHECKING
 
 import numpy as np

@@ -29,7 +29,10 @@ def _quantile(values: list[float], q: float) -> float:
 
 
 def reference(
-    est: dict[tuple[int, int], float], reps: dict[tuple[int, int], list[float]], n: int, level: float
+    est: dict[tuple[int, int], float],
+    reps: dict[tuple[int, int], list[float]],
+    n: int,
+    level: float,
 ) -> tuple[set[tuple[int, int]], list[float]]:
     """Claims "i better than j" of the max-T step-down, and the critical value of each step.
 
@@ -88,7 +91,9 @@ def test_max_t_step_down_matches_the_plain_python_reference(
     for i in range(n):
         assert got.rank_lo[i] == 1 + sum((j, i) in claims for j in range(n))
         assert got.rank_hi[i] == n - sum((i, j) in claims for j in range(n))
-    assert len(claims) > 0 and len(crit) >= 2  # the board has claims, and the step-down a second step
+    assert (
+        len(claims) > 0 and len(crit) >= 2
+    )  # the board has claims, and the step-down a second step
 
 
 def test_the_step_down_never_claims_less_than_a_single_max_t_step() -> None:
