@@ -124,13 +124,23 @@ def check_top_k(k: object, n_ranked: int | None = None) -> int | None:
     return int(k)
 
 
-def _critical(z: F64, active: np.ndarray, q: float) -> float:
-    """The q-quantile (inverted CDF) over resamples of the largest active studentised
-    deviation; ``z`` is (H, B) with NaN where a resample leaves a difference undefined."""
-    if not active.any():
+def _side_max(z: F64, rows: np.ndarray, negate: bool) -> F64:
+    """Per resample, the largest of ``z`` (or of ``-z``) over ``rows``, NaN skipped (NaN
+    where every one is)."""
+    if not rows.any():
+        return np.full(z.shape[1], np.nan)
+    part = z if rows.all() else z[rows]
+    return -np.fmin.reduce(part, axis=0) if negate else np.fmax.reduce(part, axis=0)
+
+
+def _critical(z: F64, pos: np.ndarray, neg: np.ndarray, q: float) -> float:
+    """The q-quantile (inverted CDF) over resamples of the largest deviation of the
+    hypotheses standing: ``z`` of the rows ``pos``, ``-z`` of the rows ``neg``; ``z`` is
+    (P, B), NaN where a resample leaves a difference undefined."""
+    if not (pos.any() or neg.any()):
         return math.inf
-    worst = np.where(np.isnan(z[active]), -np.inf, z[active]).max(axis=0)
-    worst = worst[np.isfinite(worst)]
+    worst = np.fmax(_side_max(z, pos, False), _side_max(z, neg, True))
+    worst = worst[~np.isnan(worst)]
     if worst.size == 0:
         return math.inf
     return float(np.quantile(worst, q, method="inverted_cdf"))
@@ -199,22 +209,24 @@ def rank_intervals(
     better[a[fixed & (diff > 0)], b[fixed & (diff > 0)]] = True
     better[b[fixed & (diff < 0)], a[fixed & (diff < 0)]] = True
     t = diff[free] / se[free]
-    z = (reps[free] - diff[free, None]) / se[free, None]
-    stat = np.concatenate([t, -t])  # hypotheses: "a not better", then "b not better"
-    dev = np.concatenate([z, -z])
-    winner = np.concatenate([a[free], b[free]])
-    loser = np.concatenate([b[free], a[free]])
-    active = np.ones(stat.size, dtype=bool)
+    z = reps[free]  # a copy: the deviations are formed in place
+    z -= diff[free, None]
+    z /= se[free, None]
+    wa, wb = a[free], b[free]
+    pos = np.ones(t.size, dtype=bool)  # standing: "a is not better than b"
+    neg = np.ones(t.size, dtype=bool)  # standing: "b is not better than a"
     critical: list[float] = []
     q = 1.0 - alpha
     while True:
-        c = _critical(dev, active, q)
+        c = _critical(z, pos, neg, q)
         critical.append(c)
-        reject = active & (stat > c)
-        if not reject.any():
+        up, down = pos & (t > c), neg & (-t > c)
+        if not (up.any() or down.any()):
             break
-        better[winner[reject], loser[reject]] = True
-        active &= ~reject
+        better[wa[up], wb[up]] = True
+        better[wb[down], wa[down]] = True
+        pos &= ~up
+        neg &= ~down
     n_better = better.sum(axis=0)
     n_worse = better.sum(axis=1)
     rank_lo = (1 + n_better).astype(np.int64)
@@ -327,7 +339,10 @@ def duel_rank_intervals(
     ib = np.array([row[f"{x}{_SEP}{y}{_SEP}{y}"] for x, y in found], dtype=np.int64)
     sign = 1.0 if higher_is_better else -1.0
     diff = sign * (reps.estimate[ia] - reps.estimate[ib])
-    theta = sign * (reps.theta[ia] - reps.theta[ib])
+    theta = reps.theta[ia] - reps.theta[ib]
+    del reps  # the sides' replicates: twice the differences' size
+    if not higher_is_better:
+        np.negative(theta, out=theta)
     a = np.array([index[x] for x, _ in found], dtype=np.int64)
     b = np.array([index[y] for _, y in found], dtype=np.int64)
     return rank_intervals(diff, theta, a, b, runs, level=level)
