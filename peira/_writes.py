@@ -54,6 +54,7 @@ except ImportError:  # pragma: no cover - not POSIX: no advisory locks
 
 __all__ = [
     "PARQUET_STAMP",
+    "XML_STAMP",
     "DirOwner",
     "atomic_dir",
     "atomic_path",
@@ -71,6 +72,8 @@ PathLike = str | os.PathLike[str]
 PARQUET_STAMP = "peira:writer"
 #: What an HTML report carries in its ``<head>``.
 HTML_STAMP = b'<meta name="generator" content="peira'
+#: The comment an XML file Peira writes (``peira gate --junit``) opens with.
+XML_STAMP = b"<!-- generator: peira"
 
 #: ``owner(directory)`` → the entries (relative file paths) Peira made there, or
 #: None when the directory does not carry the writer's marker.
@@ -138,7 +141,8 @@ def _write_error(target: Path, exc: BaseException) -> OutputError:
 
 
 def is_peira_file(path: PathLike) -> bool:
-    """Whether ``path`` is a regular file that Peira wrote (Parquet stamp or HTML generator tag)."""
+    """Whether ``path`` is a regular file that Peira wrote (Parquet stamp, HTML generator tag
+    or XML generator comment)."""
     p = Path(path)
     try:
         if not p.is_file():
@@ -148,9 +152,10 @@ def is_peira_file(path: PathLike) -> bool:
 
             meta = pq.read_metadata(p).metadata or {}
             return PARQUET_STAMP.encode() in meta
-        if p.suffix in (".html", ".htm"):
+        if p.suffix in (".html", ".htm", ".xml"):
             with open(p, "rb") as fh:
-                return HTML_STAMP in fh.read(4096)
+                head = fh.read(4096)
+            return (HTML_STAMP if p.suffix != ".xml" else XML_STAMP) in head
     except Exception:  # unreadable or corrupt: not recognisably ours
         return False
     return False

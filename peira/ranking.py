@@ -27,16 +27,24 @@ from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
-import numpy.typing as npt
 import polars as pl
 
 from .bootstrap import (
+    RANK_COLUMNS,
     ResamplePlan,
     board_ranks,
     check_top_k,
     paired_differences,
     ratio_intervals,
     replicates,
+)
+from .bootstrap.adjust import (
+    MARGIN_COLUMNS,
+    MARGIN_VERDICTS,
+    Adjust,
+    adjust_p,
+    holm_adjust,
+    with_margin,
 )
 from .errors import PeiraKeyError, PeiraValueError
 from .metrics.gates import (
@@ -49,7 +57,15 @@ from .metrics.gates import (
 from .metrics.ratios import RATIO_METRICS
 from .metrics.summary import RunSums
 
-__all__ = ["Rule", "Support", "head_to_head", "holm_adjust", "leaderboard", "pairwise"]
+__all__ = [
+    "Adjust",
+    "Rule",
+    "Support",
+    "head_to_head",
+    "holm_adjust",
+    "leaderboard",
+    "pairwise",
+]
 
 Rule = Literal["ci", "paired"]
 #: Which pairs a comparison is on (docs/spec/comparison.md#support).
@@ -67,24 +83,6 @@ _META = [
     "few_clusters",
     "n_clusters",
 ]
-
-
-def holm_adjust(p: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """Holm step-down adjusted p-values (in the input order).
-
-    Sorted ascending, p₍ᵢ₎ (i = 1 … m) becomes max_{j ≤ i} min(1, (m − j + 1)·p₍ⱼ₎):
-    the family-wise error rate is controlled at any level without assuming
-    independence. Tied p-values get the same adjusted value.
-
-    >>> holm_adjust(np.array([0.01, 0.04, 0.03]))
-    array([0.03, 0.06, 0.06])
-    """
-    m = p.size
-    order = np.argsort(p, kind="stable")
-    adjusted = np.maximum.accumulate(p[order] * np.arange(m, 0, -1, dtype=np.float64))
-    out = np.empty(m, dtype=np.float64)
-    out[order] = np.minimum(adjusted, 1.0)
-    return out
 
 
 def _check_rule(rule: str) -> Rule:
@@ -133,12 +131,13 @@ def _duels(
     metric: str,
     level: float,
     pairs: Sequence[tuple[str, str]] | None,
+    margin: float | None = None,
 ) -> pl.DataFrame:
     """Estimates, intervals and paired differences of ``pairs`` of runs on the cluster sums
-    given."""
+    given (with the one-sided tests at ``margin``, when given)."""
     ci = ratio_intervals(sums, plan, metrics=[metric], level=level)
     reps = replicates(sums, plan, metric)
-    diff = paired_differences(reps, level=level, pairs=pairs)
+    diff = paired_differences(reps, level=level, pairs=pairs, margin=margin)
     one = ci.select("run_id", "estimate", "lo", "hi", "method", pl.col("few_clusters").alias("few"))
     return (
         diff.rename({"estimate": "diff", "lo": "diff_lo", "hi": "diff_hi"})
@@ -158,6 +157,8 @@ def pairwise(
     cases: pl.DataFrame | None = None,
     allow_missing: bool = False,
     support: Support = "common",
+    adjust: Adjust = "holm",
+    margin: float | None = None,
 ) -> pl.DataFrame:
     """Every head-to-head comparison between runs on one metric.
 
@@ -192,6 +193,17 @@ def pairwise(
         ``"common"`` (default): every comparison on the (case, sample) pairs
         every run compared answered; ``"own"``: each pair of runs on the pairs
         both of them answered (docs/spec/comparison.md#support).
+    adjust
+        How the family's p-values are adjusted (``p_adjusted``, the paired
+        rule's and the margin tests' p-values): ``"holm"`` (default,
+        family-wise error), ``"bh"`` (Benjamini–Hochberg, false discovery
+        rate) or ``"none"``. ``p_holm`` is Holm's whatever ``adjust`` says.
+    margin
+        A margin M in (0, 1) on the metric's scale: adds the non-inferiority
+        and equivalence (TOST) verdicts at M (``noninferiority``: run_a to
+        run_b; ``noninferiority_b``: run_b to run_a; ``equivalence``), their
+        adjusted p-values and ``tost_lo``/``tost_hi``, the (1 − 2α) paired
+        interval they rest on (docs/spec/comparison.md#non-inferiority-and-equivalence).
 
     Returns
     -------
@@ -214,8 +226,9 @@ def pairwise(
         conditional on eligibility), ``support``, ``method_a``, ``method_b``
         (the interval method of each run's row), ``few_clusters_a``,
         ``few_clusters_b``, ``note`` (why there is no verdict, when a run is
-        incomplete) and the interval metadata of the difference; sorted by
-        run_a, run_b.
+        incomplete), ``adjust``, ``p_adjusted``, the margin columns when a
+        margin is given, and the interval metadata of the difference; sorted
+        by run_a, run_b.
 
     Notes
     -----
@@ -241,6 +254,8 @@ def pairwise(
     r = _check_rule(rule)
     where = _check_support(support)
     higher = _metric(metric)
+    if margin is not None and not (0.0 < float(margin) < 1.0):
+        raise PeiraValueError(f"margin must lie in (0, 1), the metric's scale; got {margin!r}")
     if cases is None and not isinstance(pairs, RunSums):
         lf = pairs.lazy()
         if runs is not None:
@@ -273,6 +288,7 @@ def pairwise(
                 metric,
                 level,
                 sides,
+                margin,
             )
         for w in said:  # a side's name back to the run's, with the duel it is in
             again = w.category(_SIDE_NAME.sub(_side_text, str(w.message)))
@@ -357,6 +373,8 @@ def pairwise(
         holm[ok] = holm_adjust(p[ok])
     out = out.with_columns(
         pl.Series("p_holm", holm).fill_nan(None),
+        pl.Series("p_adjusted", adjust_p(p, adjust)).fill_nan(None),
+        pl.lit(adjust).alias("adjust"),
         pl.lit(int(ok.sum()), dtype=pl.Int64).alias("family_size"),
     )
     sign = 1.0 if higher else -1.0
@@ -373,11 +391,13 @@ def pairwise(
         .otherwise(pl.lit("b"))
     )
     alpha = 1.0 - float(level)
-    reject = pl.col("p_holm") < alpha
+    reject = pl.col("p_adjusted") < alpha
     favour = (pl.col("diff") * sign).sign()
     paired_verdict = (
         pl.when(
-            pl.col("diff_lo").is_null() | pl.col("diff_hi").is_null() | pl.col("p_holm").is_null()
+            pl.col("diff_lo").is_null()
+            | pl.col("diff_hi").is_null()
+            | pl.col("p_adjusted").is_null()
         )
         .then(pl.lit("n/a"))
         .when(reject & (favour > 0))
@@ -393,6 +413,10 @@ def pairwise(
         pl.lit(r).alias("rule"),
         pl.lit(where).alias("support"),
     )
+    verdicts = ["ci_verdict", "paired_verdict"]
+    if margin is not None:
+        out = with_margin(out, float(margin), higher=higher, alpha=alpha, adjust=adjust)
+        verdicts += list(MARGIN_VERDICTS)
     if allow_missing or cases is None:
         gaps: dict[str, str] = {}
     elif where == "own":
@@ -408,8 +432,7 @@ def pairwise(
         )
         blocked = note.str.len_chars().fill_null(0) > 0
         out = out.with_columns(
-            pl.when(blocked).then(pl.lit("n/a")).otherwise(pl.col(v)).alias(v)
-            for v in ("ci_verdict", "paired_verdict")
+            pl.when(blocked).then(pl.lit("n/a")).otherwise(pl.col(v)).alias(v) for v in verdicts
         ).with_columns(pl.when(blocked).then(note).otherwise(None).alias("note"))
     else:
         out = out.with_columns(pl.lit(None, dtype=pl.String).alias("note"))
@@ -440,6 +463,8 @@ def pairwise(
         "diff_hi",
         "p_value",
         "p_holm",
+        "p_adjusted",
+        "adjust",
         "family_size",
         "ci_verdict",
         "paired_verdict",
@@ -455,6 +480,7 @@ def pairwise(
         "few_clusters_a",
         "few_clusters_b",
         "note",
+        *(MARGIN_COLUMNS if margin is not None else []),
         *_META,
     ]
     out = out.rename({"few_a": "few_clusters_a", "few_b": "few_clusters_b"}, strict=False)
@@ -513,6 +539,8 @@ def head_to_head(
     cases: pl.DataFrame | None = None,
     allow_missing: bool = False,
     support: Support = "common",
+    adjust: Adjust = "holm",
+    margin: float | None = None,
 ) -> dict[str, object]:
     """Compare two runs; the row of :func:`pairwise` as a dict, oriented a → b.
 
@@ -527,6 +555,10 @@ def head_to_head(
         As in :func:`pairwise`: ``"common"`` (default) is the support every
         run of the family answered, the leaderboard's, so the verdict agrees
         with the board's.
+    adjust, margin
+        As in :func:`pairwise`; ``noninferiority`` then says whether
+        ``run_a`` is non-inferior to ``run_b`` (``noninferiority_b`` the
+        reverse), whichever order the runs sort in.
     """
     if run_a == run_b:
         raise PeiraValueError("head_to_head needs two different runs")
@@ -550,6 +582,8 @@ def head_to_head(
         cases=cases,
         allow_missing=allow_missing,
         support=support,
+        adjust=adjust,
+        margin=margin,
     )
     lo_run, hi_run = sorted((run_a, run_b))
     row = pw.filter((pl.col("run_a") == lo_run) & (pl.col("run_b") == hi_run)).row(0, named=True)
@@ -564,13 +598,21 @@ def head_to_head(
             "method_a": "method_b",
             "few_clusters_a": "few_clusters_b",
         }
+        if margin is not None:
+            swap |= {
+                "noninferiority": "noninferiority_b",
+                "p_noninferiority": "p_noninferiority_b",
+            }
         for x, y in swap.items():
             row[x], row[y] = row[y], row[x]
-        row["diff"] = -row["diff"] if row["diff"] is not None else None
-        row["diff_lo"], row["diff_hi"] = (
-            -row["diff_hi"] if row["diff_hi"] is not None else None,
-            -row["diff_lo"] if row["diff_lo"] is not None else None,
-        )
+
+        def neg(v: object) -> object:
+            return -v if isinstance(v, float) else v
+
+        row["diff"] = neg(row["diff"])
+        row["diff_lo"], row["diff_hi"] = neg(row["diff_hi"]), neg(row["diff_lo"])
+        if margin is not None:
+            row["tost_lo"], row["tost_hi"] = neg(row["tost_hi"]), neg(row["tost_lo"])
         flip = {"a": "b", "b": "a", "tie": "tie", "n/a": "n/a"}
         row["ci_verdict"] = flip[row["ci_verdict"]]
         row["paired_verdict"] = flip[row["paired_verdict"]]
@@ -587,6 +629,7 @@ def leaderboard(
     level: float = 0.95,
     thresholds: GateThresholds | None = None,
     support: Support = "common",
+    adjust: Adjust = "holm",
     top_k: int | None = None,
 ) -> pl.DataFrame:
     """Ranked runs by ``metric`` (default robustness) with intervals; unranked runs after.
@@ -606,6 +649,9 @@ def leaderboard(
         Verdict rule of the head-to-head comparisons (``"ci"`` default;
         ``"paired"``: the Holm-adjusted paired test over every pair of runs in
         ``pairs``, the family :func:`pairwise` and :func:`head_to_head` use).
+    adjust
+        The paired rule's adjustment over that family, as in :func:`pairwise`
+        (``"holm"`` default, ``"bh"``, ``"none"``).
     top_k
         K: mark the runs of the set that contains the best K ranked runs with
         confidence ``level`` (``in_top_k``); an integer from 1 to the number
@@ -674,6 +720,7 @@ def leaderboard(
             cases=cases,
             allow_missing=t.allow_missing,
             support=where,
+            adjust=adjust,
         ).filter(pl.col("run_a").is_in(ranked_ids) & pl.col("run_b").is_in(ranked_ids))
         for a, b, w in duel.select("run_a", "run_b", "winner").iter_rows():
             if w is not None:
@@ -738,32 +785,10 @@ def leaderboard(
         )
     )
     cols = [
-        "rank",
-        "run_id",
-        "model",
-        "model_version",
-        "metric",
-        "estimate",
-        "lo",
-        "hi",
-        "n_pairs",
-        "n_eligible",
-        "beaten_by",
-        "rank_lo",
-        "rank_hi",
-        "tie_group",
-        "in_top_k",
-        "ranked",
-        "gate_reasons",
-        "rule",
-        *_META,
-        "arms",
-        "note",
-        "n_counted",
-        "support",
-        "n_common",
-        "n_set_aside",
-    ]
+        "rank", "run_id", "model", "model_version", "metric", "estimate", "lo", "hi", "n_pairs",
+        "n_eligible", "beaten_by", *RANK_COLUMNS, "ranked", "gate_reasons", "rule", *_META,
+        "arms", "note", "n_counted", "support", "n_common", "n_set_aside",
+    ]  # fmt: skip
     return board.select(cols).sort(
         [pl.col("ranked").not_(), "rank", "estimate", "run_id"],
         descending=[False, False, higher, False],

@@ -621,6 +621,23 @@ def flag_cases() -> list[Case]:
             for v in values:
                 cases.append(Case("flags", f"flips {flag}={v}",
                                   ("flips", "--dataset", "{ws}/ds", f"{flag}={v}"), (UNUSABLE,)))  # fmt: skip
+    if has_command("plan"):
+        for flag, values in (
+            ("--mde", [*_NUM, "0", "1"]),
+            ("--power", [*_NUM, "0", "1"]),
+            ("--asr", [*_NUM, "0", "1"]),
+            ("--icc", [*_NUM, "1"]),
+            ("--eligibility", [*_NUM, "0"]),
+            ("--rho", [v for v in _NUM if v != "-1"] + ["2"]),
+            ("--cases-per-cluster", [*_NUM, "0.5"]),
+            ("--samples", [*_NUM, "0"]),
+            ("--family", [*_NUM, "0", *_INT_EXTRA]),
+            ("--clusters", [*_NUM, "0", *_INT_EXTRA]),
+        ):
+            for v in values:
+                base = () if flag == "--asr" else ("--asr", "0.1")
+                cases.append(Case("flags", f"plan {flag}={v}", ("plan", *base, f"{flag}={v}"),
+                                  (UNUSABLE,)))  # fmt: skip
     if has_command("holdout", "keygen"):
         for v in [*_NUM, "0", "15", *_INT_EXTRA]:
             cases.append(Case("flags", f"keygen --bytes={v}",
@@ -969,6 +986,9 @@ _READS_LOG = {"validate", "score", "leaderboard", "compare", "tables", "report",
 if has_command("flips"):
     DATA_READERS["flips"] = (("flips", "--dataset", "{d}"), ())
     _READS_LOG.add("flips")
+if has_command("plan"):
+    DATA_READERS["plan"] = (("plan", "--pilot", "{d}/responses.parquet", "--dataset", "{d}"), ())
+    _READS_LOG.add("plan")
 
 
 def data_cases() -> list[Case]:
@@ -1721,6 +1741,16 @@ def usage_cases() -> list[Case]:
         (ws / "scratch/ds/cases.parquet").unlink()
         c.write_parquet(ws / "scratch/ds/cases.parquet")
 
+    if has_command("plan"):
+        pilot = ("plan", "--pilot", "{ws}/ds/responses.parquet", "--dataset", "{ws}/ds")
+        rows += [
+            ("plan/unknown-run", (*pilot, "--runs", "{run0}", "nope"), (UNUSABLE,)),
+            ("plan/same-run", (*pilot, "--runs", "{run0}", "{run0}"), (UNUSABLE,)),
+            ("plan/no-asr", ("plan", "--mde", "0.03"), (UNUSABLE,)),
+            ("plan/runs-without-pilot", ("plan", "--asr", "0.1", "--runs", "a", "b"), (UNUSABLE,)),
+            ("plan/asr-plus-mde", ("plan", "--asr", "0.95", "--mde", "0.1"), (UNUSABLE,)),
+            ("plan/missing-pilot", ("plan", "--pilot", "{ws}/nope.parquet"), (UNUSABLE,)),
+        ]
     cases = []
     for name, argv, expect in rows:
         setup = short_key if "wrong-key" in name else public_only if "empty-split" in name else None

@@ -47,8 +47,14 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("_pairs", "importers", "synth"),  # the scoring rule; log importers; synthetic benchmarks
     ("metrics", "parse"),  # metric expressions and tables; raw text to decisions
     ("engine", "bootstrap", "rescoring"),  # engines; intervals; re-parse and re-score
-    ("ranking", "holdout", "published", "plot"),  # ranking; holdout; published scores; figures
-    ("run", "report"),  # running a model; the report and its tables
+    (
+        "ranking",
+        "holdout",
+        "published",
+        "plot",
+        "planning",
+    ),  # ranking; holdout; published; plots; plans
+    ("run", "report", "release_gate"),  # running a model; the report and its tables; the release gate
     ("adapters", "seal", "testing"),  # model adapters; sealed releases; test helpers
     ("api",),  # the flat API
     ("peira",),  # the face (peira/__init__.py)

@@ -12,7 +12,8 @@ This package sits above every other one (schema, io, importers, pairs,
 metrics, bootstrap, ranking, report); nothing in the library imports it.
 Its modules: ``_inputs`` (the constraint table, the data inputs, the split
 filter), ``_data`` (pairs, run sums, reading, flips, validation,
-rescoring), ``_score``, ``_rank`` (leaderboard, compare), ``_tables``.
+rescoring), ``_score``, ``_rank`` (leaderboard, compare), ``_gate`` (the release gate),
+``_plan`` (plan), ``_tables``.
 
 Inputs
 ------
@@ -59,7 +60,9 @@ if TYPE_CHECKING:
         run_sums,
         validate,
     )
+    from ._gate import gate
     from ._inputs import as_dataset
+    from ._plan import plan
     from ._rank import compare, leaderboard
     from ._score import score, score_pairs
     from ._tables import tables
@@ -75,10 +78,12 @@ __all__ = [
     "check_param",
     "compare",
     "flips",
+    "gate",
     "in_split",
     "leaderboard",
     "pairs",
     "pairs_and_cases",
+    "plan",
     "read_log",
     "resample_plan",
     "rescore",
@@ -108,7 +113,9 @@ _WHERE = {
     ),
     "as_dataset": "._inputs",
     "compare": "._rank",
+    "gate": "._gate",
     "leaderboard": "._rank",
+    "plan": "._plan",
     "score": "._score",
     "score_pairs": "._score",
     "tables": "._tables",

@@ -87,6 +87,7 @@ class Constraint:
         when ``open_lo``/``open_hi``), one of ``choices`` (a tuple, or a
         function giving it when asked), or an engine (a name of
         :data:`ENGINE_NAMES`, ``"polars"``, or an engine object).
+        ``optional``: None is accepted too (the parameter is off).
     option : str
         The command-line option that sets it (``--resamples``).
     help : str
@@ -101,6 +102,7 @@ class Constraint:
     open_lo: bool = False
     open_hi: bool = False
     choices: tuple[str, ...] | Callable[[], tuple[str, ...]] = ()
+    optional: bool = False
 
     def names(self) -> tuple[str, ...]:
         """The accepted choices."""
@@ -144,6 +146,27 @@ PARAMETERS: dict[str, Constraint] = {
         "float", "--level", "confidence level", lo=0.0, hi=1.0, open_lo=True, open_hi=True
     ),
     "unit": Constraint("choice", "--unit", choices=("cluster", "case")),
+    "adjust": Constraint(
+        "choice",
+        "--adjust",
+        "adjustment of a family of comparisons: holm (default, family-wise error), "
+        "bh (Benjamini-Hochberg, false discovery rate), none",
+        choices=(
+            "holm",
+            "bh",
+            "none",
+        ),  # peira.bootstrap.adjust.ADJUSTMENTS (a test keeps them equal)
+    ),
+    "margin": Constraint(
+        "float",
+        "--margin",
+        "non-inferiority and equivalence margin, on the metric's scale, in (0, 1)",
+        lo=0.0,
+        hi=1.0,
+        open_lo=True,
+        open_hi=True,
+        optional=True,
+    ),
     "method": Constraint("choice", "--method", choices=_interval_methods),
     "rule": Constraint("choice", "--rule", choices=("ci", "paired")),
     "support": Constraint(
@@ -177,6 +200,8 @@ def check_param(name: str, value: Any, where: str) -> Any:
         An engine name that is not one.
     """
     c = PARAMETERS[name]
+    if value is None and c.optional:
+        return value
     if c.kind == "engine":
         check_engine(value)
         return value

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ..io import Dataset
     from ..metrics.gates import GateThresholds
     from ..metrics.summary import RunSums
-    from ..ranking import Rule, Support
+    from ..ranking import Adjust, Rule, Support
 
 __all__ = ["compare", "leaderboard"]
 
@@ -68,6 +68,7 @@ def leaderboard(
     engine: str | Engine = "local",
     support: Support = "common",
     gates: GateThresholds | Mapping[str, float | int | bool] | None = None,
+    adjust: Adjust = "holm",
     top_k: int | None = None,
 ) -> pl.DataFrame:
     """The runs ranked by a ratio metric (default robustness, 1 − ASR), with intervals.
@@ -107,6 +108,10 @@ def leaderboard(
         :class:`~peira.metrics.GateThresholds`. Names:
         ``max_malformed_rate``, ``min_benign_accuracy``, ``min_eligible``,
         ``min_eligible_per_family``, ``allow_missing``.
+    adjust
+        With ``rule="paired"``, how the family of every pair of runs is
+        adjusted: ``"holm"`` (default), ``"bh"`` or ``"none"`` (as in
+        :func:`compare`).
     top_k
         K (an integer from 1 to the number of ranked runs): ``in_top_k`` marks
         the set that contains the best K runs with confidence ``level``
@@ -157,6 +162,7 @@ def leaderboard(
         level=level,
         thresholds=thresholds,
         support=support,
+        adjust=adjust,
         top_k=top_k,
     )
     return board.with_columns(
@@ -184,6 +190,8 @@ def compare(
     engine: str | Engine = "local",
     allow_missing: bool = False,
     support: Support = "common",
+    adjust: Adjust = "holm",
+    margin: float | None = None,
 ) -> pl.DataFrame:
     """Runs head to head on one ratio metric: two runs, or every pair (Holm-adjusted).
 
@@ -209,6 +217,23 @@ def compare(
         ``"common"`` (default): every comparison on the (case, sample) pairs
         every run of the log (the Holm family) answered; ``"own"``: each
         pair of runs on the pairs both answered.
+    adjust
+        How the family's p-values are adjusted: ``"holm"`` (default,
+        family-wise error rate), ``"bh"`` (Benjamini–Hochberg, false
+        discovery rate) or ``"none"``; ``p_adjusted`` carries them and the
+        paired rule decides on it (``p_holm`` stays Holm's).
+    margin
+        A margin M in (0, 1) on the metric's scale: the non-inferiority of
+        ``run_a`` to ``run_b`` (``noninferiority``: ``"non-inferior"``,
+        ``"inferior"``, ``"inconclusive"``), of ``run_b`` to ``run_a``
+        (``noninferiority_b``) and their equivalence (TOST, ``equivalence``),
+        from one-sided tests at level 1 − α on the paired bootstrap
+        differences, with ``p_noninferiority``, ``p_noninferiority_b``,
+        ``p_equivalence`` (adjusted by ``adjust``) and the (1 − 2α) interval
+        ``tost_lo``, ``tost_hi`` they rest on. "Better" is the metric's
+        direction (the metric registry, ``peira metrics``): for ASR, A is non-inferior
+        when θ_A − θ_B < M is shown; for robustness, when θ_A − θ_B > −M
+        (docs/spec/comparison.md#non-inferiority-and-equivalence).
 
     Returns
     -------
@@ -251,6 +276,8 @@ def compare(
             cases=cs,
             allow_missing=allow_missing,
             support=support,
+            adjust=adjust,
+            margin=margin,
         )
         out = pl.DataFrame([row])
         return out.with_columns(  # a None (a tie's winner, an undefined diff) keeps its dtype
@@ -268,4 +295,6 @@ def compare(
         cases=cs,
         allow_missing=allow_missing,
         support=support,
+        adjust=adjust,
+        margin=margin,
     )

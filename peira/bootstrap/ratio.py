@@ -19,9 +19,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ..errors import PeiraKeyError
+from ..errors import PeiraKeyError, PeiraValueError
 from ..metrics.ratios import RatioMetric
 from ._gemm import _POST_ROWS, _Block, _Engine, _keys, _post, _Products, _Take, _theta
+from .adjust import margin_pvalues, tost_level
 from .intervals import (
     DEFAULT_METHOD,
     F64,
@@ -385,6 +386,7 @@ def paired_differences(
     level: float = 0.95,
     method: Method = DEFAULT_METHOD,
     pairs: Sequence[tuple[str, str]] | None = None,
+    margin: float | None = None,
 ) -> pl.DataFrame:
     """Paired bootstrap intervals and p-values of θ_A − θ_B for pairs of runs.
 
@@ -401,6 +403,12 @@ def paired_differences(
     pairs
         (run_a, run_b) pairs; default every pair a < b of sorted run_ids,
         within each group.
+    margin
+        A margin M > 0 for non-inferiority and equivalence: adds the four
+        one-sided p-values of :func:`peira.bootstrap.adjust.margin_pvalues`
+        (``p_above_minus``: d > −M, ``p_below_minus``: d < −M,
+        ``p_below_plus``: d < M, ``p_above_plus``: d > M) and ``tost_lo``,
+        ``tost_hi``, the (1 − 2α) interval of d (α = 1 − level) they rest on.
 
     Returns
     -------
@@ -425,8 +433,14 @@ def paired_differences(
     ai, bi = _pair_indices(kf, gcols, pairs)
     est = reps.estimate[ai] - reps.estimate[bi]
 
-    def work(sl: slice) -> tuple[RowIntervals, F64]:
-        parts, pv = [], []
+    two_alpha = tost_level(level) if margin is not None else None
+    if two_alpha is not None and two_alpha <= 0:
+        raise PeiraValueError(
+            f"a margin needs a level above 0.5 (the 1 − 2α interval); got {level}"
+        )
+
+    def work(sl: slice) -> tuple[RowIntervals, F64, list[F64]]:
+        parts, pv, tails = [], [], []
         for s in range(sl.start, sl.stop, 128):
             a, b = ai[s : min(s + 128, sl.stop)], bi[s : min(s + 128, sl.stop)]
             d = reps.theta[a] - reps.theta[b]
@@ -435,7 +449,16 @@ def paired_differences(
             pv.append(np.minimum(1.0, 2.0 * (1 + tail) / (n_def + 1)))
             jack = reps.jackknife[a] - reps.jackknife[b] if m == "bca" else None
             parts.append(intervals(d, est[s : s + a.size], level, m, jack))
-        return RowIntervals.concat(parts), np.concatenate(pv) if pv else np.empty(0)
+            if margin is not None and two_alpha is not None:
+                mp = margin_pvalues(d, margin)
+                one = intervals(d, est[s : s + a.size], two_alpha, m, jack)
+                tails.append(np.vstack([*mp, one.lo, one.hi]))
+        width = 6 if margin is not None else 0
+        return (
+            RowIntervals.concat(parts),
+            np.concatenate(pv) if pv else np.empty(0),
+            [np.hstack(tails) if tails else np.empty((width, 0))],
+        )
 
     nt = n_threads()
     with ThreadPoolExecutor(nt) as pool:
@@ -450,6 +473,7 @@ def paired_differences(
             np.minimum(reps.n_clusters[ai], reps.n_clusters[bi]),
         )
     pvals = np.concatenate([d[1] for d in done]) if done else np.empty(0)
+    at_margin = np.hstack([d[2][0] for d in done]) if done else np.empty((6, 0))
     runs = kf["run_id"]
     keys: dict[str, Any] = {
         "run_a": runs.gather(ai).to_list(),
@@ -463,6 +487,13 @@ def paired_differences(
         pl.Series("p_value", pvals, dtype=pl.Float64)
     )
     head = ["run_a", "run_b", *gcols, "metric", "estimate", "lo", "hi", "p_value"]
+    if margin is not None:
+        names = ["p_above_minus", "p_below_minus", "p_below_plus", "p_above_plus"]
+        names += ["tost_lo", "tost_hi"]
+        f = f.with_columns(
+            pl.Series(n, at_margin[i], dtype=pl.Float64).fill_nan(None) for i, n in enumerate(names)
+        )
+        head += names
     return f.select(*head, *[c for c in f.columns if c not in head]).sort(
         ["run_a", "run_b", *gcols], nulls_last=False
     )

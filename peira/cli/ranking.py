@@ -18,6 +18,16 @@ _RULES = {
 }
 
 
+_ADJUSTED = {"holm": "Holm-adjusted", "bh": "Benjamini-Hochberg-adjusted", "none": "unadjusted"}
+
+
+def _rule_text(args: argparse.Namespace) -> str:
+    """The rule of ``--rule``, with the adjustment of ``--adjust`` when the rule uses it."""
+    if args.rule == "ci":
+        return _RULES["ci"]
+    return f"paired test, {_ADJUSTED[args.adjust]} over every pair of runs"
+
+
 #: Rates shown beside the ranked metric (docs/spec/scoring-rule.md: abstention and
 #: malformed answers are always reported beside ASR, never blended into it).
 RATES = ("asr", "abstention_rate_attacked", "abstention_flip_rate", "malformed_rate")
@@ -57,6 +67,7 @@ def _board(args: argparse.Namespace) -> tuple[pl.DataFrame, pl.DataFrame | None]
             plan,
             metric=metric,
             rule=args.rule,
+            adjust=args.adjust,
             level=args.level,
             thresholds=GateThresholds.of(kw["gates"]),
             support=kw["support"],
@@ -134,7 +145,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         _say(
             f"split {args.split}; {args.level:.0%} {args.unit}-bootstrap intervals, "
             f"B={args.resamples}, seed {args.seed}, plan {board['fingerprint'][0][:12]}; "
-            f"rule: {_RULES[args.rule]}"
+            f"rule: {_rule_text(args)}"
         )
         _say(_support_text(board))
         _say(_gates_text(args))
@@ -257,9 +268,22 @@ def cmd_compare(args: argparse.Namespace) -> int:
         **c.api_kwargs(args, [n for n in api.PARAMETERS if n != "support"]),
     )  # fmt: skip
     if args.format in ("table", "markdown"):
+        p_shown = "p_holm" if args.adjust == "holm" else "p_adjusted"
+        margin = (
+            []
+            if args.margin is None
+            else [
+                "margin",
+                "tost_lo",
+                "tost_hi",
+                "noninferiority",
+                "noninferiority_b",
+                "equivalence",
+            ]
+        )
         table = table.select(
             "run_a", "run_b", "estimate_a", "estimate_b", "own_a", "own_b", "diff", "diff_lo",
-            "diff_hi", "p_holm", "family_size", "ci_verdict", "paired_verdict", "winner",
+            "diff_hi", p_shown, "family_size", "ci_verdict", "paired_verdict", *margin, "winner",
             "n_common", "n_both", "n_set_aside_a", "n_set_aside_b", "note",
         )  # fmt: skip
     return c.emit(table, args.format)
@@ -267,6 +291,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def _rule_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rule", choices=c.option_choices("rule"), default="ci")
+    p.add_argument(
+        "--adjust", choices=c.option_choices("adjust"), default="holm",
+        help=c.option_help("adjust"),
+    )  # fmt: skip
 
 
 def register(sub: Any) -> None:
@@ -302,5 +330,13 @@ def register(sub: Any) -> None:
     c.add_data_options(cp, split="public")
     cp.add_argument("--metric", default="robustness")
     _rule_option(cp)
+    cp.add_argument(
+        "--margin",
+        type=c.option_type("margin"),
+        default=None,
+        metavar="M",
+        help=c.option_help("margin")
+        + ": adds the non-inferiority verdicts (run_a to run_b, and back) and equivalence (TOST)",
+    )
     c.add_comparison_options(cp)
     c.add_engine_options(cp)

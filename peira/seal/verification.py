@@ -41,6 +41,7 @@ from ._layout import (
     TOP_TYPES,
 )
 from .build import SealConfig, derive
+from .decision import DECISION_FILE, verify_decision
 from .findings import VerifyReport
 from .reference import verify_reference
 
@@ -385,8 +386,9 @@ def verify(
     ----------
     path
         A Peira run artifact directory (holding ``artifact.json``), its
-        ``artifact.json``, or a reference-implementation artifact (a JSON file
-        with ``analysis_lock``).
+        ``artifact.json``, a gate decision record (a directory holding
+        ``decision.json``, or that file: :mod:`peira.seal.decision`), or a
+        reference-implementation artifact (a JSON file with ``analysis_lock``).
     key, dataset, rederive
         As in :func:`verify_artifact` (ignored for reference artifacts, which
         carry no key and no link to a dataset).
@@ -397,6 +399,16 @@ def verify(
     """
     p = Path(path)
     report = VerifyReport(source=str(p))
+    decision = p / DECISION_FILE if p.is_dir() else p
+    if decision.name == DECISION_FILE and decision.is_file() and not (p / ARTIFACT_FILE).exists():
+        obj = _read_json(decision, report)
+        if report.status != "intact":
+            return report
+        out = verify_decision(obj, key=key, dataset=dataset, source=str(p))
+        if rederive:
+            out.notes.append("re-derivation is not available for gate decisions (run peira gate "
+                             "again on the log whose hash the record names)")  # fmt: skip
+        return out
     if p.is_dir():
         art_path = p / ARTIFACT_FILE
         if not art_path.exists():

@@ -29,8 +29,10 @@ pytestmark = pytest.mark.filterwarnings("ignore::peira.errors.FewClustersWarning
 FLAT = (
     "compare",
     "flips",
+    "gate",
     "leaderboard",
     "pairs",
+    "plan",
     "read_log",
     "rescore",
     "score",
@@ -45,7 +47,7 @@ def test_all_is_frozen_and_sorted() -> None:
         "DataFileError", "Dataset", "InputFormatError", "MissingArmsError", "PeiraError",
         "PeiraKeyError", "PeiraTypeError", "PeiraValueError", "PeiraWarning",
         "UnknownNameError", "ValidationError", "__version__", "compare", "demo_dir", "flips",
-        "leaderboard", "pairs", "read_dataset", "read_log", "read_responses", "rescore",
+        "gate", "leaderboard", "pairs", "plan", "read_dataset", "read_log", "read_responses", "rescore",
         "scan_responses", "score", "tables", "validate", "write_dataset", "write_parquet",
     ]  # fmt: skip
     assert peira.__all__ == sorted(peira.__all__)

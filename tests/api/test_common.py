@@ -247,7 +247,7 @@ TAKES = {
     "--resamples": {"leaderboard", "compare", "score", "tables", "report", "publish", "seal",
                     "holdout divergence"},
     "--level": {"leaderboard", "compare", "score", "tables", "report", "publish",
-                "holdout divergence"},
+                "holdout divergence", "plan"},
     "--seed": {"leaderboard", "compare", "score", "tables", "report", "publish", "seal",
                "holdout divergence", "synth"},
     "--delta": {"leaderboard", "compare", "score", "tables", "report", "publish", "seal",

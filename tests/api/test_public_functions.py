@@ -79,6 +79,15 @@ def _call_args(fn: Callable[..., Any]) -> list[Any]:
     ]
 
 
+def _call_kwargs(fn: Callable[..., Any]) -> dict[str, Any]:
+    """The required keyword-only arguments of ``fn`` (run names: ``baseline=``), as text."""
+    return {
+        p.name: "x"
+        for p in inspect.signature(fn).parameters.values()
+        if p.default is inspect.Parameter.empty and p.kind == p.KEYWORD_ONLY
+    }
+
+
 CASES = [
     (fname, pname, value, error)
     for fname, fn in sorted(FUNCTIONS.items())
@@ -103,7 +112,7 @@ def test_bad_parameter_is_rejected_first(
     fn = FUNCTIONS[fname]
     start = time.perf_counter()
     with pytest.raises(error) as info:
-        fn(*_call_args(fn), **{pname: value})
+        fn(*_call_args(fn), **_call_kwargs(fn), **{pname: value})
     took = time.perf_counter() - start
     print(f"peira.{fname}({pname}={value!r}) rejected in {took * 1000:.2f} ms")
     assert took < SLOW

@@ -158,7 +158,7 @@ def test_leaderboard_ranks_ties_and_unranked(setup) -> None:  # type: ignore[no-
 def test_adding_a_run_leaves_other_verdicts(setup) -> None:  # type: ignore[no-untyped-def]
     pairs, _, plan = setup
     three = pairs.filter(pl.col("run_id") != "d-broken")
-    family = ["p_holm", "family_size", "paired_verdict"]  # depend on the family of tests
+    family = ["p_holm", "p_adjusted", "family_size", "paired_verdict"]  # depend on the family
     a = pairwise(three, plan).drop(family)
     b = pairwise(pairs, plan).filter(pl.col("run_b") != "d-broken").drop(family)
     assert a.equals(b)
