@@ -239,3 +239,15 @@ def test_unranked_runs_get_null_rank_intervals_and_top_k_is_checked(board_data) 
         assert none[c].null_count() == none.height
     with pytest.raises(PeiraValueError, match=r"the board ranks 0 run\(s\)"):
         leaderboard(pairs, cases, plan, thresholds=few, top_k=1)
+
+
+def test_the_metric_direction_orients_the_claims(board_data) -> None:  # type: ignore[no-untyped-def]
+    """ASR = 1 − robustness on the same pairs: lower is better, and the ranks are the same."""
+    pairs, cases = board_data
+    plan = plan_for_cases(cases, n_resamples=300, seed=2)
+    cols = ["run_id", "rank_lo", "rank_hi", "tie_group", "in_top_k"]
+    by_rob = leaderboard(pairs, cases, plan, thresholds=LOOSE, top_k=1).select(cols)
+    by_asr = leaderboard(pairs, cases, plan, metric="asr", thresholds=LOOSE, top_k=1).select(cols)
+    assert by_rob.sort("run_id").equals(by_asr.sort("run_id"))
+    best = by_rob.filter(pl.col("rank_lo") == 1)["run_id"].to_list()
+    assert "a" in best and "d" not in best  # a flips least, d most
