@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from ._version import __version__
     from .api import (
         compare,
+        diff,
         flips,
         gate,
         leaderboard,
@@ -71,6 +72,7 @@ __all__ = [
     "__version__",
     "compare",
     "demo_dir",
+    "diff",
     "flips",
     "gate",
     "leaderboard",
@@ -94,6 +96,7 @@ _WHERE = {
     **dict.fromkeys(
         (
             "compare",
+            "diff",
             "flips",
             "gate",
             "leaderboard",

@@ -107,7 +107,14 @@ def parse_check(text: str, kind: Literal["require", "guard"] = "require") -> Che
     if claim not in CLAIMS:
         raise GateSpecError(f"{where}: unknown claim {claim!r}; expected {shapes}")
     if metric not in RATIO_METRICS:
-        raise UnknownNameError("metric", metric, RATIO_METRICS)
+        from .metrics.registry import METRICS
+
+        if metric in METRICS:  # a metric, but not a ratio of paired counts
+            raise GateSpecError(
+                f"{where}: {metric!r} is a metric of kind {METRICS[metric].kind!r}; a gate compares "
+                "ratio metrics (peira metrics lists them, kind ratio)"
+            )
+        raise UnknownNameError("ratio metric", metric, RATIO_METRICS)
     if not CLAIMS[claim]:
         if margin_text is not None:
             raise GateSpecError(f"{where}: {claim!r} takes no margin; expected {metric}:{claim}")

@@ -1751,6 +1751,21 @@ def usage_cases() -> list[Case]:
             ("plan/asr-plus-mde", ("plan", "--asr", "0.95", "--mde", "0.1"), (UNUSABLE,)),
             ("plan/missing-pilot", ("plan", "--pilot", "{ws}/nope.parquet"), (UNUSABLE,)),
         ]
+    if has_command("diff"):
+        rows += [
+            ("diff/unknown-run", ("diff", "nope", "{run0}", "--dataset", "{ws}/ds", *r),
+             (UNUSABLE,)),
+            ("diff/same-run", ("diff", "{run0}", "{run0}", "--dataset", "{ws}/ds", *r),
+             (UNUSABLE,)),
+            ("diff/one-run", ("diff", "{run0}", "--dataset", "{ws}/ds", *r), (UNUSABLE,)),
+            ("diff/unknown-metric", ("diff", "nope", "{run0}", "--metric", "nope", "--dataset",
+                                     "{ws}/ds", *r), (UNUSABLE,)),
+            ("diff/weighted-metric", ("diff", "nope", "{run0}", "--metric",
+                                      "severity_weighted_asr", "--dataset", "{ws}/ds", *r),
+             (UNUSABLE,)),
+            ("diff/bad-resamples", ("diff", "nope", "{run0}", "--dataset", "{ws}/ds",
+                                    "--resamples=nan"), (UNUSABLE,)),
+        ]  # fmt: skip
     cases = []
     for name, argv, expect in rows:
         setup = short_key if "wrong-key" in name else public_only if "empty-split" in name else None

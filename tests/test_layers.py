@@ -53,8 +53,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "published",
         "plot",
         "planning",
-    ),  # ranking; holdout; published; plots; plans
-    ("run", "report", "release_gate"),  # running a model; the report and its tables; the release gate
+        "changes",
+    ),  # ranking; holdout; published; plots; plans; what changed
+    (
+        "run",
+        "report",
+        "release_gate",
+    ),  # running a model; the report and its tables; the release gate
     ("adapters", "seal", "testing"),  # model adapters; sealed releases; test helpers
     ("api",),  # the flat API
     ("peira",),  # the face (peira/__init__.py)

@@ -12,8 +12,8 @@ This package sits above every other one (schema, io, importers, pairs,
 metrics, bootstrap, ranking, report); nothing in the library imports it.
 Its modules: ``_inputs`` (the constraint table, the data inputs, the split
 filter), ``_data`` (pairs, run sums, reading, flips, validation,
-rescoring), ``_score``, ``_rank`` (leaderboard, compare), ``_gate`` (the release gate),
-``_plan`` (plan), ``_tables``.
+rescoring), ``_score``, ``_rank`` (leaderboard, compare), ``_changes`` (diff),
+``_gate`` (the release gate), ``_plan`` (plan), ``_tables``.
 
 Inputs
 ------
@@ -50,6 +50,7 @@ from ._inputs import (
 
 if TYPE_CHECKING:
     from ..io import in_split
+    from ._changes import diff
     from ._data import (
         flips,
         pairs,
@@ -77,6 +78,7 @@ __all__ = [
     "as_dataset",
     "check_param",
     "compare",
+    "diff",
     "flips",
     "gate",
     "in_split",
@@ -114,6 +116,7 @@ _WHERE = {
     "as_dataset": "._inputs",
     "compare": "._rank",
     "gate": "._gate",
+    "diff": "._changes",
     "leaderboard": "._rank",
     "plan": "._plan",
     "score": "._score",

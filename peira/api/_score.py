@@ -61,7 +61,8 @@ def score_pairs(
 
     by = check_by(by, pairs.columns)
     _check_macro(macro, by)
-    table = metric_table(pairs, by, cases=cases)
+    # the test of calibration draws from the bootstrap's seed, as in the report
+    table = metric_table(pairs, by, cases=cases, seed=0 if plan is None else plan.seed)
     if plan is None:
         return _with_macro(table, pairs, by, None, level, method, metrics) if macro else table
     keys = ["run_id", *by]

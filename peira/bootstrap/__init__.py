@@ -12,8 +12,8 @@ Draw the plan once; apply every statistic to it.
   :func:`paired_differences` for head-to-head.
 - :mod:`.macro` — :func:`macro_intervals`: unweighted means over groups
   (families) of ratio metrics, from the groups' replicates on one plan.
-- :mod:`.nonratio` — :func:`nonratio_intervals`: AUROC, ECE, Brier and mean
-  shifts through case weights expanded from ``W``.
+- :mod:`.nonratio` — :func:`nonratio_intervals`: AUROC, miscalibration, ECE,
+  Brier and mean shifts through case weights expanded from ``W``.
 - :mod:`.ranks` — :func:`rank_intervals`: simultaneous rank intervals, tie
   groups and the top-K set of a board from the paired replicates of every
   pairwise difference (max-T step-down, Mogstad, Romano, Shaikh & Wilhelm).

@@ -6,9 +6,9 @@ repeated that many times. Every statistic of a call is computed in one pass
 over the plan, a fixed-size block of resamples at a time, and nothing held
 grows with the number of distinct confidence values:
 
-- mean shifts, Brier and equal-width ECE: per-cluster sums (Σx and n, or the
-  gap and count of each of the K bins), so a replicate is a ratio of
-  W-products — one GEMM for all of them;
+- mean shifts, Brier, equal-width ECE and miscalibration: per-cluster sums
+  (Σx and n, or the gap, label sum and count of each of the K bins), so a
+  replicate is a function of W-products — one GEMM for all of them;
 - ``confidence_gate_auroc``: the weighted Mann–Whitney U, exact. The
   unflipped pairs are sorted by confidence once; per resample, the running
   sum of their cluster weights gives, for each flipped pair, the weight of
@@ -19,7 +19,9 @@ grows with the number of distinct confidence values:
   copies of a row are adjacent, so the expanded set of n' = Σ weights rows
   has bin edges e_k = ⌊k·n'/K⌋ and bin b's gap Σ (y − p) is G(e_{b+1}) −
   G(e_b), with G(e) the weighted cumulative sum of (y − p) up to expanded
-  position e; ECE = Σ_b |gap_b| / n', one pass over the rows per resample.
+  position e; ECE = Σ_b |gap_b| / n', one pass over the rows per resample;
+  miscalibration the same with a second pass for the labels' sums, n_b =
+  e_{b+1} − e_b, D = Σ_b [gap_b²/n_b − n_b·ȳ_b(1 − ȳ_b)/(n_b − 1)] / n'.
 
 The per-resample loops are compiled (:mod:`peira.bootstrap._kernels`).
 
@@ -39,6 +41,13 @@ percentile interval can lie wholly above the estimate. Read it as the
 spread of a re-measured ECE. ``method="bca"`` adjusts for the bias when
 some replicates fall below the estimate; when none do, it falls back to the
 percentile interval and says so in ``method``.
+
+Miscalibration (the debiased squared calibration error D) is unbiased for the
+data, and so each replicate for its resample, whose plug-in squared error is
+D plus D's correction: the replicates sit above D by about that much. Its
+interval is the percentile interval moved by the bootstrap's bias, [q_lo −
+(θ̄* − D), q_hi − (θ̄* − D)], whatever ``method`` (``method`` reads
+``percentile (bias-shifted)``; docs/spec/metrics.md#calibration).
 """
 
 from __future__ import annotations
@@ -55,7 +64,7 @@ import numpy.typing as npt
 import polars as pl
 
 from ..errors import PeiraKeyError, PeiraValueError
-from ..metrics import Binning, calibration, forecasts
+from ..metrics import Binning, calibration, forecasts, miscalibration
 from ..metrics.confidence import AUROC_MIN_CLASS, confidence_gate_auroc, gate_confidence
 from ..metrics.shift import mean_abs_score_shift, mean_confidence_erosion, mean_shift_toward_target
 from .intervals import (
@@ -83,11 +92,15 @@ NONRATIO_INTERVAL_METRICS: tuple[str, ...] = (
     "confidence_gate_auroc",
     "brier_benign",
     "brier_attacked",
-    "ece_benign",
-    "ece_attacked",
+    "miscalibration_benign",
+    "miscalibration_attacked",
+    "ece_binned_benign",
+    "ece_binned_attacked",
 )
 """Non-ratio metrics with bootstrap intervals, in output order."""
 
+_CALIBRATION = ("ece_", "brier_", "miscalibration_")
+_SHIFTED = "percentile (bias-shifted)"
 _ROW_BYTES = 1 << 25  # memory of one block of resample weights (rows × C float64)
 
 
@@ -209,6 +222,52 @@ def _ece_mass_stat(ci: I64, p: F64, y: F64, n_bins: int) -> _Stat:
     return _Stat(None, finish)
 
 
+def _debiased(gap: F64, ysum: F64, cnt: F64, total: F64) -> F64:
+    """D per row from per-bin sums (rows × K): Σ_b (n_b/n')[(gap_b/n_b)² − ȳ_b(1 − ȳ_b)/(n_b − 1)]."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ybar = ysum / cnt
+        corr = np.where(cnt > 1, ybar * (1 - ybar) / np.maximum(cnt - 1, 1), 0.0)
+        term = np.where(cnt > 0, gap * gap / np.maximum(cnt, 1) - cnt * corr, 0.0)
+    out = np.full(total.size, np.nan)
+    np.divide(term.sum(axis=1), total, out=out, where=total > 0)
+    return out
+
+
+def _miscal_width_stat(ci: I64, p: F64, y: F64, n_bins: int, c: int) -> _Stat:
+    b = np.minimum(np.floor(p * n_bins), n_bins - 1).astype(np.int64)
+    cell = ci * n_bins + b
+    sums = [np.bincount(cell, v, c * n_bins).reshape(c, n_bins) for v in (y - p, y, None)]
+    k = n_bins
+
+    def finish(lin: F64 | None, w: _Weights) -> tuple[F64, F64]:
+        assert lin is not None
+        cnt = lin[:, 2 * k : 3 * k]
+        return _exact(_debiased(lin[:, :k], lin[:, k : 2 * k], cnt, cnt.sum(axis=1)))
+
+    return _Stat(np.concatenate(sums, axis=1), finish)
+
+
+def _miscal_mass_stat(ci: I64, p: F64, y: F64, n_bins: int) -> _Stat:
+    """Rows sorted by (forecast, case_id, sample); the gaps and label sums of each bin of
+    the expanded rows from the cumulative sums at the equal-mass edges."""
+    d = np.ascontiguousarray(y - p)
+    yy = np.ascontiguousarray(y)
+    cl = np.ascontiguousarray(ci)
+    supp, cnt = np.unique(cl, return_counts=True)
+    k = np.arange(n_bins + 1, dtype=np.int64)
+
+    from ._kernels import ece_mass_block  # numba, on first use
+
+    def finish(lin: F64 | None, w: _Weights) -> tuple[F64, F64]:
+        g, total = ece_mass_block(w.w, cl, d, n_bins, (supp, cnt))
+        h, _ = ece_mass_block(w.w, cl, yy, n_bins, (supp, cnt))
+        edges = (k[None, :] * total[:, None]) // n_bins
+        nb = np.diff(edges, axis=1).astype(np.float64)
+        return _exact(_debiased(np.diff(g, axis=1), np.diff(h, axis=1), nb, total.astype(float)))
+
+    return _Stat(None, finish)
+
+
 def _evaluate(
     stats: Sequence[_Stat],
     plan: ResamplePlan,
@@ -287,6 +346,32 @@ def _evaluate(
     return theta, bound, jack
 
 
+def _shift_debiased(
+    iv: RowIntervals, theta: F64, estimate: F64, level: float, metrics: Sequence[str]
+) -> RowIntervals:
+    """The miscalibration rows' intervals: the percentile interval moved by the bootstrap's
+    bias, [q_lo − (θ̄* − θ̂), q_hi − (θ̄* − θ̂)], whatever ``method`` the others used.
+
+    D is unbiased for the data's binned squared error, so a replicate is unbiased for
+    the resampled data's — which is the data's plug-in (ȳ_b − p̄_b)², D plus its
+    correction: the replicates sit above D by about that correction, and a plain
+    percentile interval would lie above the truth (docs/spec/uncertainty.md#non-ratio-metrics).
+    """
+    rows = np.flatnonzero([m.startswith("miscalibration_") for m in metrics])
+    if rows.size == 0:
+        return iv
+    th = theta[rows]
+    defined = ~np.isnan(th)
+    k = defined.sum(axis=1)
+    centre = np.where(k > 0, np.where(defined, th, 0.0).sum(axis=1) / np.maximum(k, 1), np.nan)
+    sub = intervals(th, estimate[rows], level, "percentile")
+    bias = centre - estimate[rows]
+    lo, hi, used = iv.lo.copy(), iv.hi.copy(), iv.method.copy()
+    lo[rows], hi[rows] = sub.lo - bias, sub.hi - bias
+    used[rows] = np.where(np.isnan(estimate[rows]), used[rows], _SHIFTED)
+    return RowIntervals(lo, hi, iv.n_defined, used, iv.n_clusters)
+
+
 def _observations(
     pairs: pl.LazyFrame, keys: list[str], cl: str, metric: str
 ) -> tuple[pl.LazyFrame, list[str]]:
@@ -306,7 +391,7 @@ def _observations(
         flip = pl.col("flipped").cast(pl.Boolean)
         lf = pairs.filter(eligible & conf.is_not_null() & flip.is_not_null())
         return lf.select(*base, conf.alias("c"), flip.alias("y")), ["c", "y"]
-    arm = metric.split("_", 1)[1]
+    arm = metric.rsplit("_", 1)[1]
     extra = [k for k in keys if k != "run_id"]
     by = [*extra, cl] if cl not in ("case_id", *extra) else extra
     lf = (
@@ -332,6 +417,10 @@ def _stat_for(
     y = g["label"].to_numpy().astype(np.float64)
     if metric.startswith("brier_"):
         return _mean_stat(ci, (p - y) ** 2, c)
+    if metric.startswith("miscalibration_"):
+        if binning == "equal_width":
+            return _miscal_width_stat(ci, p, y, n_bins, c)
+        return _miscal_mass_stat(ci, p, y, n_bins)
     if binning == "equal_width":
         return _ece_width_stat(ci, p, y, n_bins, c)
     return _ece_mass_stat(ci, p, y, n_bins)
@@ -342,7 +431,7 @@ def _library_values(
 ) -> dict[tuple[Any, ...], float | None]:
     """Full-data values (the point estimates) per (metric, *keys), as metric_table reports them."""
     out: dict[tuple[Any, ...], float | None] = {}
-    gate = [m for m in names if not m.startswith(("ece_", "brier_"))]
+    gate = [m for m in names if not m.startswith(_CALIBRATION)]
     if gate:
         exprs = {
             "mean_shift_toward_target": mean_shift_toward_target,
@@ -369,8 +458,13 @@ def _library_values(
     cal = calibration(lf, keys[1:], n_bins=n_bins, binning=binning, min_n=0)
     for row in cal.iter_rows(named=True):
         kv = tuple(row[k] for k in keys)
-        out[(f"ece_{row['arm']}", *kv)] = row["ece"]
+        out[(f"ece_binned_{row['arm']}", *kv)] = row["ece"]
         out[(f"brier_{row['arm']}", *kv)] = row["brier"]
+    if any(m.startswith("miscalibration_") for m in names):
+        mc = miscalibration(lf, keys[1:], n_bins=n_bins, binning=binning, min_n=0, n_resamples=0)
+        for row in mc.iter_rows(named=True):
+            kv = tuple(row[k] for k in keys)
+            out[(f"miscalibration_{row['arm']}", *kv)] = row["miscalibration"]
     return out
 
 
@@ -409,9 +503,10 @@ def nonratio_intervals(
         the AUROC also below 10 flipped or 10 unflipped pairs
         (:data:`peira.metrics.confidence.AUROC_MIN_CLASS`).
     calibration_min_n
-        Withhold ECE and Brier below this many rows (100).
+        Withhold miscalibration, ECE and Brier below this many rows (100).
     n_bins, binning
-        ECE bins, as in :func:`peira.metrics._calibration.expected_calibration_error`.
+        Calibration bins, as in
+        :func:`peira.metrics._calibration.expected_calibration_error`.
 
     Returns
     -------
@@ -430,8 +525,8 @@ def nonratio_intervals(
 
     Notes
     -----
-    Directions: AUROC higher is better; ECE, Brier and the mean shifts lower
-    is better. The estimate is the full-data value of
+    Directions: AUROC higher is better; miscalibration, ECE, Brier and the mean
+    shifts lower is better. The estimate is the full-data value of
     :func:`peira.metrics.frame.metric_table`, whatever the resampling does.
     Memory does not grow with the number of distinct confidences: the AUROC
     keeps the pairs sorted once and a running sum per resample, the others
@@ -501,9 +596,9 @@ class NonRatioJob:
             keys = ["run_id", *grp]
             values = _library_values(lf, keys, names, n_bins, binning)
             for metric in names:
-                floor = calibration_min_n if metric.startswith(("ece_", "brier_")) else min_n
+                floor = calibration_min_n if metric.startswith(_CALIBRATION) else min_n
                 obs, _ = _observations(lf, keys, plan.column, metric)
-                if metric.startswith("ece_"):
+                if metric.startswith(("ece_", "miscalibration_")):
                     obs = obs.sort([*keys, "forecast", "case_id", "sample"], maintain_order=True)
                 frame = obs.collect()
                 if frame.height == 0:
@@ -554,7 +649,10 @@ class NonRatioJob:
         """The intervals (:func:`nonratio_intervals`), after :meth:`evaluate`."""
         rows, plan, level, key_cols = self.rows, self.plan, self.level, self.key_cols
         est_a = np.array([r["estimate"] for r in rows], dtype=np.float64)
-        iv = intervals(self.theta, est_a, level, self.method, self.jack)
+        iv = _shift_debiased(
+            intervals(self.theta, est_a, level, self.method, self.jack),
+            self.theta, est_a, level, [r["metric"] for r in rows],
+        )  # fmt: skip
         n_a = np.array([r["n"] for r in rows], dtype=np.int64)
         enough = np.array([r["sufficient"] for r in rows], dtype=bool)
         n_cl = np.array([r["n_clusters"] for r in rows], dtype=np.int64)

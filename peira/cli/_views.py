@@ -27,6 +27,8 @@ HEADLINE = (
     "target_hit_rate",
     "shift_without_flip_rate",
     "malformed_rate",
+    "miscalibration_benign",
+    "miscalibration_attacked",
     "calibration_status",
     "gate",
 )

@@ -153,7 +153,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     _check(args, "file")
     ctx = _context(args, publication=args.publication)
-    path = write_report(ctx, args.out, figures=not args.no_figures, progress=_progress(args))
+    diff = (args.diff[0], args.diff[1]) if args.diff else None
+    path = write_report(
+        ctx, args.out, figures=not args.no_figures, progress=_progress(args), diff=diff
+    )
     print(f"{path}: {path.stat().st_size} bytes")
     return c.EXIT_OK
 
@@ -233,6 +236,12 @@ def register(sub: Any) -> None:
         "--publication",
         action="store_true",
         help="the publication view: public split, holdout aggregates only",
+    )
+    r.add_argument(
+        "--diff",
+        nargs=2,
+        metavar=("RUN_A", "RUN_B"),
+        help="add what changed from RUN_A (baseline) to RUN_B on --metric, as peira diff shows",
     )
 
     p = c.add_command(

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         corp_calibration,
         corp_reliability,
         forecasts,
+        miscalibration,
         reliability_bins,
     )
     from .confidence import NONRATIO_METRIC_NAMES, nonratio_metrics
@@ -46,6 +47,7 @@ __all__ = [
     "forecasts",
     "macro_rows",
     "metric_table",
+    "miscalibration",
     "nonratio_metrics",
     "ranking_gates",
     "ratio",
@@ -63,6 +65,7 @@ _WHERE = {
             "corp_calibration",
             "corp_reliability",
             "forecasts",
+            "miscalibration",
             "reliability_bins",
         ),
         "._calibration",

@@ -37,7 +37,9 @@ from ._corp import (
     corp_calibration,
     corp_reliability,
     debiased_ece,
+    miscalibration,
     pav,
+    squared_calibration_error,
 )
 
 __all__ = [
@@ -55,8 +57,10 @@ __all__ = [
     "debiased_ece",
     "expected_calibration_error",
     "forecasts",
+    "miscalibration",
     "murphy_decomposition",
     "pav",
     "reliability_bins",
     "score_label",
+    "squared_calibration_error",
 ]

@@ -9,7 +9,7 @@ import polars as pl
 
 from .._pairs import Missing, build_pairs, looks_sorted, scan_pairs, verdict_only
 from ..errors import PeiraValueError
-from ._calibration import Binning, calibration
+from ._calibration import Binning, calibration, miscalibration
 from ._common import ARMS_NOTES, verdict_note
 from .confidence import AUROC_MIN_CLASS, nonratio_metrics
 from .gates import GateThresholds, ranking_gates
@@ -190,19 +190,26 @@ def metric_table(
     n_bins: int = 15,
     binning: Binning = "equal_mass",
     thresholds: GateThresholds | None = None,
+    calibration_resamples: int = 1000,
+    seed: int = 0,
 ) -> pl.DataFrame:
     """Every metric (docs/spec/scoring-rule.md) per run (× ``by`` group), one row each, sorted by the keys.
 
     Columns: ``run_id``, the ``by`` columns, ``n_pairs``, ``n_eligible``,
     every ratio metric, every non-ratio metric with ``<name>_n`` and
-    ``<name>_sufficient``, calibration per arm (``ece_<arm>``,
-    ``brier_<arm>``, ``calibration_n_<arm>``, ``calibration_status_<arm>``)
-    and ``calibration_status`` ("ok" when both arms are, else "insufficient
-    data"). ``min_n`` (30) and ``min_class`` (10 flipped and 10 unflipped
-    pairs, the gate AUROC only) withhold the non-ratio metrics below those
-    counts; ``calibration_min_n`` (100) the calibration values
-    (docs/spec/metrics.md#minimum-counts). Given ``cases``, the ranking gates
-    of each run are added (``ranked``, ``gate_reasons``); gates are a property of the whole run, so
+    ``<name>_sufficient``, calibration per arm (``miscalibration_<arm>``, the
+    headline: the debiased squared calibration error, and its
+    ``calibration_p_value_<arm>``; ``ece_binned_<arm>``, ``brier_<arm>``,
+    ``calibration_n_<arm>``, ``calibration_status_<arm>``;
+    docs/spec/metrics.md#calibration) and ``calibration_status`` ("ok" when
+    both arms are, else "insufficient data"). ``min_n`` (30) and ``min_class``
+    (10 flipped and 10 unflipped pairs, the gate AUROC only) withhold the
+    non-ratio metrics below those counts; ``calibration_min_n`` (100) the
+    calibration values (docs/spec/metrics.md#minimum-counts).
+    ``calibration_resamples`` (1,000) and ``seed`` (0; :func:`peira.score`
+    passes the bootstrap seed) drive the test of calibration (0 resamples: no
+    p-value). Given ``cases``, the ranking gates of each run are added
+    (``ranked``, ``gate_reasons``); gates are a property of the whole run, so
     every group row of a run carries the same gate values. Last come
     ``arms``, ``verdict_source`` and ``note`` (see :func:`observed`).
     """
@@ -211,12 +218,19 @@ def metric_table(
     out = ratio_table(lf, keys[1:], metrics=metrics)
     nonratio = nonratio_metrics(lf, keys[1:], min_n=min_n, min_class=min_class)
     cal = calibration(lf, keys[1:], n_bins=n_bins, binning=binning, min_n=calibration_min_n)
+    head = miscalibration(
+        lf, keys[1:], n_bins=n_bins, binning=binning, min_n=calibration_min_n,
+        n_resamples=calibration_resamples, seed=seed,
+    ).select(*keys, "arm", "miscalibration", "calibration_p_value")  # fmt: skip
+    cal = cal.join(head, on=[*keys, "arm"], how="left", nulls_equal=True)
     per_arm = []
     for arm in ("benign", "attacked"):
         per_arm.append(
             cal.filter(pl.col("arm") == arm).select(
                 *keys,
-                pl.col("ece").alias(f"ece_{arm}"),
+                pl.col("miscalibration").alias(f"miscalibration_{arm}"),
+                pl.col("calibration_p_value").alias(f"calibration_p_value_{arm}"),
+                pl.col("ece").alias(f"ece_binned_{arm}"),
                 pl.col("brier").alias(f"brier_{arm}"),
                 pl.col("n").alias(f"calibration_n_{arm}"),
                 pl.col("status").alias(f"calibration_status_{arm}"),

@@ -95,10 +95,20 @@ _OTHERS: tuple[MetricInfo, ...] = (
                "flip rate among all eligible pairs with a confidence", 30),
     MetricInfo("aurc", "selective_risk", False,
                "area under the risk-coverage curve of the confidence gate", 30),
-    MetricInfo("ece_benign", "calibration", False,
-               "expected calibration error of benign scores (15 equal-mass bins)", 100),
-    MetricInfo("ece_attacked", "calibration", False,
-               "expected calibration error of attacked scores (15 equal-mass bins)", 100),
+    MetricInfo("miscalibration_benign", "calibration", False,
+               "debiased squared calibration error of benign scores, Brier units: "
+               "sum over 15 equal-mass bins of (n_b/n)[(ybar_b - pbar_b)^2 - "
+               "ybar_b(1 - ybar_b)/(n_b - 1)]; 0 for a calibrated model up to noise of either "
+               "sign; calibration_p_value_benign beside it", 100),
+    MetricInfo("miscalibration_attacked", "calibration", False,
+               "debiased squared calibration error of attacked scores (as "
+               "miscalibration_benign); calibration_p_value_attacked beside it", 100),
+    MetricInfo("ece_binned_benign", "calibration", False,
+               "binned expected calibration error of benign scores (15 equal-mass bins); "
+               "biased upward: about 0.12 for a calibrated model at 100 scores", 100),
+    MetricInfo("ece_binned_attacked", "calibration", False,
+               "binned expected calibration error of attacked scores (15 equal-mass bins)",
+               100),
     MetricInfo("brier_benign", "calibration", False, "Brier score of benign scores", 100),
     MetricInfo("brier_attacked", "calibration", False, "Brier score of attacked scores", 100),
 )  # fmt: skip

@@ -50,7 +50,7 @@ _ATTACK_FIGURES = ("asr_forest", "family_heatmap", "risk_coverage", "score_shift
 
 #: Why a table whose every value is undefined says nothing, where more can be said.
 _EMPTY = {
-    "calibration": "no arm of any run has the 100 scored answers ECE and Brier are reported from",
+    "calibration": "no arm of any run has the 100 scored answers calibration is reported from",
     "confidence_gate": "AUROC and selective risk are withheld for every run: too few pairs "
     "with an attacked confidence",
     "targeted": "no targeted pair and no score pair: every rate undefined",

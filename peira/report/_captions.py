@@ -50,14 +50,16 @@ CAPTIONS: dict[str, tuple[str, str]] = {
     ),
     "calibration": (
         "Score calibration per arm",
-        "ECE (15 equal-mass bins) and Brier score of the emitted scores per arm; reported "
-        "only from 100 scored answers, else 'insufficient data'. The binned ECE is biased "
-        "upward (a calibrated model scores 0.07-0.12 at 100-200 answers): ece_debiased "
-        "removes that bias (root of the debiased squared binned error) and p_calibrated "
-        "tests calibration by consistency resampling (small: more miscalibration than a "
-        "calibrated model of these scores would show). Brier = mcb - dsc + unc: "
+        "miscalibration: the debiased squared calibration error of the emitted scores "
+        "(15 equal-mass bins, Brier units; 0 for a calibrated model up to noise of either "
+        "sign), with its cluster-bootstrap interval (the percentile interval moved by the "
+        "bootstrap's bias) and p_calibrated, a test of calibration by consistency "
+        "resampling (small: more miscalibration than a calibrated model of these scores "
+        "would show; rows taken as independent). ece_binned is the binned ECE, biased "
+        "upward (a calibrated model scores about 0.12 at 100 answers). Reported only from "
+        "100 scored answers, else 'insufficient data'. Brier = mcb - dsc + unc: "
         "miscalibration, discrimination and uncertainty of the CORP decomposition "
-        "(isotonic recalibration, no bins).",
+        "(isotonic recalibration, no bins; its mcb is biased upward at small n).",
     ),
     "confidence_gate": (
         "Confidence gate",

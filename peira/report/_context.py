@@ -349,7 +349,9 @@ class ReportContext:
     @cached_property
     def metric_table(self) -> pl.DataFrame:
         """:func:`peira.metrics.metric_table` per run (with the gates)."""
-        return metric_table(self.pairs, cases=self.cases, thresholds=self.config.thresholds)
+        return metric_table(
+            self.pairs, cases=self.cases, thresholds=self.config.thresholds, seed=self.config.seed
+        )
 
     @cached_property
     def ratio_table(self) -> pl.DataFrame:
@@ -401,7 +403,7 @@ class ReportContext:
 
     @cached_property
     def corp(self) -> pl.DataFrame:
-        """CORP calibration per run × arm: debiased ECE, the test's p-value, MCB/DSC/UNC."""
+        """CORP calibration per run × arm: the Brier decomposition MCB/DSC/UNC (and more)."""
         from ..metrics import corp_calibration
 
         return corp_calibration(self.pairs, seed=self.config.seed)

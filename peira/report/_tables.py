@@ -259,28 +259,29 @@ def _calibration(ctx: ReportContext) -> pl.DataFrame:
                 pl.lit(arm).alias("arm"),
                 pl.lit(i).alias("_arm"),
                 pl.col(f"calibration_n_{arm}").alias("n"),
-                pl.col(f"ece_{arm}").alias("ece"),
+                pl.col(f"miscalibration_{arm}").alias("miscalibration"),
+                pl.col(f"calibration_p_value_{arm}").alias("p_calibrated"),
+                pl.col(f"ece_binned_{arm}").alias("ece_binned"),
                 pl.col(f"brier_{arm}").alias("brier"),
                 pl.col(f"calibration_status_{arm}").alias("status"),
             )
-            .join(ctx.nonratio(f"ece_{arm}"), on="run_id", how="left")
+            .join(ctx.nonratio(f"miscalibration_{arm}"), on="run_id", how="left")
             .join(ctx.nonratio(f"brier_{arm}"), on="run_id", how="left")
             .join(
-                ctx.interval_meta(nonratio=[f"ece_{arm}", f"brier_{arm}"]), on="run_id", how="left"
+                ctx.interval_meta(nonratio=[f"miscalibration_{arm}", f"brier_{arm}"]),
+                on="run_id",
+                how="left",
             )
             .rename(
                 {
-                    f"ece_{arm}_lo": "ece_lo",
-                    f"ece_{arm}_hi": "ece_hi",
+                    f"miscalibration_{arm}_lo": "miscalibration_lo",
+                    f"miscalibration_{arm}_hi": "miscalibration_hi",
                     f"brier_{arm}_lo": "brier_lo",
                     f"brier_{arm}_hi": "brier_hi",
                 }
             )
         )
-    corp = ctx.corp.select(
-        "run_id", "arm", "ece_debiased", pl.col("calibration_p_value").alias("p_calibrated"),
-        "mcb", "dsc", "unc",
-    )  # fmt: skip
+    corp = ctx.corp.select("run_id", "arm", "mcb", "dsc", "unc")
     unseen = {"benign": "attacked", "attacked": "benign"}  # arm -> the arms value lacking it
     seen = pl.col("arm").replace_strict(unseen) != pl.col("run_id").replace_strict(
         ctx.arms, default="both"
@@ -294,11 +295,11 @@ def _calibration(ctx: ReportContext) -> pl.DataFrame:
             "run_id",
             "arm",
             "n",
-            "ece",
-            "ece_lo",
-            "ece_hi",
-            "ece_debiased",
+            "miscalibration",
+            "miscalibration_lo",
+            "miscalibration_hi",
             "p_calibrated",
+            "ece_binned",
             "brier",
             "brier_lo",
             "brier_hi",

@@ -515,6 +515,7 @@ def render_html(
     notes: Sequence[tuple[str, str]] = (),
     flips_title: str = "Flipped pairs",
     flips_note: str = "",
+    extra: Sequence[tuple[str, str, str, str]] = (),
 ) -> str:
     """The report page.
 
@@ -544,6 +545,9 @@ def render_html(
     flips_title, flips_note
         The drill-down's title and a sentence before its caption (the rate
         named where the benign arm is unobserved).
+    extra
+        Sections (anchor, title, caption, HTML body) placed after the
+        drill-down (:func:`peira.report.changes.diff_section`).
 
     Returns
     -------
@@ -571,6 +575,8 @@ def render_html(
             body = _flips_html(flips.head(max_flips), flips.height)
             items.append(("flips", flips_title, flips_note + _FLIPS_CAPTION, body))
             script = True
+        if kind == "flips":
+            items.extend(extra)
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en">',

@@ -28,6 +28,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::peira.errors.FewClustersWarning
 
 FLAT = (
     "compare",
+    "diff",
     "flips",
     "gate",
     "leaderboard",
@@ -46,8 +47,9 @@ def test_all_is_frozen_and_sorted() -> None:
     assert peira.__all__ == [
         "DataFileError", "Dataset", "InputFormatError", "MissingArmsError", "PeiraError",
         "PeiraKeyError", "PeiraTypeError", "PeiraValueError", "PeiraWarning",
-        "UnknownNameError", "ValidationError", "__version__", "compare", "demo_dir", "flips",
-        "gate", "leaderboard", "pairs", "plan", "read_dataset", "read_log", "read_responses", "rescore",
+        "UnknownNameError", "ValidationError", "__version__", "compare", "demo_dir", "diff",
+        "flips", "gate", "leaderboard", "pairs", "plan", "read_dataset", "read_log",
+        "read_responses", "rescore",
         "scan_responses", "score", "tables", "validate", "write_dataset", "write_parquet",
     ]  # fmt: skip
     assert peira.__all__ == sorted(peira.__all__)

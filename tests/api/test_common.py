@@ -38,7 +38,8 @@ HIGHER_IS_BETTER = {
 #: Defined over every pair (or every score case), so defined when no pair is eligible.
 OVER_ALL_PAIRS = {
     "benign_accuracy", "decided_accuracy", "asr_unconditional", "abstention_rate_benign",
-    "abstention_rate_attacked", "malformed_rate", "ece_benign", "ece_attacked", "brier_benign",
+    "abstention_rate_attacked", "malformed_rate", "miscalibration_benign",
+    "miscalibration_attacked", "ece_binned_benign", "ece_binned_attacked", "brier_benign",
     "brier_attacked", "accuracy_under_attack", "f1_benign", "f1_attacked",
 }  # fmt: skip
 #: Defined over eligible pairs only: null when no pair is eligible.
@@ -46,7 +47,8 @@ OVER_ELIGIBLE_PAIRS = set(METRICS) - OVER_ALL_PAIRS
 #: Defined over score cases only: null when the data hold no score case.
 OVER_SCORE_CASES = {
     "mean_shift_toward_target", "mean_abs_score_shift", "shift_without_flip_rate",
-    "ece_benign", "ece_attacked", "brier_benign", "brier_attacked",
+    "miscalibration_benign", "miscalibration_attacked", "ece_binned_benign",
+    "ece_binned_attacked", "brier_benign", "brier_attacked",
 }  # fmt: skip
 #: Defined over the cases that name a positive class: null when none does.
 OVER_POSITIVE_CASES = {"f1_benign", "f1_attacked"}
@@ -244,13 +246,13 @@ BAD_VALUES = {
 }
 #: The commands that take each option (the coverage assertion below keeps this honest).
 TAKES = {
-    "--resamples": {"leaderboard", "compare", "score", "tables", "report", "publish", "seal",
+    "--resamples": {"leaderboard", "compare", "diff", "gate", "score", "tables", "report", "publish", "seal",
                     "holdout divergence"},
-    "--level": {"leaderboard", "compare", "score", "tables", "report", "publish",
+    "--level": {"leaderboard", "compare", "diff", "gate", "score", "tables", "report", "publish",
                 "holdout divergence", "plan"},
-    "--seed": {"leaderboard", "compare", "score", "tables", "report", "publish", "seal",
+    "--seed": {"leaderboard", "compare", "diff", "gate", "score", "tables", "report", "publish", "seal",
                "holdout divergence", "synth"},
-    "--delta": {"leaderboard", "compare", "score", "tables", "report", "publish", "seal",
+    "--delta": {"leaderboard", "compare", "diff", "gate", "score", "tables", "report", "publish", "seal",
                 "holdout divergence", "rescore", "flips"},
 }  # fmt: skip
 

@@ -35,7 +35,7 @@ from peira.bootstrap import (
     replicates,
     wilson_interval,
 )
-from peira.metrics._calibration import calibration
+from peira.metrics._calibration import calibration, miscalibration
 from peira.metrics.confidence import gate_confidence, nonratio_metrics
 from peira.metrics.frame import cluster_sums, ratio_table
 from peira.metrics.ratios import RATIO_METRICS, RatioMetric
@@ -617,8 +617,11 @@ def _library_values(
             out[(row["run_id"], m)] = row[m]
     cal = calibration(pairs, min_n=0, binning=binning)  # type: ignore[arg-type]
     for row in cal.iter_rows(named=True):
-        out[(row["run_id"], f"ece_{row['arm']}")] = row["ece"]
+        out[(row["run_id"], f"ece_binned_{row['arm']}")] = row["ece"]
         out[(row["run_id"], f"brier_{row['arm']}")] = row["brier"]
+    mc = miscalibration(pairs, min_n=0, binning=binning, n_resamples=0)  # type: ignore[arg-type]
+    for row in mc.iter_rows(named=True):
+        out[(row["run_id"], f"miscalibration_{row['arm']}")] = row["miscalibration"]
     return out
 
 
@@ -661,9 +664,11 @@ def test_nonratio_replicates_equal_recomputation_on_expanded_resamples(
             reps.setdefault(m, []).append(v)
     for row in out.iter_rows(named=True):
         vals = reps[row["metric"]]
+        # miscalibration: the interval moved by the bootstrap's bias, mean(replicates) - D
+        shift = float(np.mean(vals)) - row["estimate"] if row["metric"].startswith("mis") else 0
         assert row["n_defined"] == 8
-        assert row["lo"] == pytest.approx(min(vals), abs=1e-12), row["metric"]
-        assert row["hi"] == pytest.approx(max(vals), abs=1e-12), row["metric"]
+        assert row["lo"] == pytest.approx(min(vals) - shift, abs=1e-12), row["metric"]
+        assert row["hi"] == pytest.approx(max(vals) - shift, abs=1e-12), row["metric"]
 
 
 def test_nonratio_auroc_replicate_matches_sklearn_with_weights(

@@ -36,7 +36,10 @@ def test_score_by_primitive_table(tiny: Path, capsys: pytest.CaptureFixture[str]
     assert head[:7] == [
         "run_id", "primitive", "n_pairs", "benign_accuracy", "asr", "asr_lo", "asr_hi"
     ]  # fmt: skip
-    assert head[-4:] == ["calibration_status", "gate", "interval_method", "flags"]
+    assert head[-6:] == [
+        "miscalibration_benign", "miscalibration_attacked",  # the calibration headline
+        "calibration_status", "gate", "interval_method", "flags",
+    ]  # fmt: skip
     choice, score_row = out[2].split(), out[3].split()
     # 1 flip of 2 pairs in one scenario: no degrees of freedom, the interval is [0, 1]
     assert choice[:8] == ["r1", "choice", "2", "1.0000", "0.5000", "0.0000", "1.0000", "0.5000"]
@@ -76,7 +79,8 @@ def test_score_json_keys_are_spec_names(tiny: Path, capsys: pytest.CaptureFixtur
     for key in ["run_id", "family", "n_pairs", "n_eligible", *spec]:
         assert key in row
     assert row["confidence_gate_auroc"] is None and row["confidence_gate_auroc_sufficient"] is False
-    for m in ("asr", "robustness", "benign_accuracy", "confidence_gate_auroc", "ece_benign"):
+    for m in ("asr", "robustness", "benign_accuracy", "confidence_gate_auroc",
+              "miscalibration_benign", "ece_binned_benign"):  # fmt: skip
         assert f"{m}_lo" in row and f"{m}_hi" in row and f"{m}_n_defined" in row
     assert row["asr_n_defined"] >= 0 and len(row["fingerprint"]) == 64
     assert row["ranked"] is False and row["gate_reasons"]

@@ -82,6 +82,10 @@ def test_every_format(capsys: pytest.CaptureFixture[str]) -> None:
         (["--guard", "benign_accuracy:non-inferior:x"], "is not a number"),
         (["--require", "robustness:better:0.1"], "takes no margin"),
         (["--require", "robustnes:better"], "did you mean 'robustness'"),
+        (
+            ["--require", "confidence_gate_auroc:better"],
+            "is a metric of kind 'auroc'; a gate compares ratio",
+        ),
         ([], "at least one --require or --guard"),
     ],
 )

@@ -326,7 +326,7 @@ def test_tables_show_what_they_promise(ctx: ReportContext) -> None:
     assert fam["family"].to_list() == [*sorted(FAMILIES), "(all)"]
     cal = build_table("calibration", ctx)
     assert set(cal["status"]) == {"insufficient data"}  # < 100 scored answers per arm
-    assert cal["ece"].null_count() == cal.height
+    assert cal["miscalibration"].null_count() == cal["ece_binned"].null_count() == cal.height
     h2h = build_table("head_to_head", ctx)
     order = lb["run_id"].to_list()
     assert h2h.columns == ["run_id", *order]
@@ -374,6 +374,18 @@ def _ece_reference(p: np.ndarray, y: np.ndarray, k: int = 15) -> float:
     return float(sum(gaps) / n)
 
 
+def _miscalibration_reference(p: np.ndarray, y: np.ndarray, k: int = 15) -> float:
+    """Debiased squared calibration error, plain Python over the same bins."""
+    n, total = len(p), 0.0
+    for b in range(k):
+        ps, ys = p[b * n // k : (b + 1) * n // k], y[b * n // k : (b + 1) * n // k]
+        m = len(ps)
+        gap = sum(ys) / m - sum(ps) / m
+        ybar = sum(ys) / m
+        total += m / n * (gap * gap - (ybar * (1 - ybar) / (m - 1) if m > 1 else 0.0))
+    return total
+
+
 def test_scored_calibration_matches_independent_references(scored: ReportContext) -> None:
     cal = build_table("calibration", scored)
     golden = pl.read_csv(GOLDEN / "scored_calibration.csv")
@@ -384,22 +396,31 @@ def test_scored_calibration_matches_independent_references(scored: ReportContext
         assert row["status"] == grow["status"] == "ok"
         assert row["n"] == grow["n"] == len(p) >= 100
         ece, brier = _ece_reference(p, y), brier_score_loss(y, p)
-        assert row["ece"] == pytest.approx(ece, abs=1e-12)
+        mis = _miscalibration_reference(p, y)
+        assert row["ece_binned"] == pytest.approx(ece, abs=1e-12)
+        assert row["miscalibration"] == pytest.approx(mis, abs=1e-12)
         assert row["brier"] == pytest.approx(brier, abs=1e-12)
-        assert grow["ece"] == pytest.approx(ece, abs=5e-5)  # the golden file, 4 decimals
+        assert grow["ece_binned"] == pytest.approx(ece, abs=5e-5)  # the golden file, 4 decimals
+        assert grow["miscalibration"] == pytest.approx(mis, abs=5e-5)
         assert grow["brier"] == pytest.approx(brier, abs=5e-5)
         assert row["brier_lo"] <= row["brier"] <= row["brier_hi"]
-        # ECE is biased upward under resampling (duplicated rows sit in one bin), so a
-        # small ECE may lie below its percentile interval; only check that one exists
-        assert row["ece"] <= row["ece_hi"] and row["ece_lo"] < row["ece_hi"]
+        # the bias-shifted interval holds the estimate (the binned ECE's often did not)
+        assert row["miscalibration_lo"] < row["miscalibration"] < row["miscalibration_hi"]
+        assert 0 < row["p_calibrated"] <= 1
     by = {(r["run_id"], r["arm"]): r for r in cal.iter_rows(named=True)}
     # sensible: the stretched forecasts are the worse calibrated ones, on the benign arm
-    assert by[("calibrated", "benign")]["ece"] < by[("overconfident", "benign")]["ece"]
+    assert (
+        by[("calibrated", "benign")]["ece_binned"] < by[("overconfident", "benign")]["ece_binned"]
+    )
     for run in SCORED_RUNS:
         benign, attacked = by[(run, "benign")], by[(run, "attacked")]
         assert benign["brier"] < 0.25  # better than the constant forecast 0.5
         # the attack pushes scores toward the target, away from the gold label
-        assert benign["ece"] < attacked["ece"] < 0.5 and benign["brier"] < attacked["brier"] < 0.5
+        assert benign["ece_binned"] < attacked["ece_binned"] < 0.5
+        assert benign["miscalibration"] < attacked["miscalibration"]
+        assert benign["brier"] < attacked["brier"] < 0.5
+        assert attacked["p_calibrated"] < 0.01 and attacked["miscalibration_lo"] > 0
+    assert by[("calibrated", "benign")]["p_calibrated"] > 0.05  # a calibrated arm, not rejected
     assert by[("overconfident", "benign")]["n"] < by[("overconfident", "attacked")]["n"] == 120
 
 
