@@ -30,7 +30,10 @@ import numpy as np
 import polars as pl
 
 from .bootstrap import (
+    RANK_COLUMNS,
     ResamplePlan,
+    board_ranks,
+    check_top_k,
     paired_differences,
     ratio_intervals,
     replicates,
@@ -627,6 +630,7 @@ def leaderboard(
     thresholds: GateThresholds | None = None,
     support: Support = "common",
     adjust: Adjust = "holm",
+    top_k: int | None = None,
 ) -> pl.DataFrame:
     """Ranked runs by ``metric`` (default robustness) with intervals; unranked runs after.
 
@@ -648,13 +652,20 @@ def leaderboard(
     adjust
         The paired rule's adjustment over that family, as in :func:`pairwise`
         (``"holm"`` default, ``"bh"``, ``"none"``).
+    top_k
+        K: mark the runs of the set that contains the best K ranked runs with
+        confidence ``level`` (``in_top_k``); an integer from 1 to the number
+        of ranked runs (docs/spec/comparison.md#rank-intervals-and-tie-groups).
 
     Returns
     -------
     polars.DataFrame
         ``rank`` (null for unranked), ``run_id``, ``model``, ``model_version``,
         ``metric``, ``estimate``, ``lo``, ``hi``, ``n_pairs``, ``n_eligible``,
-        ``beaten_by`` (ranked runs that beat this one), ``ranked``,
+        ``beaten_by`` (ranked runs that beat this one), ``rank_lo``,
+        ``rank_hi`` (the rank's interval, simultaneous over the ranked runs),
+        ``tie_group`` (1 = best), ``in_top_k`` (null without ``top_k``;
+        all four null for unranked runs, :func:`peira.bootstrap.board_ranks`), ``ranked``,
         ``gate_reasons``, ``rule``, the interval metadata (``method``: the
         interval this row used; ``few_clusters``, ``n_clusters``: the clusters
         behind its denominator), ``arms``,
@@ -677,6 +688,7 @@ def leaderboard(
     """
     r = _check_rule(rule)
     where = _check_support(support)
+    check_top_k(top_k)
     t = thresholds or GateThresholds()
     higher = _metric(metric)
     if not isinstance(pairs, RunSums):
@@ -696,6 +708,7 @@ def leaderboard(
     info = sums.about().select("run_id", "model", "model_version", "n_pairs")
     ranked_ids = gates.filter(pl.col("ranked"))["run_id"].to_list()
     beaten: dict[str, list[str]] = {run: [] for run in ranked_ids}
+    ranks = board_ranks(analysed, plan, metric, ranked_ids, level=level, top_k=top_k)
     if len(ranked_ids) >= 2:
         # the Holm family is every pair of runs analysed; only ranked runs beat one another
         duel = pairwise(
@@ -752,6 +765,7 @@ def leaderboard(
             gates.select("run_id", "ranked", "gate_reasons", "n_eligible", "arms", "n_counted"),
             on="run_id",
         )
+        .join(ranks, on="run_id", how="left")
         .with_columns(
             pl.col("run_id")
             .replace_strict(
@@ -771,28 +785,10 @@ def leaderboard(
         )
     )
     cols = [
-        "rank",
-        "run_id",
-        "model",
-        "model_version",
-        "metric",
-        "estimate",
-        "lo",
-        "hi",
-        "n_pairs",
-        "n_eligible",
-        "beaten_by",
-        "ranked",
-        "gate_reasons",
-        "rule",
-        *_META,
-        "arms",
-        "note",
-        "n_counted",
-        "support",
-        "n_common",
-        "n_set_aside",
-    ]
+        "rank", "run_id", "model", "model_version", "metric", "estimate", "lo", "hi", "n_pairs",
+        "n_eligible", "beaten_by", *RANK_COLUMNS, "ranked", "gate_reasons", "rule", *_META,
+        "arms", "note", "n_counted", "support", "n_common", "n_set_aside",
+    ]  # fmt: skip
     return board.select(cols).sort(
         [pl.col("ranked").not_(), "rank", "estimate", "run_id"],
         descending=[False, False, higher, False],

@@ -69,6 +69,7 @@ def leaderboard(
     support: Support = "common",
     gates: GateThresholds | Mapping[str, float | int | bool] | None = None,
     adjust: Adjust = "holm",
+    top_k: int | None = None,
 ) -> pl.DataFrame:
     """The runs ranked by a ratio metric (default robustness, 1 − ASR), with intervals.
 
@@ -111,12 +112,17 @@ def leaderboard(
         With ``rule="paired"``, how the family of every pair of runs is
         adjusted: ``"holm"`` (default), ``"bh"`` or ``"none"`` (as in
         :func:`compare`).
+    top_k
+        K (an integer from 1 to the number of ranked runs): ``in_top_k`` marks
+        the set that contains the best K runs with confidence ``level``
+        (docs/spec/comparison.md#rank-intervals-and-tie-groups).
 
     Returns
     -------
     polars.DataFrame
         :func:`peira.ranking.leaderboard`'s columns (``rank``, ``run_id``,
-        ``estimate``, ``lo``, ``hi``, ``beaten_by``, the gates, the plan's
+        ``estimate``, ``lo``, ``hi``, ``beaten_by``, ``rank_lo``,
+        ``rank_hi``, ``tie_group``, ``in_top_k``, the gates, the plan's
         provenance) plus the metric under its own name with ``<metric>_lo`` and
         ``<metric>_hi`` (``robustness``, ``robustness_lo``, ``robustness_hi``).
 
@@ -137,10 +143,12 @@ def leaderboard(
     │ 1    ┆ m07-score-shift  ┆ 0.904822   │
     └──────┴──────────────────┴────────────┘
     """
+    from ..bootstrap import check_top_k
     from ..metrics.gates import GateThresholds
     from ..ranking import leaderboard as rank_runs
 
     thresholds = GateThresholds.of(gates)
+    check_top_k(top_k)
     table, cs, plan = _split_sums(
         responses, cases, split, unit=unit, n_resamples=n_resamples, seed=seed,
         missing=missing, delta=delta, engine=engine,
@@ -155,6 +163,7 @@ def leaderboard(
         thresholds=thresholds,
         support=support,
         adjust=adjust,
+        top_k=top_k,
     )
     return board.with_columns(
         pl.col("estimate").alias(metric),

@@ -14,6 +14,9 @@ Draw the plan once; apply every statistic to it.
   (families) of ratio metrics, from the groups' replicates on one plan.
 - :mod:`.nonratio` — :func:`nonratio_intervals`: AUROC, miscalibration, ECE,
   Brier and mean shifts through case weights expanded from ``W``.
+- :mod:`.ranks` — :func:`rank_intervals`: simultaneous rank intervals, tie
+  groups and the top-K set of a board from the paired replicates of every
+  pairwise difference (max-T step-down, Mogstad, Romano, Shaikh & Wilhelm).
 - :mod:`.smallcell` — design-effect-adjusted binomial intervals (Korn &
   Graubard) for the rows the bootstrap cannot carry, and the rule that
   decides which rows those are.
@@ -37,6 +40,15 @@ from .plan import (
     plan_fingerprint,
     plan_for_cases,
 )
+from .ranks import (
+    RANK_COLUMNS,
+    RankIntervals,
+    board_ranks,
+    check_top_k,
+    duel_rank_intervals,
+    rank_intervals,
+    tie_groups,
+)
 from .ratio import Replicates, paired_differences, ratio_intervals, replicates
 from .smallcell import (
     CellStats,
@@ -53,6 +65,7 @@ __all__ = [
     "METHODS",
     "MIN_CLUSTERS",
     "NONRATIO_INTERVAL_METRICS",
+    "RANK_COLUMNS",
     "Z95",
     "BootstrapResult",
     "CellStats",
@@ -60,16 +73,20 @@ __all__ = [
     "Method",
     "PeiraWarning",
     "PlanMismatchError",
+    "RankIntervals",
     "Replicates",
     "ResamplePlan",
     "Unit",
     "binomial_interval",
+    "board_ranks",
     "bootstrap",
     "bootstrap_carries",
     "cell_stats",
+    "check_top_k",
     "compat_bootstrap",
     "compat_draws",
     "design_interval",
+    "duel_rank_intervals",
     "effective_size",
     "macro_intervals",
     "make_plan",
@@ -77,7 +94,9 @@ __all__ = [
     "paired_differences",
     "plan_fingerprint",
     "plan_for_cases",
+    "rank_intervals",
     "ratio_intervals",
     "replicates",
+    "tie_groups",
     "wilson_interval",
 ]

@@ -46,6 +46,7 @@ def _board(args: argparse.Namespace) -> tuple[pl.DataFrame, pl.DataFrame | None]
     import polars as pl
 
     from .. import api
+    from ..errors import PeiraValueError
     from ..metrics.gates import GateThresholds
     from ..ranking import leaderboard as rank_runs
 
@@ -59,17 +60,23 @@ def _board(args: argparse.Namespace) -> tuple[pl.DataFrame, pl.DataFrame | None]
     table = sums.split(args.split)
     metric = args.metric
     kw = c.comparison_kwargs(args, table.runs)
-    board = rank_runs(
-        table,
-        cases,
-        plan,
-        metric=metric,
-        rule=args.rule,
-        adjust=args.adjust,
-        level=args.level,
-        thresholds=GateThresholds.of(kw["gates"]),
-        support=kw["support"],
-    )
+    try:
+        board = rank_runs(
+            table,
+            cases,
+            plan,
+            metric=metric,
+            rule=args.rule,
+            adjust=args.adjust,
+            level=args.level,
+            thresholds=GateThresholds.of(kw["gates"]),
+            support=kw["support"],
+            top_k=args.top_k,
+        )
+    except PeiraValueError as e:  # the library names its argument; say the option's name
+        if str(e).startswith("top_k "):
+            raise PeiraValueError(f"--top-k {str(e)[len('top_k ') :]}") from None
+        raise
     rates = [r for r in RATES if r != metric]
     board = board.with_columns(
         pl.col("estimate").alias(metric),
@@ -107,7 +114,7 @@ def _board(args: argparse.Namespace) -> tuple[pl.DataFrame, pl.DataFrame | None]
 
 #: What the ``table``/``markdown`` leaderboard shows by default (``--columns``, ``--all``).
 COMPACT = [
-    "rank", "run_id", "{metric}", "lo", "hi", "holdout", *RATES, "n_eligible", "n", "gate",
+    "rank", "run_id", "ranks", "tie", "top_{k}", "{metric}", "lo", "hi", "holdout", *RATES, "n_eligible", "n", "gate",
     "beaten_by", "interval_method", "flags", "verdict_source", "note",
 ]  # fmt: skip
 
@@ -142,6 +149,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         )
         _say(_support_text(board))
         _say(_gates_text(args))
+        _say(_ranks_text(board, args))
     view = gate_text(board).with_columns(
         pl.col("beaten_by").list.len().alias("beaten_by"),
         pl.when(pl.col("lo").is_not_null())
@@ -152,7 +160,17 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         .then(pl.lit("few_clusters"))
         .otherwise(pl.lit(""))
         .alias("flags"),
+        pl.when(pl.col("rank_lo") == pl.col("rank_hi"))
+        .then(pl.col("rank_lo").cast(pl.String))
+        .otherwise(pl.format("{}-{}", "rank_lo", "rank_hi"))
+        .alias("ranks"),
+        pl.col("tie_group").alias("tie"),
     )
+    if args.top_k is not None:
+        view = view.with_columns(
+            pl.col("in_top_k").replace_strict({True: "yes", False: "no"}, default=None,
+                return_dtype=pl.String).alias(f"top_{args.top_k}")
+        )  # fmt: skip
     if not metric_den_is_eligible(metric):
         view = view.with_columns(pl.col("n_counted").alias("n"))
     if "holdout_flag" in view.columns:
@@ -164,7 +182,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
             .otherwise(pl.lit("-"))
             .alias("holdout")
         )
-    default = [x.format(metric=metric) for x in COMPACT]
+    default = [x.format(metric=metric, k=args.top_k) for x in COMPACT]
     if metric_den_is_eligible(metric):
         default.remove("n")
     else:
@@ -185,6 +203,25 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
                 )
             )
     return code
+
+
+def _ranks_text(board: pl.DataFrame, args: argparse.Namespace) -> str:
+    """What ``ranks``, ``tie`` (and ``top_K``) mean, and the top-K set."""
+    import polars as pl
+
+    ranked = board.filter(pl.col("ranked"))
+    text = (
+        f"ranks: the rank's {args.level:.0%} interval, simultaneous over the {ranked.height} "
+        "ranked runs (max-T step-down on the head-to-head differences); tie: runs of a group "
+        "are each shown better than every run of a later group"
+    )
+    if args.top_k is None:
+        return text + " (--top-k K: the set that holds the best K)"
+    top = ranked.filter(pl.col("in_top_k"))["run_id"].to_list()
+    return text + (
+        f"; top {args.top_k}: these {len(top)} run(s) hold the best {args.top_k} with "
+        f"{args.level:.0%} confidence: {', '.join(top)}"
+    )
 
 
 def _support_text(board: pl.DataFrame) -> str:
@@ -273,6 +310,14 @@ def register(sub: Any) -> None:
         help="ratio metric to rank by (e.g. benign_accuracy, which ranks clean-only runs too)",
     )
     c.add_comparison_options(lb)
+    lb.add_argument(
+        "--top-k",
+        type=c.int_range(1, 1_000_000, "positive integer"),
+        default=None,
+        metavar="K",
+        help="mark the runs of the set that holds the best K with the --level confidence "
+        "(top_K column); K from 1 to the number of ranked runs",
+    )
     c.add_columns_options(lb)
     c.add_flag_family_option(lb)
     c.add_engine_options(
