@@ -35,9 +35,11 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 
+import numpy as np
 import polars as pl
 
 from .bootstrap import ResamplePlan, paired_differences, replicates
+from .bootstrap.adjust import adjust_p
 from .bootstrap.exact import mcnemar_exact, newcombe_paired
 from .errors import PeiraKeyError, PeiraValueError
 from .metrics.gates import metric_den_is_eligible
@@ -84,6 +86,8 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "diff",
     "mcnemar_p",
     "mcnemar_midp",
+    "mcnemar_p_adjusted",
+    "adjust",
     "newcombe_lo",
     "newcombe_hi",
     "bootstrap_lo",
@@ -290,6 +294,7 @@ def summarize(
     metric: str = "robustness",
     level: float = 0.95,
     by_family: bool = True,
+    adjust: str = "holm",
 ) -> pl.DataFrame:
     """Counts and the three looks at the net change: every pair, then each family.
 
@@ -303,6 +308,11 @@ def summarize(
         The resample plan of the split (the one ``peira compare`` draws).
     by_family
         Also a row per family (``family`` is null on the row of every pair).
+    adjust
+        How the family rows' McNemar p-values are adjusted among themselves
+        (``mcnemar_p_adjusted``): ``"holm"`` (default), ``"bh"`` or
+        ``"none"``; the row of every pair is a family of one (its adjusted
+        p-value is its own).
 
     Returns
     -------
@@ -310,7 +320,8 @@ def summarize(
         :data:`SUMMARY_COLUMNS`. ``net`` = fixed − regressed; ``churn`` =
         (regressed + fixed) / n_counted; ``diff`` = estimate_a − estimate_b;
         ``mcnemar_p``, ``mcnemar_midp``: the exact McNemar test (two-sided
-        binomial p and mid-p) of regressed = fixed; ``newcombe_lo``,
+        binomial p and mid-p) of regressed = fixed; ``mcnemar_p_adjusted``,
+        ``adjust``: ``mcnemar_p`` adjusted over the family rows; ``newcombe_lo``,
         ``newcombe_hi``: Newcombe's method 10 interval of ``diff`` (pairs taken
         as independent); ``bootstrap_lo``, ``bootstrap_hi``: the interval of
         ``diff`` on the plan's resamples of clusters (``bootstrap_method``
@@ -335,8 +346,17 @@ def summarize(
             fingerprint=plan.fingerprint,
         )
         rows.append(row)
+    raw = np.array([np.nan if r["mcnemar_p"] is None else r["mcnemar_p"] for r in rows])
+    fams = np.array([r["family"] is not None for r in rows])
+    adjusted = raw.copy()
+    if fams.any():
+        adjusted[fams] = adjust_p(raw[fams], adjust)
+    for r, v in zip(rows, adjusted, strict=True):
+        r["mcnemar_p_adjusted"] = None if np.isnan(v) else float(v)
+        r["adjust"] = adjust
     schema: dict[str, type[pl.DataType]] = dict.fromkeys(SUMMARY_COLUMNS, pl.Float64)
-    texts = ("run_a", "run_b", "metric", "family", "bootstrap_method", "unit", "fingerprint")
+    texts = ("run_a", "run_b", "metric", "family", "bootstrap_method", "unit", "fingerprint",
+             "adjust")  # fmt: skip
     schema.update(dict.fromkeys(texts, pl.String))
     counts = ("n_support", "n_counted", *OUTCOMES, "net", "n_clusters", "n_resamples", "seed")
     schema.update(dict.fromkeys(counts, pl.Int64))

@@ -15,6 +15,7 @@ from ._inputs import PathLike, Split, as_dataset, as_responses, split_cases, val
 if TYPE_CHECKING:
     from .._pairs import Missing
     from ..bootstrap import Unit
+    from ..bootstrap.adjust import Adjust
     from ..io import Dataset
     from ..ranking import Support
 
@@ -42,6 +43,7 @@ def diff(
     delta: float = 0.10,
     support: Support = "common",
     by_family: bool = True,
+    adjust: Adjust = "holm",
 ) -> pl.DataFrame:
     """What changed from run A (the baseline) to run B (the candidate), pair by pair.
 
@@ -83,6 +85,9 @@ def diff(
         answered.
     by_family
         With ``view="summary"``, a row per family after the row of every pair.
+    adjust
+        How the family rows' McNemar p-values are adjusted among themselves
+        (``mcnemar_p_adjusted``): ``"holm"`` (default), ``"bh"`` or ``"none"``.
 
     Returns
     -------
@@ -125,5 +130,13 @@ def diff(
         return changed_cases(outcomes, table, log, ds.variants, run_a, run_b, metric=metric)
     plan = resample_plan(cs, unit=unit, n_resamples=n_resamples, seed=seed)
     return summarize(
-        table, outcomes, run_a, run_b, plan, metric=metric, level=level, by_family=by_family
+        table,
+        outcomes,
+        run_a,
+        run_b,
+        plan,
+        metric=metric,
+        level=level,
+        by_family=by_family,
+        adjust=adjust,
     )

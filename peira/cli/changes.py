@@ -25,8 +25,8 @@ __all__ = ["COMPACT", "PAIRS", "cmd_diff", "register"]
 #: What ``peira diff`` shows in a terminal by default.
 COMPACT = [
     "family", "n_counted", "regressed", "fixed", "still_failing", "unchanged", "estimate_a",
-    "estimate_b", "diff", "mcnemar_p", "mcnemar_midp", "newcombe_lo", "newcombe_hi",
-    "bootstrap_lo", "bootstrap_hi",
+    "estimate_b", "diff", "mcnemar_p", "mcnemar_midp", "mcnemar_p_adjusted", "newcombe_lo",
+    "newcombe_hi", "bootstrap_lo", "bootstrap_hi",
 ]  # fmt: skip
 
 
@@ -50,7 +50,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
     frame = api.diff(
         log, dataset, args.run_a, args.run_b, metric=args.metric, view=view,
         support=args.support or "common",
-        **c.api_kwargs(args, ("split", "n_resamples", "seed", "unit", "level", "missing", "delta")),
+        **c.api_kwargs(args, ("split", "n_resamples", "seed", "unit", "level", "missing", "delta",
+                              "adjust")),
     )  # fmt: skip
     human = args.format in ("table", "markdown")
     if view == "summary":
@@ -60,7 +61,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
             _say(_header(frame, args))
         view_frame = frame.with_columns(
             pl.col("family").fill_null("(all)"),
-            *(_p_text(pl.col(x)).alias(x) for x in ("mcnemar_p", "mcnemar_midp")),
+            *(
+                _p_text(pl.col(x)).alias(x)
+                for x in ("mcnemar_p", "mcnemar_midp", "mcnemar_p_adjusted")
+            ),
         )
         return c.emit(view_frame.select(c.pick_columns(view_frame, COMPACT, args)), args.format)
     total = frame.height
@@ -187,6 +191,11 @@ def register(sub: Any) -> None:
         "benign_accuracy, asr, the flip rates, …)",
     )
     c.add_comparison_options(d, gates=False)
+    d.add_argument(
+        "--adjust", choices=c.option_choices("adjust"), default="holm",
+        help="how the family rows' McNemar p-values are adjusted among themselves "
+        "(mcnemar_p_adjusted): holm (default), bh, none",
+    )  # fmt: skip
     d.add_argument(
         "--cases",
         action="store_true",

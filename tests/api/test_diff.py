@@ -180,3 +180,19 @@ def test_the_verb_is_on_the_flat_api() -> None:
 
     assert peira.diff is peira.api.diff
     assert "diff" in peira.__all__ and "diff" in peira.api.__all__
+
+
+@pytest.mark.parametrize(("adjust", "method"), [("holm", "holm"), ("bh", "fdr_bh"), ("none", None)])
+def test_family_rows_are_adjusted_among_themselves(adjust: str, method: str | None) -> None:
+    from statsmodels.stats.multitest import multipletests
+
+    d = peira.demo_dir()
+    s = peira.diff(d / "responses.parquet", d, "m02-fragile", "m01-robust", n_resamples=200,
+                   adjust=adjust)  # fmt: skip
+    assert set(s["adjust"]) == {adjust}
+    overall = s.filter(pl.col("family").is_null())
+    assert overall["mcnemar_p_adjusted"].to_list() == overall["mcnemar_p"].to_list()
+    fams = s.filter(pl.col("family").is_not_null())
+    raw = fams["mcnemar_p"].to_numpy()
+    want = raw if method is None else multipletests(raw, method=method)[1]
+    assert fams["mcnemar_p_adjusted"].to_numpy() == pytest.approx(want, rel=1e-12)
