@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from ..errors import DataFileError, PeiraError, PeiraValueError
+from ..errors import DataFileError, PeiraError, PeiraValueError, ResourceError
 from .base import Engine
 
 if TYPE_CHECKING:
@@ -491,7 +491,7 @@ class SparkEngine(Engine):
         _check(delta, missing)
         none = _no_pairs(cases, delta)
         spark = self.session()
-        sdf, _ = self._read(spark, responses)
+        sdf, source = self._read(spark, responses)
         with _arrow_only():
             try:
                 found = sdf.select(F.col("run_id").cast("string")).distinct().toArrow()
@@ -499,6 +499,13 @@ class SparkEngine(Engine):
                 _explain_worker_failure(exc)
                 raise
         runs = sorted(r for r in found.column(0).to_pylist() if r is not None)
+        from ..schema import MAX_RUNS
+
+        if len(runs) > MAX_RUNS:  # the local engines' bound, before the shuffle
+            raise ResourceError(
+                f"{source}: {len(runs):,} runs (distinct run_id) in one log, "
+                f"more than the {MAX_RUNS:,} Peira scores at once; score the runs in groups"
+            )
         got = self._reduce(
             responses,
             cases,

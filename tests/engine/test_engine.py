@@ -7,6 +7,7 @@ tests with that reason rather than skipping them.
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -451,3 +452,24 @@ def test_ratio_only_score_equals_the_whole_score(by: list[str], capsys: Any) -> 
     assert main([*argv, "--ratio-only"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["asr_lo"] for r in rows] == ratio["asr_lo"].to_list()
+
+
+def test_spark_refuses_a_log_of_more_runs_than_the_bound(
+    spark: SparkEngine, tmp_path: Path
+) -> None:
+    from peira.errors import ResourceError
+    from peira.schema import MAX_RUNS
+
+    cases = read_dataset(DEMO).cases
+    r = pl.read_parquet(DEMO / "responses.parquet")
+    pair = r.filter((pl.col("run_id") == r["run_id"][0]) & (pl.col("case_id") == r["case_id"][0]))
+    n = MAX_RUNS + 1
+    many = pl.DataFrame({"i": range(n)}).join(pair.drop("run_id", "model"), how="cross")
+    log = tmp_path / "many.parquet"
+    many.with_columns(
+        ("r" + pl.col("i").cast(pl.String)).alias("run_id"),
+        ("m" + pl.col("i").cast(pl.String)).alias("model"),
+    ).select(r.columns).write_parquet(log)
+    said = f"many.parquet: {n:,} runs (distinct run_id) in one log, more than the {MAX_RUNS:,}"
+    with pytest.raises(ResourceError, match=re.escape(said)):
+        spark.run_sums(str(log), cases)
