@@ -82,10 +82,16 @@ def _metrics(metrics: Sequence[str | RatioMetric] | None) -> list[RatioMetric]:
     return out
 
 
-def _weighted(m: RatioMetric, schema: pl.Schema) -> bool:
-    """Whether ``m``'s denominator is a weight (not a flag): then it needs its own count."""
-    probe = pl.LazyFrame(schema=schema).select(m.denominator.alias("d")).collect_schema()
-    return probe["d"] != pl.Boolean
+def _weighted(ms: Sequence[RatioMetric], schema: pl.Schema) -> set[str]:
+    """The metrics of ``ms`` whose denominator is a weight (not a flag): they need their
+    own count. One schema probe for all of them (a probe per metric costs as much as
+    summing a small partition)."""
+    if not ms:
+        return set()
+    probe = (
+        pl.LazyFrame(schema=schema).select(m.denominator.alias(m.name) for m in ms).collect_schema()
+    )
+    return {m.name for m in ms if probe[m.name] != pl.Boolean}
 
 
 def summarise(
@@ -153,10 +159,11 @@ def summarise(
             m.denominator.cast(pl.Float64).alias(f"{m.name}__den"),
         )
     ]
+    weighted = _weighted(ms, schema)
     cols += [
         (m.denominator.cast(pl.Float64) > 0).fill_null(False).alias(f"{m.name}__cnt")
         for m in ms
-        if _weighted(m, schema)
+        if m.name in weighted
     ]
     complete = pl.col("missing_arm").is_null() if "missing_arm" in names else pl.lit(True)
     no_sev = pl.col("severity").is_null() if "severity" in names else pl.lit(False)
