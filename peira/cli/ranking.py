@@ -182,7 +182,8 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
             .otherwise(pl.lit("-"))
             .alias("holdout")
         )
-    default = [x.format(metric=metric, k=args.top_k) for x in COMPACT]
+    # once each: the metric ranked may be one of the rates shown beside it (--metric asr)
+    default = list(dict.fromkeys(x.format(metric=metric, k=args.top_k) for x in COMPACT))
     if metric_den_is_eligible(metric):
         default.remove("n")
     else:

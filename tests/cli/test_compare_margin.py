@@ -80,3 +80,11 @@ def test_leaderboard_names_its_adjustment(capsys: pytest.CaptureFixture[str]) ->
     # no adjustment rejects at least what Holm rejects
     for run, beaten in holm.items():
         assert set(beaten or []) <= set(loose[run] or [])
+
+
+def test_leaderboard_by_asr_shows_the_metric_once(capsys: pytest.CaptureFixture[str]) -> None:
+    # asr is also one of the rates shown beside the ranked metric
+    assert main(["leaderboard", "--metric", "asr", *B]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    head = next(x for x in lines if x.startswith("rank "))
+    assert head.split().count("asr") == 1
