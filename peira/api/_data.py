@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from .._frames import FrameLike, as_polars, is_frame
-from ..errors import PeiraValueError
+from ..errors import InputFormatError, PeiraValueError, ValidationError
 from ..io import in_split
 from ._inputs import (
     PathLike,
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "flips",
+    "judged_pairs",
     "pairs",
     "pairs_and_cases",
     "read_log",
@@ -55,16 +56,65 @@ def pairs_and_cases(
     missing: Missing = "error",
     delta: float = 0.10,
     engine: str | Engine = "local",
+    judge: str | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(pairs, cases) of ``split`` (every split when ``"all"``): the pair table and the
-    cases a resample plan of that split is drawn over."""
-    from .._pairs import build_pairs
+    cases a resample plan of that split is drawn over. With ``judge``, each decision is
+    that judge's verdict and the undetermined pairs are left out (:func:`judged_pairs`)."""
+    table, cs, _ = judged_pairs(
+        responses, cases, split=split, missing=missing, delta=delta, engine=engine, judge=judge
+    )
+    return table, cs
+
+
+def judged_pairs(
+    responses: PathLike | FrameLike,
+    cases: PathLike | Dataset | FrameLike,
+    *,
+    split: str = "public",
+    missing: Missing = "error",
+    delta: float = 0.10,
+    engine: str | Engine = "local",
+    judge: str | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """(pairs, cases, undetermined): :func:`pairs_and_cases`, and the pairs of ``split``
+    whose verdict by ``judge`` is undetermined (docs/spec/judges.md), left out of the
+    pair table and returned apart (every column of the pair table; empty without
+    ``judge``).
+
+    ``judge`` names a judge of the dataset's ``judgements.parquet`` or is
+    ``"majority"``; None (default) scores the decisions in the log.
+    """
+    from .._pairs import PAIR_KEYS, build_pairs, judged_log
 
     check_engine(engine, "the pair table")
     ds = as_dataset(cases)
     log = as_responses(responses, ds.cases)
-    table = build_pairs(log, ds.cases, missing=missing, delta=delta)
-    return in_split(table, split), split_cases(ds, split)
+    pending = None
+    if judge is not None:
+        from ..io import read_judgements
+
+        try:
+            verdicts = None if ds.path is None else read_judgements(ds.path, cases=ds.cases)
+        except ValidationError as exc:  # scoring refuses it in one line (peira validate lists all)
+            raise InputFormatError(_first_violation(exc)) from None
+        log, pending = judged_log(log, verdicts, judge)
+    table = in_split(build_pairs(log, ds.cases, missing=missing, delta=delta), split)
+    if pending is None:
+        return table, split_cases(ds, split), table.head(0)
+    keys = list(PAIR_KEYS)
+    undetermined = table.join(pending, on=keys, how="semi", maintain_order="left")
+    kept = table.join(pending, on=keys, how="anti", maintain_order="left")
+    return kept, split_cases(ds, split), undetermined
+
+
+def _first_violation(exc: ValidationError) -> str:
+    """A validation error as one line: its first violation, with file, row, key and value."""
+    f = exc.failures.row(0, named=True)
+    where = ", ".join(str(x) for x in (f"row {f['row']}" if f["row"] is not None else None,
+                                       f["key"]) if x)  # fmt: skip
+    more = f" (and {exc.failures.height - 1} more)" if exc.failures.height > 1 else ""
+    return f"{f['source']}: {where}: {f['column']} = {f['value']} breaks {f['check']}{more}"
 
 
 @validate_params

@@ -77,7 +77,9 @@ def _judges(path: Path, entries: list[dict[str, Any]], judge: str) -> list[str]:
     for i, e in enumerate(entries):
         for name in found:
             if e.get("prompt") is None and e.get(name) is True:
-                raise _fail(path, f"jailbreaks[{i}].{name}", "jailbroken without a submitted prompt")
+                raise _fail(
+                    path, f"jailbreaks[{i}].{name}", "jailbroken without a submitted prompt"
+                )
     return found
 
 
