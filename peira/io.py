@@ -34,6 +34,7 @@ from .errors import DataFileError, ValidationError
 from .schema import (
     collect_failures,
     failures_frame,
+    judgement_failures,
     raise_if,
     shape_broken,
     validate_cases,
@@ -498,8 +499,6 @@ def _judgement_failures(
     then its verdicts against the cases and the response logs (the directory's
     ``responses.parquet`` when no log is given; None: a log is refused, so no
     judgement is checked against the responses)."""
-    from .schema._judgements import judgement_failures
-
     p = d / JUDGEMENTS_FILE
     if not p.is_file():
         return failures_frame([])

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._conform import conform, empty
 from ._failures import describe_failures, failures_frame, raise_if
+from ._judgements import judgement_failures
 from ._rules import (
     CASES_SCHEMA,
     CONTROL_CHARACTERS,
@@ -100,6 +101,7 @@ __all__ = [
     "describe_failures",
     "empty",
     "failures_frame",
+    "judgement_failures",
     "not_null",
     "raise_if",
     "shape_broken",
