@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "flips",
     "judged_pairs",
+    "judged_responses",
     "pairs",
     "pairs_and_cases",
     "read_log",
@@ -85,20 +86,14 @@ def judged_pairs(
     ``judge`` names a judge of the dataset's ``judgements.parquet`` or is
     ``"majority"``; None (default) scores the decisions in the log.
     """
-    from .._pairs import PAIR_KEYS, build_pairs, judged_log
+    from .._pairs import PAIR_KEYS, build_pairs
 
     check_engine(engine, "the pair table")
     ds = as_dataset(cases)
     log = as_responses(responses, ds.cases)
     pending = None
     if judge is not None:
-        from ..io import read_judgements
-
-        try:
-            verdicts = None if ds.path is None else read_judgements(ds.path, cases=ds.cases)
-        except ValidationError as exc:  # scoring refuses it in one line (peira validate lists all)
-            raise InputFormatError(_first_violation(exc)) from None
-        log, pending = judged_log(log, verdicts, judge)
+        log, pending = judged_responses(log, ds, judge)
     table = in_split(build_pairs(log, ds.cases, missing=missing, delta=delta), split)
     if pending is None:
         return table, split_cases(ds, split), table.head(0)
@@ -106,6 +101,31 @@ def judged_pairs(
     undetermined = table.join(pending, on=keys, how="semi", maintain_order="left")
     kept = table.join(pending, on=keys, how="anti", maintain_order="left")
     return kept, split_cases(ds, split), undetermined
+
+
+def judged_responses(
+    log: pl.DataFrame, ds: Dataset, judge: str, *, drop: bool = False
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The validated ``log`` scored by ``judge`` (:func:`peira._pairs.judged_log`) with the
+    verdicts of ``ds``'s ``judgements.parquet``, and its undetermined pairs' keys; with
+    ``drop``, their rows are left out of the log (what a ranking reads).
+
+    Raises
+    ------
+    InputFormatError
+        The judgements table breaks a rule: its first violation, in one line.
+    """
+    from .._pairs import PAIR_KEYS, judged_log
+    from ..io import read_judgements
+
+    try:
+        verdicts = None if ds.path is None else read_judgements(ds.path, cases=ds.cases)
+    except ValidationError as exc:  # scoring refuses it in one line (peira validate lists all)
+        raise InputFormatError(_first_violation(exc)) from None
+    out, pending = judged_log(log, verdicts, judge)
+    if drop:
+        out = out.join(pending, on=list(PAIR_KEYS), how="anti", maintain_order="left")
+    return out, pending
 
 
 def _first_violation(exc: ValidationError) -> str:
@@ -136,6 +156,7 @@ def run_sums(
     missing: Missing = "error",
     delta: float = 0.10,
     engine: str | Engine = "local",
+    judge: str | None = None,
 ) -> RunSums:
     """The log's run sums, every split (:mod:`peira.metrics.summary`), on an engine.
 
@@ -143,13 +164,17 @@ def run_sums(
     built from them read: ``peira.leaderboard``, ``peira.compare`` and
     ``peira.tables`` reduce the log to this on the engine asked for, then
     rank locally. ``unit`` picks the cluster column (``scenario_id``, or
-    ``case_id`` for a case bootstrap).
+    ``case_id`` for a case bootstrap). With ``judge`` (local engine only), the
+    decisions are that judge's verdicts and the undetermined pairs are left out
+    (docs/spec/judges.md).
     """
     from ..engine import get_engine
     from ..engine.base import Engine
 
-    check_engine(engine)
+    check_engine(engine, "" if judge is None else "judge=")
     ds = as_dataset(cases)
+    if judge is not None:
+        responses, _ = judged_responses(as_responses(responses, ds.cases), ds, judge, drop=True)
     eng = get_engine(engine)
     # An engine written against the protocol without subclassing it gets the
     # protocol's default (the local pair table, summed).

@@ -210,3 +210,19 @@ def test_bad_input_one_line_exit_2(
     capsys.readouterr()
     assert main(["score", "--dataset", str(d), "--resamples", str(B), "--judge", "gold"]) == 2
     assert "the dataset has no judgements table" in capsys.readouterr().err
+
+
+def test_leaderboard_and_compare_take_the_judge(imported: Path) -> None:
+    log = imported / "responses.parquet"
+    judge = "jailbroken_llama_guard1"
+    want = {}
+    for path in ARTIFACTS:
+        art = _artifact(path)
+        want[_run(art)] = sum(e[judge] is True for e in art["jailbreaks"]) / len(art["jailbreaks"])
+    board = peira.leaderboard(log, imported, metric="asr", judge=judge, n_resamples=B)
+    assert dict(zip(board["run_id"], board["asr"], strict=True)) == pytest.approx(want)
+    pairs = peira.compare(log, imported, metric="asr", judge=judge, n_resamples=B)
+    for r in pairs.iter_rows(named=True):
+        assert (r["own_a"], r["own_b"]) == pytest.approx((want[r["run_a"]], want[r["run_b"]]))
+    with pytest.raises(UnknownNameError):
+        peira.leaderboard(log, imported, judge="llama", n_resamples=B)
