@@ -37,8 +37,13 @@ def cmd_score(args: argparse.Namespace) -> int:
     )  # fmt: skip
     if args.judge is not None:
         n = int(table.filter(_not_macro(table))["n_undetermined"].sum())
+        who = (
+            "the majority of the judges but gold"
+            if args.judge == "majority"
+            else f"judge {args.judge!r}"
+        )
         c.note(
-            f"decisions by judge {args.judge!r} (judgements.parquet): {n} pair(s) undetermined, "
+            f"decisions by {who} (judgements.parquet): {n} pair(s) undetermined, "
             "left out of every denominator (column n_undetermined)"
         )
     if terminal:
