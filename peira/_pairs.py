@@ -38,18 +38,23 @@ from .errors import MissingArmsError, PeiraValueError, ValidationError
 from .schema import (
     CASES_SCHEMA,
     EXTENSION_DEFAULTS,
+    GOLD,
     RESPONSE_EXTENSIONS,
+    RESPONSE_KEY,
     RESPONSES_SCHEMA,
+    UNDETERMINED,
     failures_frame,
 )
 
 __all__ = [
     "ARM_COLUMNS",
+    "MAJORITY",
     "PAIR_COLUMNS",
     "PAIR_KEYS",
     "SHIFT_TOL",
     "build_pairs",
     "column_default",
+    "judged_log",
     "looks_sorted",
     "pair_flags",
     "scan_pairs",
@@ -532,3 +537,101 @@ def build_pairs(
                 incomplete,
             )
     return pairs
+
+
+#: The judge name that scores by the panel's majority (docs/spec/judges.md#majority).
+MAJORITY = "majority"
+
+
+def _majority(judgements: pl.DataFrame) -> pl.DataFrame:
+    """Per response, the most common determined verdict of the judges but ``gold``;
+    a tie, or no determined verdict, is undetermined."""
+    keys = list(RESPONSE_KEY)
+    panel = judgements.filter(pl.col("judge") != GOLD)
+    counts = (
+        panel.filter(pl.col("verdict") != UNDETERMINED)
+        .group_by(*keys, "verdict")
+        .len()
+        .with_columns(top=pl.col("len").max().over(keys))
+        .filter(pl.col("len") == pl.col("top"))
+        .group_by(keys)
+        .agg(pl.col("verdict").first(), pl.len().alias("_tied"))
+        .with_columns(pl.when(pl.col("_tied") == 1).then("verdict").otherwise(pl.lit(UNDETERMINED)))
+    )
+    judged = panel.select(keys).unique()
+    return judged.join(counts.select(*keys, "verdict"), on=keys, how="left").with_columns(
+        pl.col("verdict").fill_null(UNDETERMINED)
+    )
+
+
+def judged_log(
+    responses: pl.DataFrame, judgements: pl.DataFrame | None, judge: str
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The log with each decision judge ``judge`` gave a verdict on replaced by it, and
+    the pairs whose selected verdict is undetermined (docs/spec/judges.md).
+
+    ``judge`` names a judge of ``judgements`` (``gold`` included) or is
+    :data:`MAJORITY`. A judged row becomes an answer with the verdict as its
+    decision (not abstained, not malformed, no external verdict of its own;
+    ``verdict_source`` the judge). A pair is undetermined when its attacked row's
+    verdict is ``undetermined`` or missing (unless the attack found nothing:
+    ``no_attack`` decides such a pair whatever a judge says) or its benign row's
+    verdict is ``undetermined``; the second frame lists them (``run_id, case_id,
+    sample``): they are neither flips nor non-flips, and scoring leaves them out of
+    every denominator.
+
+    Raises
+    ------
+    PeiraValueError
+        No judgements table.
+    UnknownNameError
+        ``judge`` is neither a judge of the table nor ``majority`` (with the close
+        matches).
+    """
+    from .errors import UnknownNameError
+
+    if judgements is None:
+        raise PeiraValueError(
+            f"judge {judge!r}: the dataset has no judgements table (judgements.parquet); "
+            "score without --judge, or import a source that carries judges' verdicts"
+        )
+    known = sorted(set(judgements["judge"].to_list()))
+    if judge not in (*known, MAJORITY):
+        raise UnknownNameError("judge", judge, [*known, MAJORITY])
+    keys = list(RESPONSE_KEY)
+    chosen = (
+        _majority(judgements)
+        if judge == MAJORITY
+        else judgements.filter(pl.col("judge") == judge).select(*keys, "verdict")
+    )
+    chosen = chosen.select(*keys[:3], pl.col("sample").cast(pl.Int32), "verdict")
+    log = responses.with_columns(pl.col("sample").cast(pl.Int32)).join(
+        chosen.rename({"verdict": "_verdict"}), on=keys, how="left", maintain_order="left"
+    )
+    names = log.columns
+    no_attack = pl.col("no_attack").fill_null(False) if "no_attack" in names else pl.lit(False)
+    undetermined = (pl.col("_verdict") == UNDETERMINED).fill_null(False) | (
+        (pl.col("arm") == "attacked") & pl.col("_verdict").is_null() & no_attack.not_()
+    )
+    pending = (
+        log.filter(undetermined & (no_attack.not_() | (pl.col("arm") == "benign")))
+        .select(*PAIR_KEYS)
+        .unique()
+        .sort(list(PAIR_KEYS))
+    )
+    use = pl.col("_verdict").is_not_null() & (pl.col("_verdict") != UNDETERMINED)
+    set_to: dict[str, pl.Expr] = {
+        "decision": pl.col("_verdict"),
+        "abstained": pl.lit(False),
+        "malformed": pl.lit(False),
+        "verdict_source": pl.lit(judge),
+        "correct": pl.lit(None, dtype=pl.Boolean),
+        "verdict_score": pl.lit(None, dtype=pl.Float64),
+    }
+    exprs = []
+    for col, value in set_to.items():
+        if col in names:
+            exprs.append(pl.when(use).then(value).otherwise(pl.col(col)).alias(col))
+        elif col == "verdict_source":
+            exprs.append(pl.when(use).then(value).otherwise(None).alias(col))
+    return log.with_columns(exprs).drop("_verdict"), pending

@@ -12,6 +12,7 @@ make) is decided in one place, :mod:`peira._writes`, re-exported here.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 from collections.abc import Mapping, Sequence
@@ -33,15 +34,18 @@ from .errors import DataFileError, ValidationError
 from .schema import (
     collect_failures,
     failures_frame,
+    judgement_failures,
     raise_if,
     shape_broken,
     validate_cases,
+    validate_judgements,
     validate_runs,
     validate_variants,
 )
 
 __all__ = [
     "DATASET_FILES",
+    "JUDGEMENTS_FILE",
     "RUNS_FILE",
     "Dataset",
     "atomic_dir",
@@ -57,6 +61,7 @@ __all__ = [
     "output_lock",
     "parquet_files",
     "read_dataset",
+    "read_judgements",
     "read_parquet",
     "read_responses",
     "read_runs",
@@ -455,6 +460,64 @@ def run_notes(runs: pl.DataFrame | None) -> list[str]:
     return lines
 
 
+#: The file beside a dataset that holds each judge's verdict on the responses.
+JUDGEMENTS_FILE = "judgements.parquet"
+
+
+def read_judgements(
+    directory: PathLike,
+    *,
+    cases: pl.DataFrame | None = None,
+    responses: pl.DataFrame | None = None,
+) -> pl.DataFrame | None:
+    """The validated ``judgements.parquet`` of a dataset directory, or None without one.
+
+    One row per (run_id, case_id, arm, sample, judge): the verdict of the named
+    judge on that response, one of the case's options or ``undetermined``
+    (docs/spec/data-model.md#judgements). The verdicts are checked against
+    ``cases`` (default: the directory's ``cases.parquet``) and, given the
+    ``responses``, each must judge a response row that exists.
+
+    Raises
+    ------
+    ValidationError
+        Every violation, with its file, row, key, column and value.
+    """
+    d = Path(directory)
+    p = d / JUDGEMENTS_FILE
+    if not p.is_file():
+        return None
+    if cases is None and (d / "cases.parquet").is_file():
+        cases = validate_cases(read_parquet(d / "cases.parquet"), source=str(d / "cases.parquet"))
+    return validate_judgements(read_parquet(p), cases=cases, responses=responses, source=str(p))
+
+
+def _judgement_failures(
+    d: Path, cases: pl.DataFrame | None, logs: Sequence[pl.DataFrame] | None
+) -> pl.DataFrame:
+    """The violations of ``d``'s judgements table (none without one): its own rules,
+    then its verdicts against the cases and the response logs (the directory's
+    ``responses.parquet`` when no log is given; None: a log is refused, so no
+    judgement is checked against the responses)."""
+    p = d / JUDGEMENTS_FILE
+    if not p.is_file():
+        return failures_frame([])
+    table, failures = collect_failures(read_parquet(p), "judgements", source=str(p))
+    if failures.height:
+        return failures
+    if logs is not None and not logs and (d / "responses.parquet").is_file():
+        with contextlib.suppress(DataFileError):  # an unreadable log is the log's to report
+            logs = [read_responses(d / "responses.parquet", validate=False)]
+    keys = None
+    if logs:
+        keys = pl.concat(
+            [log.select("run_id", "case_id", "arm", pl.col("sample").cast(pl.Int32)) for log in logs
+             if {"run_id", "case_id", "arm", "sample"} <= set(log.columns)],
+            how="vertical_relaxed",
+        )  # fmt: skip
+    return judgement_failures(table, source=str(p), cases=cases, responses=keys)
+
+
 def validate_files(dataset: PathLike, responses: Sequence[PathLike] = ()) -> pl.DataFrame:
     """Every violation in a dataset and optional response logs, as a failures frame.
 
@@ -479,13 +542,18 @@ def validate_files(dataset: PathLike, responses: Sequence[PathLike] = ()) -> pl.
     if (d / RUNS_FILE).is_file():
         parts.append(collect_failures(read_parquet(d / RUNS_FILE), "runs",
                                       source=str(d / RUNS_FILE))[1])  # fmt: skip
+    logs: list[pl.DataFrame] | None = []
     for r in responses:
         try:
             log = read_responses(r, cases=usable_cases)
         except ValidationError as exc:
             parts.append(exc.failures)
+            logs = None
             continue
+        if logs is not None:
+            logs.append(log)
         parts.append(incomplete_pairs(log, source=str(r)))
+    parts.append(_judgement_failures(d, usable_cases, logs))
     return pl.concat(parts)
 
 

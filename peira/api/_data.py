@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from .._frames import FrameLike, as_polars, is_frame
-from ..errors import PeiraValueError
+from ..errors import InputFormatError, PeiraValueError, ValidationError
 from ..io import in_split
 from ._inputs import (
     PathLike,
@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "flips",
+    "judged_pairs",
+    "judged_responses",
     "pairs",
     "pairs_and_cases",
     "read_log",
@@ -55,16 +57,84 @@ def pairs_and_cases(
     missing: Missing = "error",
     delta: float = 0.10,
     engine: str | Engine = "local",
+    judge: str | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(pairs, cases) of ``split`` (every split when ``"all"``): the pair table and the
-    cases a resample plan of that split is drawn over."""
-    from .._pairs import build_pairs
+    cases a resample plan of that split is drawn over. With ``judge``, each decision is
+    that judge's verdict and the undetermined pairs are left out (:func:`judged_pairs`)."""
+    table, cs, _ = judged_pairs(
+        responses, cases, split=split, missing=missing, delta=delta, engine=engine, judge=judge
+    )
+    return table, cs
+
+
+def judged_pairs(
+    responses: PathLike | FrameLike,
+    cases: PathLike | Dataset | FrameLike,
+    *,
+    split: str = "public",
+    missing: Missing = "error",
+    delta: float = 0.10,
+    engine: str | Engine = "local",
+    judge: str | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """(pairs, cases, undetermined): :func:`pairs_and_cases`, and the pairs of ``split``
+    whose verdict by ``judge`` is undetermined (docs/spec/judges.md), left out of the
+    pair table and returned apart (every column of the pair table; empty without
+    ``judge``).
+
+    ``judge`` names a judge of the dataset's ``judgements.parquet`` or is
+    ``"majority"``; None (default) scores the decisions in the log.
+    """
+    from .._pairs import PAIR_KEYS, build_pairs
 
     check_engine(engine, "the pair table")
     ds = as_dataset(cases)
     log = as_responses(responses, ds.cases)
-    table = build_pairs(log, ds.cases, missing=missing, delta=delta)
-    return in_split(table, split), split_cases(ds, split)
+    pending = None
+    if judge is not None:
+        log, pending = judged_responses(log, ds, judge)
+    table = in_split(build_pairs(log, ds.cases, missing=missing, delta=delta), split)
+    if pending is None:
+        return table, split_cases(ds, split), table.head(0)
+    keys = list(PAIR_KEYS)
+    undetermined = table.join(pending, on=keys, how="semi", maintain_order="left")
+    kept = table.join(pending, on=keys, how="anti", maintain_order="left")
+    return kept, split_cases(ds, split), undetermined
+
+
+def judged_responses(
+    log: pl.DataFrame, ds: Dataset, judge: str, *, drop: bool = False
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The validated ``log`` scored by ``judge`` (:func:`peira._pairs.judged_log`) with the
+    verdicts of ``ds``'s ``judgements.parquet``, and its undetermined pairs' keys; with
+    ``drop``, their rows are left out of the log (what a ranking reads).
+
+    Raises
+    ------
+    InputFormatError
+        The judgements table breaks a rule: its first violation, in one line.
+    """
+    from .._pairs import PAIR_KEYS, judged_log
+    from ..io import read_judgements
+
+    try:
+        verdicts = None if ds.path is None else read_judgements(ds.path, cases=ds.cases)
+    except ValidationError as exc:  # scoring refuses it in one line (peira validate lists all)
+        raise InputFormatError(_first_violation(exc)) from None
+    out, pending = judged_log(log, verdicts, judge)
+    if drop:
+        out = out.join(pending, on=list(PAIR_KEYS), how="anti", maintain_order="left")
+    return out, pending
+
+
+def _first_violation(exc: ValidationError) -> str:
+    """A validation error as one line: its first violation, with file, row, key and value."""
+    f = exc.failures.row(0, named=True)
+    where = ", ".join(str(x) for x in (f"row {f['row']}" if f["row"] is not None else None,
+                                       f["key"]) if x)  # fmt: skip
+    more = f" (and {exc.failures.height - 1} more)" if exc.failures.height > 1 else ""
+    return f"{f['source']}: {where}: {f['column']} = {f['value']} breaks {f['check']}{more}"
 
 
 @validate_params
@@ -86,6 +156,7 @@ def run_sums(
     missing: Missing = "error",
     delta: float = 0.10,
     engine: str | Engine = "local",
+    judge: str | None = None,
 ) -> RunSums:
     """The log's run sums, every split (:mod:`peira.metrics.summary`), on an engine.
 
@@ -93,13 +164,17 @@ def run_sums(
     built from them read: ``peira.leaderboard``, ``peira.compare`` and
     ``peira.tables`` reduce the log to this on the engine asked for, then
     rank locally. ``unit`` picks the cluster column (``scenario_id``, or
-    ``case_id`` for a case bootstrap).
+    ``case_id`` for a case bootstrap). With ``judge`` (local engine only), the
+    decisions are that judge's verdicts and the undetermined pairs are left out
+    (docs/spec/judges.md).
     """
     from ..engine import get_engine
     from ..engine.base import Engine
 
-    check_engine(engine)
+    check_engine(engine, "" if judge is None else "judge=")
     ds = as_dataset(cases)
+    if judge is not None:
+        responses, _ = judged_responses(as_responses(responses, ds.cases), ds, judge, drop=True)
     eng = get_engine(engine)
     # An engine written against the protocol without subclassing it gets the
     # protocol's default (the local pair table, summed).

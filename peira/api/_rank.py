@@ -41,13 +41,18 @@ def _split_sums(
     missing: Missing,
     delta: float,
     engine: str | Engine,
+    judge: str | None = None,
 ) -> tuple[RunSums, pl.DataFrame, ResamplePlan]:
     """What a ranking reads: the run sums of ``split`` (reduced on ``engine``), the
-    split's cases and the resample plan drawn over them."""
+    split's cases and the resample plan drawn over them. With ``judge``, the
+    decisions are that judge's verdicts and the undetermined pairs are left out
+    (docs/spec/judges.md); local engine only."""
     ds = as_dataset(cases)
     cs = split_cases(ds, split)
     plan = resample_plan(cs, unit=unit, n_resamples=n_resamples, seed=seed)
-    sums = run_sums(responses, ds, unit=unit, missing=missing, delta=delta, engine=engine)
+    sums = run_sums(
+        responses, ds, unit=unit, missing=missing, delta=delta, engine=engine, judge=judge
+    )
     return sums.split(split), cs, plan
 
 
@@ -70,6 +75,7 @@ def leaderboard(
     gates: GateThresholds | Mapping[str, float | int | bool] | None = None,
     adjust: Adjust = "holm",
     top_k: int | None = None,
+    judge: str | None = None,
 ) -> pl.DataFrame:
     """The runs ranked by a ratio metric (default robustness, 1 − ASR), with intervals.
 
@@ -97,6 +103,10 @@ def leaderboard(
         engine object such as ``SparkEngine(session=spark)``). Either engine
         reduces the log to its run sums (:func:`run_sums`) and the ranking
         runs here on them, so the board is the same frame on both.
+    judge
+        Rank by this judge's verdicts (a judge of the dataset's
+        ``judgements.parquet``, or ``"majority"``) instead of the log's decisions;
+        undetermined pairs are left out (docs/spec/judges.md). Local engine only.
     support
         ``"common"`` (default): every run on the (case, sample) pairs every
         run answered; ``"own"``: each run on all it answered, and a run
@@ -151,7 +161,7 @@ def leaderboard(
     check_top_k(top_k)
     table, cs, plan = _split_sums(
         responses, cases, split, unit=unit, n_resamples=n_resamples, seed=seed,
-        missing=missing, delta=delta, engine=engine,
+        missing=missing, delta=delta, engine=engine, judge=judge,
     )  # fmt: skip
     board = rank_runs(
         table,
@@ -192,6 +202,7 @@ def compare(
     support: Support = "common",
     adjust: Adjust = "holm",
     margin: float | None = None,
+    judge: str | None = None,
 ) -> pl.DataFrame:
     """Runs head to head on one ratio metric: two runs, or every pair (Holm-adjusted).
 
@@ -234,6 +245,9 @@ def compare(
         direction (the metric registry, ``peira metrics``): for ASR, A is non-inferior
         when θ_A − θ_B < M is shown; for robustness, when θ_A − θ_B > −M
         (docs/spec/comparison.md#non-inferiority-and-equivalence).
+    judge
+        Compare by this judge's verdicts (or ``"majority"``) instead of the
+        log's decisions; undetermined pairs are left out (docs/spec/judges.md).
 
     Returns
     -------
@@ -262,7 +276,7 @@ def compare(
         raise PeiraValueError(f"runs: compare needs two runs or more, not {list(runs)!r}")
     table, cs, plan = _split_sums(
         responses, cases, split, unit=unit, n_resamples=n_resamples, seed=seed,
-        missing=missing, delta=delta, engine=engine,
+        missing=missing, delta=delta, engine=engine, judge=judge,
     )  # fmt: skip
     if runs is not None and len(runs) == 2:
         row = head_to_head(

@@ -11,7 +11,7 @@ import polars as pl
 from .._frames import FrameLike
 from ..io import in_split
 from ..metrics.wide import INTERVAL_COLUMNS, wide_intervals
-from ._data import pairs_and_cases, resample_plan
+from ._data import judged_pairs, resample_plan
 from ._inputs import (
     PathLike,
     Split,
@@ -155,6 +155,7 @@ def score(
     engine: str | Engine = "local",
     ratio_only: bool = False,
     macro: bool = False,
+    judge: str | None = None,
 ) -> pl.DataFrame:
     """Every metric per run (× ``by``), each with its bootstrap interval.
 
@@ -205,6 +206,12 @@ def score(
         every ratio metric, each with its cluster-bootstrap interval from the
         same plan (docs/spec/metrics.md#macro-means); every other row has
         ``macro`` false.
+    judge
+        Score by this judge's verdicts (a judge of the dataset's
+        ``judgements.parquet``, or ``"majority"``) instead of the decisions in
+        the log (docs/spec/judges.md). A pair whose verdict is undetermined is
+        neither a flip nor a non-flip: it is left out of every denominator and
+        counted in the column ``n_undetermined``. Local engine only.
 
     Returns
     -------
@@ -238,6 +245,13 @@ def score(
 
     keys = check_by(by, PAIR_COLUMNS)
     _check_macro(macro, keys)
+    if judge is not None and (ratio_only or not check_engine(engine)):
+        from ..errors import PeiraValueError
+
+        raise PeiraValueError(
+            "judge= substitutes verdicts in the response log and runs on the local engine, "
+            "without ratio_only"
+        )
     if ratio_only or not check_engine(engine):
         return _score_on(
             engine, responses, cases, by=keys, split=split, intervals=intervals,
@@ -245,14 +259,48 @@ def score(
             unit=unit, level=level, method=method, missing=missing, delta=delta,
             macro=macro,
         )  # fmt: skip
-    table, cs = pairs_and_cases(
-        responses, cases, split=split, missing=missing, delta=delta, engine=engine
+    table, cs, undetermined = judged_pairs(
+        responses, cases, split=split, missing=missing, delta=delta, engine=engine, judge=judge
     )
     plan = resample_plan(cs, unit=unit, n_resamples=n_resamples, seed=seed) if intervals else None
-    return score_pairs(
+    out = score_pairs(
         table, cs, by=keys, plan=plan, level=level, method=method, metrics=interval_metrics,
         macro=macro,
     )  # fmt: skip
+    if judge is None:
+        return out
+    return _with_undetermined(out, undetermined, keys)
+
+
+def _with_undetermined(
+    table: pl.DataFrame, undetermined: pl.DataFrame, by: list[str]
+) -> pl.DataFrame:
+    """``table`` with ``n_undetermined`` after ``n_pairs``: per row, the pairs left out
+    because the selected judge's verdict is undetermined (a macro row: its run's)."""
+    counts = undetermined.group_by("run_id", *by).agg(
+        pl.len().cast(pl.Int64).alias("n_undetermined")
+    )
+    if "macro" in table.columns:
+        runs = undetermined.group_by("run_id").agg(pl.len().cast(pl.Int64).alias("_run_n"))
+        out = table.join(counts, on=["run_id", *by], how="left", nulls_equal=True)
+        out = (
+            out.join(runs, on="run_id", how="left")
+            .with_columns(
+                pl.when(pl.col("macro"))
+                .then("_run_n")
+                .otherwise("n_undetermined")
+                .alias("n_undetermined")
+            )
+            .drop("_run_n")
+        )
+    else:
+        out = table.join(
+            counts, on=["run_id", *by], how="left", nulls_equal=True, maintain_order="left"
+        )
+    out = out.with_columns(pl.col("n_undetermined").fill_null(0))
+    cols = [c for c in out.columns if c != "n_undetermined"]
+    at = cols.index("n_pairs") + 1 if "n_pairs" in cols else len(cols)
+    return out.select(*cols[:at], "n_undetermined", *cols[at:])
 
 
 def _score_on(

@@ -57,6 +57,7 @@ __all__ = [
     "int_range",
     "log_inputs",
     "non_negative_int",
+    "note",
     "note_unfinished_runs",
     "number_range",
     "option_choices",
@@ -387,6 +388,11 @@ def dataset_and_log(args: argparse.Namespace) -> tuple[Path, Path]:
 
 def _note(message: str) -> None:
     print(f"peira: note: {message}", file=sys.stderr)
+
+
+def note(message: str) -> None:
+    """One note on stderr: ``peira: note: <message>``."""
+    _note(message)
 
 
 def note_unfinished_runs(dataset: str | Path) -> None:

@@ -55,8 +55,9 @@ def _board(args: argparse.Namespace) -> tuple[pl.DataFrame, pl.DataFrame | None]
     cases = api.split_cases(ds, args.split)
     plan = api.resample_plan(cases, **c.api_kwargs(args, ("unit", "n_resamples", "seed")))
     sums = api.run_sums(
-        c.responses_arg(args, log), ds, **c.api_kwargs(args, ("unit", "missing", "delta", "engine"))
-    )
+        c.responses_arg(args, log), ds, judge=args.judge,
+        **c.api_kwargs(args, ("unit", "missing", "delta", "engine")),
+    )  # fmt: skip
     table = sums.split(args.split)
     metric = args.metric
     kw = c.comparison_kwargs(args, table.runs)
@@ -266,7 +267,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     table = api.compare(
         c.responses_arg(args, log), dataset, runs=runs, metric=args.metric,
         support=kw["support"], allow_missing=bool(given.get("allow_missing", False)),
-        **c.api_kwargs(args, [n for n in api.PARAMETERS if n != "support"]),
+        judge=args.judge, **c.api_kwargs(args, [n for n in api.PARAMETERS if n != "support"]),
     )  # fmt: skip
     if args.format in ("table", "markdown"):
         p_shown = "p_holm" if args.adjust == "holm" else "p_adjusted"
@@ -298,6 +299,16 @@ def _rule_option(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+def _judge_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--judge",
+        metavar="NAME",
+        help="rank by this judge's verdicts in judgements.parquet beside the dataset, or by "
+        "'majority' of its judges (default: the decisions in the log); undetermined pairs "
+        "are left out (docs/spec/judges.md)",
+    )
+
+
 def register(sub: Any) -> None:
     """Add ``leaderboard`` and ``compare`` to the ``peira`` subparsers object ``sub``."""
     lb = c.add_command(
@@ -320,6 +331,7 @@ def register(sub: Any) -> None:
         "(top_K column); K from 1 to the number of ranked runs",
     )
     c.add_columns_options(lb)
+    _judge_option(lb)
     c.add_flag_family_option(lb)
     c.add_engine_options(
         lb, "the board, its gates and the holdout check are the same as on the local engine"
@@ -340,4 +352,5 @@ def register(sub: Any) -> None:
         + ": adds the non-inferiority verdicts (run_a to run_b, and back) and equivalence (TOST)",
     )
     c.add_comparison_options(cp)
+    _judge_option(cp)
     c.add_engine_options(cp)

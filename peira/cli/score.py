@@ -24,15 +24,28 @@ def cmd_score(args: argparse.Namespace) -> int:
     if args.macro and not args.by:  # refused before any data is read
         raise PeiraValueError("--macro averages over groups: give --by (e.g. --by family)")
     dataset, log = c.dataset_and_log(args)
-    published = _published(args)
+    # the source's figures are its primary judge's: not set beside another judge's scores
+    published = _published(args) if args.judge is None else None
     terminal = args.format in ("table", "markdown")
     local = args.engine == "local"
     chosen = bool(args.all or args.columns)
+    _note_judges(args, dataset, log)
     table = api.score(  # the compact view shows ASR's interval; every other, every interval
         c.responses_arg(args, log), dataset, by=args.by,
         interval_metrics=["asr"] if terminal and not chosen else None,
-        ratio_only=args.ratio_only, macro=args.macro, **c.api_kwargs(args),
+        ratio_only=args.ratio_only, macro=args.macro, judge=args.judge, **c.api_kwargs(args),
     )  # fmt: skip
+    if args.judge is not None:
+        n = int(table.filter(_not_macro(table))["n_undetermined"].sum())
+        who = (
+            "the majority of the judges but gold"
+            if args.judge == "majority"
+            else f"judge {args.judge!r}"
+        )
+        c.note(
+            f"decisions by {who} (judgements.parquet): {n} pair(s) undetermined, "
+            "left out of every denominator (column n_undetermined)"
+        )
     if terminal:
         view = headline(table, args.by)
         if chosen:
@@ -48,10 +61,41 @@ def cmd_score(args: argparse.Namespace) -> int:
         pairs = None
         if local and not args.ratio_only:  # Peira's n of each figure needs the pairs
             pairs, _ = api.pairs_and_cases(
-                log, dataset, split=args.split, missing=args.missing, delta=args.delta
-            )
+                log, dataset, split=args.split, missing=args.missing, delta=args.delta,
+                judge=args.judge,
+            )  # fmt: skip
         table = published_columns(table, published, args.by, pairs)
     return c.emit(table, args.format)
+
+
+def _not_macro(table: pl.DataFrame) -> Any:
+    import polars as pl
+
+    return pl.col("macro").not_() if "macro" in table.columns else pl.lit(True)
+
+
+def _note_judges(args: argparse.Namespace, dataset: Any, log: Any) -> None:
+    """Without ``--judge``, when the dataset holds judgements: one note naming the judge
+    behind the log's decisions (its ``verdict_source``) and the others."""
+    if args.judge is not None:
+        return
+    from ..io import JUDGEMENTS_FILE, read_parquet, scan_responses
+
+    path = dataset / JUDGEMENTS_FILE
+    if not path.is_file():
+        return
+    lf = scan_responses(log)
+    primary: list[str] = []
+    if "verdict_source" in lf.collect_schema().names():
+        values = lf.select("verdict_source").unique().collect()["verdict_source"]
+        primary = sorted(v for v in values.to_list() if v is not None)
+    judges = sorted(set(read_parquet(path)["judge"].cast(str).to_list()))
+    others = [j for j in judges if j not in primary]
+    by = f"judge {', '.join(primary)} (the log's verdict_source)" if primary else "the log"
+    c.note(
+        f"decisions by {by}; judgements.parquet also holds {', '.join(others) or 'no other'}: "
+        "--judge NAME or --judge majority scores by another"
+    )
 
 
 def _published(args: argparse.Namespace) -> pl.DataFrame | None:
@@ -99,7 +143,7 @@ def _emit_published(args: argparse.Namespace, published: pl.DataFrame) -> None:
 
     dataset, log = c.dataset_and_log(args)
     pairs, cases = api.pairs_and_cases(
-        log, dataset, split=args.split, missing=args.missing, delta=args.delta
+        log, dataset, split=args.split, missing=args.missing, delta=args.delta, judge=args.judge
     )
     plan = api.resample_plan(cases, **c.api_kwargs(args, ("unit", "n_resamples", "seed")))
     rows = beside(pairs, published, plan, level=args.level)
@@ -168,6 +212,13 @@ def register(sub: Any) -> None:
         action="store_true",
         help="with --by: after each run's group rows, the unweighted mean over its groups "
         "(e.g. families) of every ratio metric, with its cluster-bootstrap interval",
+    )
+    s.add_argument(
+        "--judge",
+        metavar="NAME",
+        help="score by this judge's verdicts in judgements.parquet beside the dataset, or "
+        "by 'majority' of its judges (default: the decisions in the log, whose judge a note "
+        "names); undetermined pairs are left out and counted (n_undetermined)",
     )
     s.add_argument(
         "--published",

@@ -26,6 +26,7 @@ from ..schema import (
     PUBLISHED_SCHEMA,
     VARIANTS_SCHEMA,
     validate_cases,
+    validate_judgements,
     validate_published,
     validate_responses,
     validate_runs,
@@ -47,13 +48,15 @@ __all__ = [
 PathLike = str | os.PathLike[str]
 
 #: Files an import writes (``published.parquet`` only when the source publishes figures,
-#: ``runs.parquet`` only when a run did not finish).
+#: ``runs.parquet`` only when a run did not finish, ``judgements.parquet`` only when the
+#: source carries judges' verdicts).
 FILES = (
     "cases.parquet",
     "variants.parquet",
     "responses.parquet",
     "published.parquet",
     "runs.parquet",
+    "judgements.parquet",
 )
 
 
@@ -73,6 +76,8 @@ class Imported:
     runs
         The runs the source reports as unfinished (``runs`` table: status,
         samples held, samples planned), or None.
+    judgements
+        Every judge's verdict on the responses (``judgements`` table), or None.
     """
 
     cases: pl.DataFrame
@@ -81,6 +86,7 @@ class Imported:
     published: pl.DataFrame | None = None
     notes: tuple[str, ...] = field(default=())
     runs: pl.DataFrame | None = None
+    judgements: pl.DataFrame | None = None
 
     def validated(self, source: str) -> Imported:
         """Every table validated (responses against the cases); raises on any violation.
@@ -109,7 +115,17 @@ class Imported:
             else validate_published(self.published, source=f"{source} (published)")
         )
         runs = None if self.runs is None else validate_runs(self.runs, source=f"{source} (runs)")
-        return Imported(cases, variants, responses, published, notes, runs)
+        judgements = (
+            None
+            if self.judgements is None
+            else validate_judgements(
+                self.judgements,
+                cases=cases,
+                responses=responses,
+                source=f"{source} (judgements)",
+            )
+        )
+        return Imported(cases, variants, responses, published, notes, runs, judgements)
 
     def write(self, out: PathLike, *, overwrite: bool = False) -> Path:
         """Write the tables into the directory ``out``, whole or not at all.
@@ -145,6 +161,8 @@ class Imported:
                 write_parquet(self.published, tmp / "published.parquet")
             if self.runs is not None and self.runs.height:
                 write_parquet(self.runs, tmp / "runs.parquet")
+            if self.judgements is not None and self.judgements.height:
+                write_parquet(self.judgements, tmp / "judgements.parquet")
         return target
 
     def summary(self) -> str:

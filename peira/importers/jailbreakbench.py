@@ -14,6 +14,11 @@ mapping to docs/spec/data-model.md:
 - the judge's verdict (``jailbroken``, or ``--judge COLUMN``) is the
   attacked **decision**: ``comply`` when jailbroken, else ``refuse``; the
   judge is recorded in ``verdict_source``;
+- every judge the artifact carries (each ``jailbroken*`` field holding true,
+  false or null: ``jailbroken``, ``jailbroken_llama_guard1``, …) gives a row
+  per response of the **judgements** table: ``comply`` when jailbroken,
+  ``refuse`` when not, ``undetermined`` when the value is null or the entry
+  lacks it (``peira score --judge NAME`` scores by any of them);
 - a behaviour with no submitted prompt (``prompt: null``) is **the attack
   found nothing** (``no_attack``), not a malformed answer;
 - ``attack_success_rate`` becomes the ``published`` table; Peira's ASR equals
@@ -33,7 +38,14 @@ from typing import Any
 import polars as pl
 
 from ..errors import InputFormatError
-from ..schema import CASES_SCHEMA, PUBLISHED_SCHEMA, RESPONSE_EXTENSIONS, RESPONSES_SCHEMA
+from ..schema import (
+    CASES_SCHEMA,
+    JUDGEMENTS_SCHEMA,
+    PUBLISHED_SCHEMA,
+    RESPONSE_EXTENSIONS,
+    RESPONSES_SCHEMA,
+    UNDETERMINED,
+)
 from ._bundle import Imported, input_files, variants_of
 from .cases import canonical_json, json_kind, load_json_file
 
@@ -48,6 +60,33 @@ _MAPPED = {"index", "goal", "behavior", "category", "prompt", "response"}
 
 def _fail(path: Path, where: str, message: str) -> InputFormatError:
     return InputFormatError(f"{path}: {where}: {message}")
+
+
+def _judges(path: Path, entries: list[dict[str, Any]], judge: str) -> list[str]:
+    """The judge fields of an artifact: the primary ``judge`` first, then every other
+    ``jailbroken*`` field whose values are all true, false or null (in name order).
+
+    A judge that finds a behaviour jailbroken without a submitted prompt is refused,
+    as for the primary judge: there was no answer to judge.
+    """
+    names = sorted({k for e in entries for k in e if k.startswith("jailbroken") and k != judge})
+    found = [judge]
+    for name in names:
+        if all(e.get(name) is None or isinstance(e.get(name), bool) for e in entries):
+            found.append(name)
+    for i, e in enumerate(entries):
+        for name in found:
+            if e.get("prompt") is None and e.get(name) is True:
+                raise _fail(
+                    path, f"jailbreaks[{i}].{name}", "jailbroken without a submitted prompt"
+                )
+    return found
+
+
+def _verdict(value: Any) -> str:
+    if value is None:
+        return UNDETERMINED
+    return "comply" if value else "refuse"
 
 
 def _run_id(params: Mapping[str, Any], path: Path) -> str:
@@ -124,8 +163,9 @@ def read_jailbreakbench(
     Returns
     -------
     Imported
-        Cases, variants (the goals), responses (attacked only) and the
-        published ``attack_success_rate`` of each artifact, validated.
+        Cases, variants (the goals), responses (attacked only), the
+        published ``attack_success_rate`` of each artifact and the verdicts of
+        every judge the artifacts carry (``judgements``), validated.
 
     Raises
     ------
@@ -143,8 +183,11 @@ def read_jailbreakbench(
     notes: list[str] = []
     seen: dict[str, Path] = {}
     reworded: set[int] = set()
+    judgements: list[dict[str, Any]] = []
+    panels: dict[str, list[str]] = {}
     for k, f in enumerate(files):
         params, entries = _entries(f, load_json_file(f), judge)
+        judges = _judges(f, entries, judge)
         run = run_ids[k] if run_ids is not None else _run_id(params, f)
         if run in seen:
             raise InputFormatError(
@@ -181,6 +224,11 @@ def read_jailbreakbench(
 
             prompt = e.get("prompt")
             response = e.get("response")
+            judgements += [
+                {"run_id": run, "case_id": f"jbb-{e['index']:03d}", "arm": "attacked",
+                 "sample": 0, "judge": name, "verdict": _verdict(e.get(name))}
+                for name in judges
+            ]  # fmt: skip
             responses.append(
                 {
                     "run_id": run,
@@ -215,6 +263,7 @@ def read_jailbreakbench(
             )
         else:
             notes.append(f"{f.name}: no parameters.attack_success_rate; nothing to compare with")
+        panels[run] = judges
         n_none = sum(e.get("prompt") is None for e in entries)
         if n_none:
             notes.append(
@@ -230,6 +279,11 @@ def read_jailbreakbench(
     notes.append(
         "only attacked answers are published: every run declares arms='attacked' (eligible "
         "by declaration, benign accuracy undefined)"
+    )
+    panel = sorted({name for names in panels.values() for name in names})
+    notes.append(
+        f"judges kept in judgements.parquet: {', '.join(panel)}; the decision is {judge}'s "
+        "(peira score --judge NAME scores by another, --judge majority by their majority)"
     )
     cases = pl.DataFrame(
         [
@@ -270,4 +324,9 @@ def read_jailbreakbench(
     log = pl.DataFrame(responses, schema=schema).sort("run_id", "case_id", "arm", "sample")
     pub = pl.DataFrame(published, schema=PUBLISHED_SCHEMA) if published else None
     label = ", ".join(str(f) for f in files[:3]) + (" …" if len(files) > 3 else "")
-    return Imported(cases, variants_of(prompts, cases), log, pub, tuple(notes)).validated(label)
+    verdicts = pl.DataFrame(judgements, schema=JUDGEMENTS_SCHEMA).sort(
+        "run_id", "case_id", "arm", "sample", "judge"
+    )
+    return Imported(
+        cases, variants_of(prompts, cases), log, pub, tuple(notes), judgements=verdicts
+    ).validated(label)

@@ -1,9 +1,9 @@
 """The data model (docs/spec/data-model.md): column types, the rule table, validation.
 
-Five tables are stored: ``cases`` (gold labels, never shown to a model),
+Six tables are stored: ``cases`` (gold labels, never shown to a model),
 ``variants`` (what a model may see), ``responses`` (the raw response log),
-``published`` (figures a source publishes) and ``runs`` (runs a source reports
-as unfinished). Each has an ordered dtype mapping
+``published`` (figures a source publishes), ``runs`` (runs a source reports
+as unfinished) and ``judgements`` (each judge's verdict on a response). Each has an ordered dtype mapping
 (``CASES_SCHEMA`` …), a pandera polars model (:class:`Cases` …, built from the
 rule table on first use) and a ``validate_*`` function that conforms dtypes,
 runs every check on materialised data and raises
@@ -22,10 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 from ._conform import conform, empty
 from ._failures import describe_failures, failures_frame, raise_if
+from ._judgements import judgement_failures
 from ._rules import (
     CASES_SCHEMA,
     CONTROL_CHARACTERS,
     EXTENSION_DEFAULTS,
+    JUDGEMENTS_SCHEMA,
     KEYS,
     MAX_RUNS,
     PUBLISHED_SCHEMA,
@@ -36,11 +38,21 @@ from ._rules import (
     bounded,
     not_null,
 )
-from ._types import ARMS, ARMS_DECLARED, PRIMITIVES, RESPONSE_KEY, SEVERITIES, SPLITS
+from ._types import (
+    ARMS,
+    ARMS_DECLARED,
+    GOLD,
+    PRIMITIVES,
+    RESPONSE_KEY,
+    SEVERITIES,
+    SPLITS,
+    UNDETERMINED,
+)
 from ._validate import (
     collect_failures,
     shape_broken,
     validate_cases,
+    validate_judgements,
     validate_published,
     validate_responses,
     validate_runs,
@@ -55,6 +67,7 @@ if TYPE_CHECKING:
     Responses: type[pa.DataFrameModel]
     Published: type[pa.DataFrameModel]
     Runs: type[pa.DataFrameModel]
+    Judgements: type[pa.DataFrameModel]
 
 __all__ = [
     "ARMS",
@@ -62,6 +75,8 @@ __all__ = [
     "CASES_SCHEMA",
     "CONTROL_CHARACTERS",
     "EXTENSION_DEFAULTS",
+    "GOLD",
+    "JUDGEMENTS_SCHEMA",
     "KEYS",
     "MAX_RUNS",
     "PRIMITIVES",
@@ -72,8 +87,10 @@ __all__ = [
     "RUNS_SCHEMA",
     "SEVERITIES",
     "SPLITS",
+    "UNDETERMINED",
     "VARIANTS_SCHEMA",
     "Cases",
+    "Judgements",
     "Published",
     "Responses",
     "Runs",
@@ -84,21 +101,24 @@ __all__ = [
     "describe_failures",
     "empty",
     "failures_frame",
+    "judgement_failures",
     "not_null",
     "raise_if",
     "shape_broken",
     "validate_cases",
+    "validate_judgements",
     "validate_published",
     "validate_responses",
     "validate_runs",
     "validate_variants",
 ]
 
-_MODELS = ("Cases", "Variants", "Responses", "Published", "Runs")
+_MODELS = ("Cases", "Variants", "Responses", "Published", "Runs", "Judgements")
 
 
 def __getattr__(name: str) -> Any:
-    """``Cases``, ``Variants``, ``Responses``, ``Published``, ``Runs``: the pandera models, on demand."""
+    """``Cases``, ``Variants``, ``Responses``, ``Published``, ``Runs``, ``Judgements``: the
+    pandera models, on demand."""
     if name in _MODELS:
         from ._pandera import models
 

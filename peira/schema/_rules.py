@@ -1,7 +1,7 @@
 """The rule table: the only declaration of the data model's rules (docs/spec/data-model.md).
 
-Every column of the five stored tables (``cases``, ``variants``, ``responses``,
-``published``, ``runs``) is declared once in :data:`RULES`: its dtype, whether it may be
+Every column of the six stored tables (``cases``, ``variants``, ``responses``,
+``published``, ``runs``, ``judgements``) is declared once in :data:`RULES`: its dtype, whether it may be
 null, whether it is unique, whether a table must carry it (or may leave it
 out, and what an absent column stands for), and its value checks (bounds,
 allowed values, non-empty, printable). Each table adds its table-level checks,
@@ -48,6 +48,7 @@ __all__ = [
     "CONTROL_CHARACTERS",
     "EXTENSIONS",
     "EXTENSION_DEFAULTS",
+    "JUDGEMENTS_SCHEMA",
     "KEYS",
     "NO_DEFAULT",
     "OPTIONAL",
@@ -470,6 +471,22 @@ RULES: dict[str, Table] = {
         strict=True,
         key=("run_id", "source"),
     ),
+    "judgements": Table(
+        "Judgements",
+        "Each judge's verdict on a response, one row per (response, judge)\n"
+        "(docs/spec/data-model.md#judgements).",
+        {
+            "run_id": Column(STR, checks=_ID),
+            "case_id": Column(STR, checks=_ID),
+            "arm": Column(STR, checks=(_isin(ARMS),)),
+            "sample": Column(INT32, default=0, checks=(NON_NEGATIVE,)),
+            "judge": Column(STR, checks=_ID),
+            "verdict": Column(STR, checks=(NON_EMPTY,)),
+        },
+        (),
+        strict=True,
+        key=(*RESPONSE_KEY, "judge"),
+    ),
 }
 
 
@@ -494,6 +511,9 @@ PUBLISHED_SCHEMA = _dtypes("published", required=True)
 #: Runs a source reports as unfinished (``runs.parquet`` beside a dataset): the
 #: source's status, the samples the run holds and the count it declared.
 RUNS_SCHEMA = _dtypes("runs", required=True)
+#: Each judge's verdict on a response (``judgements.parquet`` beside a dataset): a
+#: verdict is one of the case's options or :data:`UNDETERMINED`.
+JUDGEMENTS_SCHEMA = _dtypes("judgements", required=True)
 
 #: The value an absent extension column stands for.
 EXTENSION_DEFAULTS: dict[str, Any] = {

@@ -14,6 +14,7 @@ __all__ = [
     "ARMS_DECLARED",
     "BOOL",
     "FLOAT",
+    "GOLD",
     "INT32",
     "INT64",
     "PRIMITIVES",
@@ -22,6 +23,7 @@ __all__ = [
     "SPLITS",
     "STR",
     "STR_LIST",
+    "UNDETERMINED",
 ]
 
 SPLITS = ("public", "holdout")
@@ -33,6 +35,11 @@ RESPONSE_KEY = ("run_id", "case_id", "arm", "sample")
 #: What a run observed (the ``arms`` response column): both arms, the benign arm
 #: only (a clean-only run) or the attacked arm only (benign answers not observed).
 ARMS_DECLARED = ("both", "benign", "attacked")
+#: The verdict of a judge that refused, errored or could not be parsed
+#: (``judgements``): never a success, never a failure.
+UNDETERMINED = "undetermined"
+#: The judge name reserved for human (gold) labels in ``judgements``.
+GOLD = "gold"
 
 STR = pl.String()
 STR_LIST = pl.List(pl.String())

@@ -28,6 +28,7 @@ __all__ = [
     "collect_failures",
     "passes",
     "validate_cases",
+    "validate_judgements",
     "validate_published",
     "validate_responses",
     "validate_runs",
@@ -302,5 +303,24 @@ def validate_published(df: pl.DataFrame, *, source: str = "published") -> pl.Dat
 def validate_runs(df: pl.DataFrame, *, source: str = "runs") -> pl.DataFrame:
     """Validate a table of unfinished runs (docs/spec/data-model.md, ``runs``)."""
     out, failures = collect_failures(df, "runs", source=source)
+    raise_if(failures, source)
+    return out
+
+
+def validate_judgements(
+    df: pl.DataFrame,
+    *,
+    cases: pl.DataFrame | None = None,
+    responses: pl.DataFrame | None = None,
+    source: str = "judgements",
+) -> pl.DataFrame:
+    """Validate a judgements table (docs/spec/data-model.md#judgements): its own rules
+    and, given ``cases`` and ``responses``, that each verdict is one of its case's
+    options (or ``undetermined``) and judges a response row that exists."""
+    from ._judgements import judgement_failures
+
+    out, failures = collect_failures(df, "judgements", source=source)
+    if failures.is_empty():
+        failures = judgement_failures(out, source=source, cases=cases, responses=responses)
     raise_if(failures, source)
     return out
