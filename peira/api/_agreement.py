@@ -32,7 +32,7 @@ def read_judgements_file(path: PathLike) -> pl.DataFrame:
     if p.is_dir():
         p = p / _FILE
     if not p.is_file():
-        raise DataFileError(f"{p}: no such judgements file")
+        raise DataFileError(f"{p}: no such judgements file (pass --judgements FILE, or judgements=)")
     try:
         frame = pl.read_parquet(p)
     except Exception as exc:  # polars' errors are not OSErrors
