@@ -65,11 +65,11 @@ def _checked(frame: pl.DataFrame, source: str) -> pl.DataFrame:
         raise PeiraValueError(
             f"{source}: row {row}: column 'arm': {out['arm'][row]!r} is not benign or attacked"
         )
-    dup = out.select(JUDGEMENT_COLUMNS[:5]).is_duplicated()
+    dup = ~out.select(pl.struct(JUDGEMENT_COLUMNS[:5]).is_first_distinct()).to_series()
     if dup.any():
         row = int(dup.arg_max() or 0)
         key = out.row(row)[:5]
-        raise PeiraValueError(f"{source}: row {row}: key {key} repeated")
+        raise PeiraValueError(f"{source}: row {row}: key {key} repeated (a judge gives one verdict)")
     return out
 
 
