@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = ["JUDGEMENT_COLUMNS", "agreement", "read_judgements_file"]
 
-#: The columns of the judgements table (docs/spec/agreement.md#input).
+#: The columns of the judgements table (docs/spec/agreement.md#items).
 JUDGEMENT_COLUMNS = ("run_id", "case_id", "arm", "sample", "judge", "verdict")
 _FILE = "judgements.parquet"
 
