@@ -1785,6 +1785,7 @@ def usage_cases() -> list[Case]:
             ("gate/record-over-a-file", (*g, "--baseline", "nope", "--candidate", "{run0}", *ok,
                                          "--record", "{ws}/cases.jsonl"), (UNUSABLE,)),
         ]  # fmt: skip
+
     def judgements(ws: Path, judges: tuple[str, ...] = ("a",)) -> None:
         log = pl.read_parquet(ws / "ds/responses.parquet").filter(pl.col("arm") == "attacked")
         keys = log.select("run_id", "case_id", "arm", pl.col("sample").cast(pl.Int32))

@@ -32,7 +32,9 @@ def read_judgements_file(path: PathLike) -> pl.DataFrame:
     if p.is_dir():
         p = p / _FILE
     if not p.is_file():
-        raise DataFileError(f"{p}: no such judgements file (pass --judgements FILE, or judgements=)")
+        raise DataFileError(
+            f"{p}: no such judgements file (pass --judgements FILE, or judgements=)"
+        )
     try:
         frame = pl.read_parquet(p)
     except Exception as exc:  # polars' errors are not OSErrors
@@ -69,7 +71,9 @@ def _checked(frame: pl.DataFrame, source: str) -> pl.DataFrame:
     if dup.any():
         row = int(dup.arg_max() or 0)
         key = out.row(row)[:5]
-        raise PeiraValueError(f"{source}: row {row}: key {key} repeated (a judge gives one verdict)")
+        raise PeiraValueError(
+            f"{source}: row {row}: key {key} repeated (a judge gives one verdict)"
+        )
     return out
 
 
@@ -147,7 +151,11 @@ def agreement(
         raise PeiraValueError(
             f"agreement needs a panel of at least 2 judges; the judgements give "
             f"{len(panel)} ({', '.join(panel) or 'none'})"
-            + ("; pass with_gold to add the human labels" if GOLD in known and not with_gold else "")
+            + (
+                "; pass with_gold to add the human labels"
+                if GOLD in known and not with_gold
+                else ""
+            )
         )
     all_runs = sorted(set(att["run_id"].unique().to_list()))
     if runs is not None:
@@ -168,10 +176,11 @@ def agreement(
     joined = att.join(answered, on=["run_id", "case_id", "sample"], how="left")
     lost = joined.filter(pl.col("_answered").is_null())
     if lost.height:
-        r = lost.row(0, named=True)
+        first = lost.row(0, named=True)
         raise PeiraValueError(
             f"judgements: {lost.height} verdict(s) judge no attacked response of the log "
-            f"(first: run {r['run_id']!r}, case {r['case_id']!r}, sample {r['sample']})"
+            f"(first: run {first['run_id']!r}, case {first['case_id']!r}, "
+            f"sample {first['sample']})"
         )
     keep = ["case_id", "scenario_id", "family"]
     joined = joined.drop("_answered").join(cs.select(keep), on="case_id", how="inner")
@@ -191,9 +200,7 @@ def agreement(
     for j in panel:
         if j not in items.columns:
             items = items.with_columns(pl.lit(None, pl.String).alias(j))
-    return agreement_intervals(
-        items, panel, plan, by=() if by is None else (by,), level=level
-    )
+    return agreement_intervals(items, panel, plan, by=() if by is None else (by,), level=level)
 
 
 def _judgements(

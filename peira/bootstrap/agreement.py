@@ -35,7 +35,13 @@ from ..metrics.agreement import (
 from .intervals import intervals, warn_few_clusters_rows
 from .plan import MIN_CLUSTERS, ResamplePlan
 
-__all__ = ["AGREEMENT_STATISTICS", "AgreementRow", "agreement_intervals", "row_statistics"]
+__all__ = [
+    "AGREEMENT_STATISTICS",
+    "AgreementRow",
+    "agreement_intervals",
+    "agreement_rows",
+    "row_statistics",
+]
 
 #: The statistics of every row, each with ``_lo`` and ``_hi``.
 AGREEMENT_STATISTICS = ("agreement", "cohen_kappa", "fleiss_kappa", "krippendorff_alpha")
@@ -83,7 +89,7 @@ def row_statistics(row: AgreementRow, lin: F64) -> F64:
     return out
 
 
-def _rows_of(
+def agreement_rows(
     keys: dict[str, Any],
     v: npt.NDArray[Any],
     no_attack: npt.NDArray[np.bool_],
@@ -161,7 +167,9 @@ def agreement_intervals(
     code = {x: i for i, x in enumerate(cats)}
     coded = items.with_columns(
         pl.col(j)
-        .replace_strict({**code, UNDETERMINED: UNDETERMINED_CODE}, default=None, return_dtype=pl.Int64)
+        .replace_strict(
+            {**code, UNDETERMINED: UNDETERMINED_CODE}, default=None, return_dtype=pl.Int64
+        )
         .fill_null(NOT_JUDGED)
         .alias(j)
         for j in judges
@@ -173,7 +181,7 @@ def agreement_intervals(
         v = part.select(judges).to_numpy().astype(np.int64)
         ci = plan.index_of(part[plan.column], source="judgements")
         no_attack = part["no_attack"].fill_null(False).to_numpy().astype(bool)
-        rows += _rows_of(dict(zip(keys, key, strict=True)), v, no_attack, ci, judges, c, k)
+        rows += agreement_rows(dict(zip(keys, key, strict=True)), v, no_attack, ci, judges, c, k)
     if not rows:
         raise ValueError("no rows")  # the caller refuses an empty input first
     est = np.concatenate([row_statistics(r, r.sums.sum(axis=0)[None]) for r in rows]).T  # 4 × R

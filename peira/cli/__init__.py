@@ -19,7 +19,19 @@ import time
 from collections.abc import Sequence
 
 from .._version import __version__
-from . import agreement, changes, data, flips, gate, integrity, planning, ranking, report, run, score
+from . import (
+    agreement,
+    changes,
+    data,
+    flips,
+    gate,
+    integrity,
+    planning,
+    ranking,
+    report,
+    run,
+    score,
+)
 from ._errors import guard
 
 __all__ = ["GROUPS", "build_parser", "console", "main"]

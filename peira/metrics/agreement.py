@@ -54,7 +54,9 @@ def _div(a: F64, b: F64) -> F64:
     return out
 
 
-def pair_table(ci: npt.NDArray[Any], a: npt.NDArray[Any], b: npt.NDArray[Any], c: int, k: int) -> F64:
+def pair_table(
+    ci: npt.NDArray[Any], a: npt.NDArray[Any], b: npt.NDArray[Any], c: int, k: int
+) -> F64:
     """C × K × K counts: items of cluster ``ci`` with verdict codes ``a`` and ``b`` (both ≥ 0)."""
     keep = (a >= 0) & (b >= 0)
     idx = (ci[keep] * k + a[keep]) * k + b[keep]

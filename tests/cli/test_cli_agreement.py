@@ -26,7 +26,9 @@ def _entries() -> list[dict[str, object]]:
 def jbb(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The import of one artifact and a judgements file of its two judges."""
     d = tmp_path_factory.mktemp("jbb")
-    assert main(["import", "jailbreakbench", str(JBB / f"{GPT}.json.gz"), "--out", str(d / "ds")]) == 0
+    assert (
+        main(["import", "jailbreakbench", str(JBB / f"{GPT}.json.gz"), "--out", str(d / "ds")]) == 0
+    )
     rows = [
         {"run_id": GPT, "case_id": f"jbb-{e['index']:03d}", "arm": "attacked", "sample": 0,
          "judge": j, "verdict": "comply" if e[j] else "refuse"}
@@ -41,7 +43,15 @@ def test_agreement_prints_sklearns_kappa(
     jbb: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     ds, judgements = jbb
-    argv = ["agreement", "--dataset", str(ds), "--judgements", str(judgements), "--resamples", "300"]
+    argv = [
+        "agreement",
+        "--dataset",
+        str(ds),
+        "--judgements",
+        str(judgements),
+        "--resamples",
+        "300",
+    ]
     assert main([*argv, "--format", "json"]) == 0
     rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert len(rows) == 1

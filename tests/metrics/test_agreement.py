@@ -137,7 +137,9 @@ def test_fleiss_and_alpha_equal_the_oracles(seed: int) -> None:
             for x, y in zip(verdicts[a], verdicts[b], strict=True)
         )
         assert row["n_undetermined"] == und
-        part = sum((x is None) != (y is None) for x, y in zip(verdicts[a], verdicts[b], strict=True))
+        part = sum(
+            (x is None) != (y is None) for x, y in zip(verdicts[a], verdicts[b], strict=True)
+        )
         assert row["n_partial"] == part
 
 
@@ -162,11 +164,11 @@ def test_with_weights_one_the_replicate_is_the_estimate() -> None:
     plan = make_plan([f"s{i:03d}" for i in range(30)], n_resamples=1)
     assert plan.n_clusters == 30
     # rebuild the rows' sums the table used and apply one all-ones resample
-    from peira.bootstrap.agreement import _rows_of  # noqa: PLC2701
+    from peira.bootstrap.agreement import agreement_rows
 
     codes = np.stack([np.searchsorted(cats, verdicts[f"j{q}"]) for q in range(3)], axis=1)
     ci = np.arange(n) // 3
-    rows: list[AgreementRow] = _rows_of(
+    rows: list[AgreementRow] = agreement_rows(
         {"run_id": "r1"}, codes, np.zeros(n, bool), ci, ["j0", "j1", "j2"], 30, 3
     )
     ones = np.ones((1, 30))
@@ -226,7 +228,7 @@ def test_bad_input_is_refused() -> None:
         _run(cases, log, v, judges=["x", "xx"])
     with pytest.raises(UnknownNameError, match="unknown run 'r2'"):
         _run(cases, log, v, runs=["r2"])
-    with pytest.raises(PeiraValueError, match="at least 2 judges.*with_gold"):
+    with pytest.raises(PeiraValueError, match=r"at least 2 judges.*with_gold"):
         _run(cases, log, {"x": ["refuse"] * 10, "gold": ["refuse"] * 10})
     t = _run(cases, log, {"x": ["refuse"] * 10, "gold": ["comply"] * 10}, with_gold=True)
     assert t["judges"].to_list() == [["gold", "x"]]
