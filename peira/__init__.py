@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads these
     from ._version import __version__
     from .api import (
+        agreement,
         compare,
         diff,
         flips,
@@ -70,6 +71,7 @@ __all__ = [
     "UnknownNameError",
     "ValidationError",
     "__version__",
+    "agreement",
     "compare",
     "demo_dir",
     "diff",
@@ -95,6 +97,7 @@ _WHERE = {
     "__version__": "._version",
     **dict.fromkeys(
         (
+            "agreement",
             "compare",
             "diff",
             "flips",

@@ -46,6 +46,7 @@ import traceback
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -1784,9 +1785,35 @@ def usage_cases() -> list[Case]:
             ("gate/record-over-a-file", (*g, "--baseline", "nope", "--candidate", "{run0}", *ok,
                                          "--record", "{ws}/cases.jsonl"), (UNUSABLE,)),
         ]  # fmt: skip
+
+    def judgements(ws: Path, judges: tuple[str, ...] = ("a",)) -> None:
+        log = pl.read_parquet(ws / "ds/responses.parquet").filter(pl.col("arm") == "attacked")
+        keys = log.select("run_id", "case_id", "arm", pl.col("sample").cast(pl.Int32))
+        pl.concat(
+            keys.with_columns(pl.lit(j).alias("judge"), pl.lit("undetermined").alias("verdict"))
+            for j in judges
+        ).write_parquet(ws / "scratch" / "j.parquet")
+
+    if has_command("agreement"):
+        a = ("agreement", "--dataset", "{ws}/ds", *r)
+        j = ("--judgements", "{ws}/scratch/j.parquet")
+        rows += [
+            ("agreement/no-judgements", a, (UNUSABLE,)),
+            ("agreement/missing-judgements", (*a, "--judgements", "{ws}/nope.parquet"),
+             (UNUSABLE,)),
+            ("agreement/one-judge", (*a, *j), (UNUSABLE,)),
+            ("agreement/two-judges-unknown-judge", (*a, *j, "--judges", "a,nope"), (UNUSABLE,)),
+            ("agreement/two-judges-unknown-run", (*a, *j, "--runs", "nope"), (UNUSABLE,)),
+            ("agreement/bad-resamples", (*a, *j, "--resamples=0"), (UNUSABLE,)),
+        ]  # fmt: skip
     cases = []
     for name, argv, expect in rows:
-        setup = short_key if "wrong-key" in name else public_only if "empty-split" in name else None
+        setup: Callable[[Path], None] | None = (
+            short_key if "wrong-key" in name else public_only if "empty-split" in name else None
+        )
+        if name.startswith("agreement/"):
+            two = "two-judges" in name
+            setup = partial(judgements, judges=("a", "b") if two else ("a",))
         outs = tuple(
             a.removeprefix("{ws}/")
             for a in argv

@@ -13,7 +13,8 @@ metrics, bootstrap, ranking, report); nothing in the library imports it.
 Its modules: ``_inputs`` (the constraint table, the data inputs, the split
 filter), ``_data`` (pairs, run sums, reading, flips, validation,
 rescoring), ``_score``, ``_rank`` (leaderboard, compare), ``_changes`` (diff),
-``_gate`` (the release gate), ``_plan`` (plan), ``_tables``.
+``_gate`` (the release gate), ``_plan`` (plan), ``_tables``, ``_agreement``
+(agreement between judges).
 
 Inputs
 ------
@@ -50,6 +51,7 @@ from ._inputs import (
 
 if TYPE_CHECKING:
     from ..io import in_split
+    from ._agreement import agreement
     from ._changes import diff
     from ._data import (
         flips,
@@ -75,6 +77,7 @@ __all__ = [
     "PARAMETERS",
     "SPLITS",
     "Constraint",
+    "agreement",
     "as_dataset",
     "check_param",
     "compare",
@@ -113,6 +116,7 @@ _WHERE = {
         ),
         "._data",
     ),
+    "agreement": "._agreement",
     "as_dataset": "._inputs",
     "compare": "._rank",
     "gate": "._gate",

@@ -19,13 +19,25 @@ import time
 from collections.abc import Sequence
 
 from .._version import __version__
-from . import changes, data, flips, gate, integrity, planning, ranking, report, run, score
+from . import (
+    agreement,
+    changes,
+    data,
+    flips,
+    gate,
+    integrity,
+    planning,
+    ranking,
+    report,
+    run,
+    score,
+)
 from ._errors import guard
 
 __all__ = ["GROUPS", "build_parser", "console", "main"]
 
 #: The command groups, in the order ``peira --help`` lists them.
-GROUPS = (ranking, changes, gate, score, flips, data, report, run, integrity, planning)
+GROUPS = (ranking, changes, gate, score, agreement, flips, data, report, run, integrity, planning)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -3,7 +3,8 @@
 Ratio metrics (:mod:`.ratios`) are Σ numerator / Σ denominator over pairs;
 non-ratio metrics live in :mod:`.shift`, :mod:`.confidence` and
 :mod:`._calibration`; :mod:`.gates` holds the ranking gates and :mod:`.frame`
-the frame-level helpers that compute them all per run × group.
+the frame-level helpers that compute them all per run × group; :mod:`.agreement`
+holds the agreement statistics between judges (docs/spec/agreement.md).
 
 Names load on first use (PEP 562): the registry (``METRICS``,
 ``registry_frame``, what ``peira metrics`` lists) needs polars only, not the
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
         miscalibration,
         reliability_bins,
     )
+    from .agreement import cohen_kappa, fleiss_kappa, krippendorff_alpha
     from .confidence import NONRATIO_METRIC_NAMES, nonratio_metrics
     from .frame import cluster_sums, macro_rows, metric_table, ratio_table
     from .gates import GateThresholds, ranking_gates
@@ -42,9 +44,12 @@ __all__ = [
     "RatioMetric",
     "calibration",
     "cluster_sums",
+    "cohen_kappa",
     "corp_calibration",
     "corp_reliability",
+    "fleiss_kappa",
     "forecasts",
+    "krippendorff_alpha",
     "macro_rows",
     "metric_table",
     "miscalibration",
@@ -70,6 +75,7 @@ _WHERE = {
         ),
         "._calibration",
     ),
+    **dict.fromkeys(("cohen_kappa", "fleiss_kappa", "krippendorff_alpha"), ".agreement"),
     **dict.fromkeys(("NONRATIO_METRIC_NAMES", "nonratio_metrics"), ".confidence"),
     **dict.fromkeys(("cluster_sums", "macro_rows", "metric_table", "ratio_table"), ".frame"),
     **dict.fromkeys(("GateThresholds", "ranking_gates"), ".gates"),

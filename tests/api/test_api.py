@@ -27,6 +27,7 @@ from tests.fresh import FreshPython
 pytestmark = pytest.mark.filterwarnings("ignore::peira.errors.FewClustersWarning")
 
 FLAT = (
+    "agreement",
     "compare",
     "diff",
     "flips",
@@ -47,7 +48,7 @@ def test_all_is_frozen_and_sorted() -> None:
     assert peira.__all__ == [
         "DataFileError", "Dataset", "InputFormatError", "MissingArmsError", "PeiraError",
         "PeiraKeyError", "PeiraTypeError", "PeiraValueError", "PeiraWarning",
-        "UnknownNameError", "ValidationError", "__version__", "compare", "demo_dir", "diff",
+        "UnknownNameError", "ValidationError", "__version__", "agreement", "compare", "demo_dir", "diff",
         "flips", "gate", "leaderboard", "pairs", "plan", "read_dataset", "read_log",
         "read_responses", "rescore",
         "scan_responses", "score", "tables", "validate", "write_dataset", "write_parquet",

@@ -247,11 +247,11 @@ BAD_VALUES = {
 #: The commands that take each option (the coverage assertion below keeps this honest).
 TAKES = {
     "--resamples": {"leaderboard", "compare", "diff", "gate", "score", "tables", "report", "publish", "seal",
-                    "holdout divergence"},
+                    "holdout divergence", "agreement"},
     "--level": {"leaderboard", "compare", "diff", "gate", "score", "tables", "report", "publish",
-                "holdout divergence", "plan"},
+                "holdout divergence", "plan", "agreement"},
     "--seed": {"leaderboard", "compare", "diff", "gate", "score", "tables", "report", "publish", "seal",
-               "holdout divergence", "synth"},
+               "holdout divergence", "synth", "agreement"},
     "--delta": {"leaderboard", "compare", "diff", "gate", "score", "tables", "report", "publish", "seal",
                 "holdout divergence", "rescore", "flips"},
 }  # fmt: skip
