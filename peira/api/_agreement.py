@@ -43,38 +43,16 @@ def read_judgements_file(path: PathLike) -> pl.DataFrame:
 
 
 def _checked(frame: pl.DataFrame, source: str) -> pl.DataFrame:
-    """The judgements' columns, typed; a missing column, a null or a repeated key is refused."""
-    missing = [c for c in JUDGEMENT_COLUMNS if c not in frame.columns]
-    if missing:
-        raise PeiraValueError(f"{source}: no column {missing[0]!r} (a judgements table has "
-                              f"{', '.join(JUDGEMENT_COLUMNS)})")  # fmt: skip
+    """The judgements validated by the data model's rules (docs/spec/data-model.md#judgements:
+    columns, types, nulls, the arm, the key), typed; the first violation in one line."""
+    from ..errors import InputFormatError, ValidationError
+    from ..schema import validate_judgements
+    from ._data import _first_violation
+
     try:
-        out = frame.select(
-            *(pl.col(c).cast(pl.String) for c in ("run_id", "case_id", "arm")),
-            pl.col("sample").cast(pl.Int32, strict=True),
-            *(pl.col(c).cast(pl.String) for c in ("judge", "verdict")),
-        )
-    except pl.exceptions.PolarsError:
-        raise PeiraValueError(f"{source}: column 'sample' must hold integers") from None
-    for col in JUDGEMENT_COLUMNS:
-        nulls = out[col].is_null()
-        if nulls.any():
-            row = int(nulls.arg_max() or 0)
-            raise PeiraValueError(f"{source}: row {row}: column {col!r}: null")
-    bad = ~out["arm"].is_in(["benign", "attacked"])
-    if bad.any():
-        row = int(bad.arg_max() or 0)
-        raise PeiraValueError(
-            f"{source}: row {row}: column 'arm': {out['arm'][row]!r} is not benign or attacked"
-        )
-    dup = ~out.select(pl.struct(JUDGEMENT_COLUMNS[:5]).is_first_distinct()).to_series()
-    if dup.any():
-        row = int(dup.arg_max() or 0)
-        key = out.row(row)[:5]
-        raise PeiraValueError(
-            f"{source}: row {row}: key {key} repeated (a judge gives one verdict)"
-        )
-    return out
+        return validate_judgements(frame, source=source)
+    except ValidationError as exc:  # refused in one line, as scoring does (validate lists all)
+        raise InputFormatError(_first_violation(exc)) from None
 
 
 @validate_params

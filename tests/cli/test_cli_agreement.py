@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 from pathlib import Path
 
 import polars as pl
@@ -90,7 +91,18 @@ def test_agreement_refuses_in_one_line(
 def test_agreement_without_judgements_names_the_file(
     jbb: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    ds, _ = jbb
-    assert main(["agreement", "--dataset", str(ds)]) == 2
+    ds, built = jbb
+    # the import writes the artifact's judges itself: the same table as the one built by hand
+    mine = pl.read_parquet(ds / "judgements.parquet").sort(pl.all())
+    assert mine.equals(pl.read_parquet(built).select(mine.columns).sort(pl.all()))
+    assert main(["agreement", "--dataset", str(ds), "--resamples", "300", "--format", "json"]) == 0
+    own = json.loads(capsys.readouterr().out.splitlines()[0])
+    argv = ["agreement", "--dataset", str(ds), "--judgements", str(built), "--resamples", "300"]
+    assert main([*argv, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[0]) == own
+    bare = ds.parent / "bare"
+    shutil.copytree(ds, bare)
+    (bare / "judgements.parquet").unlink()
+    assert main(["agreement", "--dataset", str(bare)]) == 2
     err = capsys.readouterr().err
-    assert f"{ds / 'judgements.parquet'}: no such judgements file" in err
+    assert f"{bare / 'judgements.parquet'}: no such judgements file" in err

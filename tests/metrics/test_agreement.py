@@ -235,7 +235,7 @@ def test_bad_input_is_refused() -> None:
     j = _judgements(v).with_columns(pl.lit("r9").alias("run_id"))
     with pytest.raises(PeiraValueError, match="judge no attacked response"):
         peira.agreement(log, cases, judgements=j)
-    with pytest.raises(PeiraValueError, match="row 1: key"):
+    with pytest.raises(PeiraValueError, match="duplicate key"):
         peira.agreement(log, cases, judgements=pl.concat([_judgements(v).head(1)] * 2))
 
 
