@@ -363,12 +363,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
             ]
         )
         robust = [] if panel is None else ["judge_robust", "n_judges_for_a", "n_judges_for_b"]
-        table = table.select(
-            *([] if panel is None else [pl.col("judge").cast(pl.String)]),
+        default = [
+            *([] if panel is None else ["judge"]),
             "run_a", "run_b", "estimate_a", "estimate_b", "own_a", "own_b", "diff", "diff_lo",
             "diff_hi", p_shown, "family_size", "ci_verdict", "paired_verdict", *margin, "winner",
             *robust, "n_common", "n_both", "n_set_aside_a", "n_set_aside_b", "note",
-        )  # fmt: skip
+        ]  # fmt: skip
+        if panel is not None:
+            table = table.with_columns(pl.col("judge").cast(pl.String))
+        table = table.select(c.pick_columns(table, default, args))
     return c.emit(table, args.format)
 
 
@@ -449,5 +452,6 @@ def register(sub: Any) -> None:
         + ": adds the non-inferiority verdicts (run_a to run_b, and back) and equivalence (TOST)",
     )
     c.add_comparison_options(cp)
+    c.add_columns_options(cp)
     _judge_option(cp)
     c.add_engine_options(cp)
