@@ -595,6 +595,10 @@ _OTHER_FLAGS: list[tuple[str, tuple[str, ...], list[str], tuple[str, ...]]] = [
                           "--key-file", "{ws}/key", "--out", "{ws}/scratch/u.parquet"),
      ["nan", "-1", "0", "7", "65", "abc"], ("scratch/u.parquet",)),
     ("divergence --resamples", _DATA_CMDS["divergence"], [*_NUM, "0"], ()),
+    ("compare --quorum", (*_DATA_CMDS["compare"], "--judges", "all"),
+     [*_NUM, "0", "10001", *_INT_EXTRA], ()),
+    ("leaderboard --quorum", (*_DATA_CMDS["leaderboard"], "--judges", "all"),
+     [*_NUM, "0", "10001", *_INT_EXTRA], ()),
 ]  # fmt: skip
 
 
@@ -1578,6 +1582,26 @@ def usage_cases() -> list[Case]:
         (
             "compare/unknown-metric",
             ("compare", "--metric", "nope", "--dataset", "{ws}/ds", *r),
+            (UNUSABLE,),
+        ),
+        (
+            "compare/judges-without-judgements",
+            ("compare", "--judges", "all", "--dataset", "{ws}/ds", *r),
+            (UNUSABLE,),
+        ),
+        (
+            "compare/quorum-without-judges",
+            ("compare", "--quorum", "1", "--dataset", "{ws}/ds", *r),
+            (UNUSABLE,),
+        ),
+        (
+            "compare/judge-and-judges",
+            ("compare", "--judge", "a", "--judges", "all", "--dataset", "{ws}/ds", *r),
+            (UNUSABLE,),
+        ),
+        (
+            "leaderboard/judges-without-judgements",
+            ("leaderboard", "--judges", "a,b", "--dataset", "{ws}/ds", *r),
             (UNUSABLE,),
         ),
         ("score/unknown-by", ("score", "--by", "nope", "--dataset", "{ws}/ds", *r), (UNUSABLE,)),
