@@ -107,28 +107,21 @@ def gold_successes(
 def with_correction(
     table: pl.DataFrame,
     pairs: pl.DataFrame,
-    responses: PathLike | FrameLike,
-    cases: PathLike | Dataset | FrameLike,
+    gold: pl.DataFrame,
     *,
-    judge: str,
     correct: str,
     correct_by: str,
     by: Sequence[str],
     plan: ResamplePlan | None,
     level: float,
-    split: str,
-    missing: Missing,
-    delta: float,
 ) -> pl.DataFrame:
     """``table`` (score rows by run, or by run × family) with the corrected ASR's
     columns (:data:`peira.bootstrap.correction.CORRECTION_COLUMNS`), from the judge's
-    ``pairs`` (the score's, undetermined pairs left out) and the gold labels."""
+    ``pairs`` (the score's, undetermined pairs left out) and the gold successes
+    (:func:`gold_successes`)."""
     from .._pairs import PAIR_KEYS
     from ..bootstrap.correction import correction_intervals
 
-    gold = gold_successes(
-        responses, cases, judge=judge, split=split, missing=missing, delta=delta
-    )
     column = plan.column if plan is not None else "scenario_id"
     use = (
         pairs.filter(pl.col("eligible"))
@@ -137,9 +130,7 @@ def with_correction(
         .with_columns(pl.col("s").is_not_null().alias("labelled"))
     )
     rows = "family" if list(by) == ["family"] else "run"
-    extra = correction_intervals(
-        use, plan, method=correct, by=correct_by, rows=rows, level=level
-    )
+    extra = correction_intervals(use, plan, method=correct, by=correct_by, rows=rows, level=level)
     keys = ["run_id", *by]
     out: Any = table.join(extra, on=keys, how="left", nulls_equal=True, maintain_order="left")
     return out

@@ -278,6 +278,13 @@ def score(
             unit=unit, level=level, method=method, missing=missing, delta=delta,
             macro=macro,
         )  # fmt: skip
+    gold = None
+    if correct is not None and judge is not None:  # refused before the score is computed
+        from ._correction import gold_successes
+
+        gold = gold_successes(
+            responses, cases, judge=judge, split=split, missing=missing, delta=delta
+        )
     table, cs, undetermined = judged_pairs(
         responses, cases, split=split, missing=missing, delta=delta, engine=engine, judge=judge
     )
@@ -289,12 +296,12 @@ def score(
     if judge is None:
         return out
     out = _with_undetermined(out, undetermined, keys)
-    if correct is not None:
+    if gold is not None and correct is not None:
         from ._correction import with_correction
 
         out = with_correction(
-            out, table, responses, cases, judge=judge, correct=correct, correct_by=correct_by,
-            by=keys, plan=plan, level=level, split=split, missing=missing, delta=delta,
+            out, table, gold, correct=correct, correct_by=correct_by, by=keys, plan=plan,
+            level=level,
         )  # fmt: skip
     return out
 

@@ -60,9 +60,7 @@ class _Run:
     rows: list[tuple[Any, int | None]] = field(default_factory=list)  # (family, g) per row
 
 
-def _statistics(
-    method: str, by: str, lin: F64, g: int | None
-) -> tuple[F64, F64, F64]:
+def _statistics(method: str, by: str, lin: F64, g: int | None) -> tuple[F64, F64, F64]:
     """(corrected ASR, se, sp) of one row from weighted sums ``lin`` (n × G × 8).
 
     ``g`` None: the run row; else family ``g``'s row. ``by`` says where the
@@ -147,9 +145,7 @@ def correction_intervals(
         c = 1
     pairs = pairs.with_columns(pl.Series("_ci", ci))
     runs: list[_Run] = []
-    for (run_id,), part in pairs.sort("run_id", "family").group_by(
-        "run_id", maintain_order=True
-    ):
+    for (run_id,), part in pairs.sort("run_id", "family").group_by("run_id", maintain_order=True):
         fams = sorted(set(part["family"].to_list()))
         s = np.zeros((c, len(fams), _K))
         for i, fam in enumerate(fams):
