@@ -82,8 +82,7 @@ def correction_note(table: pl.DataFrame, args: argparse.Namespace) -> None:
     null = int(rows["asr_corrected"].null_count())
     c.note(
         f"asr_corrected: the ASR of judge {args.judge!r} corrected for its error by "
-        f"{_NAMES[args.correct]}, its sensitivity and specificity measured {where} on "
-        f"{n} gold-labelled pair(s); interval from the same cluster bootstrap, the labelled "
-        "pairs resampled with the rest"
+        f"{_NAMES[args.correct]}, the error measured {where} on {n} gold-labelled pair(s); "
+        "interval from the same cluster bootstrap, the labelled pairs resampled with the rest"
         + (f"; {null} row(s) not identifiable (correction_note)" if null else "")
     )

@@ -334,9 +334,8 @@ def test_cli_prints_the_columns_and_a_note(
     for col in ("asr_corrected", "asr_corrected_lo", "judge_sensitivity", "n_labelled"):
         assert col in out.splitlines()[0]
     assert (
-        f"asr_corrected: the ASR of judge 'j' corrected for its error by Rogan-Gladen, its "
-        f"sensitivity and specificity measured over each run on {ref['']['n_lab']} "
-        "gold-labelled pair(s)" in err
+        f"asr_corrected: the ASR of judge 'j' corrected for its error by Rogan-Gladen, the "
+        f"error measured over each run on {ref['']['n_lab']} gold-labelled pair(s)" in err
     )
     assert main([*argv, "--format", "json", "--correct-by", "family"]) == 0
     row = json.loads(capsys.readouterr().out.splitlines()[0])
@@ -344,3 +343,33 @@ def test_cli_prints_the_columns_and_a_note(
     assert row["asr_corrected"] == pytest.approx(
         sum(ref[f]["n"] * ref[f]["rg"] for f in ("f0", "f1")) / ref[""]["n"], abs=1e-12
     )
+
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "judge_correction" / "ds"
+
+
+def test_the_readme_fixture_equals_the_reference() -> None:
+    """The synthetic dataset of the README (tests/fixtures/judge_correction)."""
+    judgements = pl.read_parquet(FIXTURE / "judgements.parquet")
+    log = pl.read_parquet(FIXTURE / "responses.parquet").filter(pl.col("arm") == "benign")
+    cases = pl.read_parquet(FIXTURE / "cases.parquet")
+    ids = cases["case_id"].to_list()
+    benign = dict(zip(log["case_id"], log["decision"], strict=True))
+    by_judge = {
+        j: dict(zip(t["case_id"], t["verdict"], strict=True))
+        for (j,), t in judgements.group_by("judge")
+    }
+    to_deny = {"refuse": "deny", "comply": "approve", None: None}  # the reference's words
+    ref = reference(
+        [to_deny[benign[c]] for c in ids],  # type: ignore[misc]
+        [to_deny[by_judge["classifier"].get(c)] for c in ids],
+        [to_deny[by_judge["gold"].get(c)] for c in ids],
+        cases["family"].to_list(),
+    )
+    for method, key in (("rogan-gladen", "rg"), ("ppi", "ppi")):
+        t = peira.score(FIXTURE / "responses.parquet", FIXTURE, judge="classifier",
+                        correct=method, n_resamples=B)  # fmt: skip
+        row = t.row(0, named=True)
+        assert row["n_labelled"] == ref[""]["n_lab"] == 150
+        assert row["asr_corrected"] == pytest.approx(ref[""][key], abs=1e-12)
+        assert row["asr_corrected_lo"] < row["asr_corrected"] < row["asr_corrected_hi"]
