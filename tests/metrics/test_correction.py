@@ -373,3 +373,28 @@ def test_the_readme_fixture_equals_the_reference() -> None:
         assert row["n_labelled"] == ref[""]["n_lab"] == 150
         assert row["asr_corrected"] == pytest.approx(ref[""][key], abs=1e-12)
         assert row["asr_corrected_lo"] < row["asr_corrected"] < row["asr_corrected_hi"]
+
+
+def test_runs_are_corrected_apart_on_the_same_plan() -> None:
+    """Two runs in one call give each run's numbers alone (one GEMM for both)."""
+    a = _pairs(5)
+    b = _pairs(6).with_columns(pl.lit("q").alias("run_id"))
+    plan = peira.api.resample_plan(
+        a.select("scenario_id").unique().with_columns(pl.col("scenario_id").alias("case_id")),
+        n_resamples=B,
+        seed=9,
+    )
+    for by, rows in (("overall", "run"), ("family", "family")):
+        both = correction_intervals(pl.concat([a, b]), plan, method="ppi", by=by, rows=rows)
+        alone = pl.concat(
+            [correction_intervals(x, plan, method="ppi", by=by, rows=rows) for x in (b, a)]
+        ).sort(["run_id", *(["family"] if rows == "family" else [])])
+        assert both.equals(alone)
+
+
+def test_macro_rows_carry_no_correction(random_ds: tuple[Path, dict[str, Any]]) -> None:
+    d, _ = random_ds
+    t = _score(d, correct="ppi", correct_by="family", by="family", macro=True)
+    macro = t.filter(pl.col("macro"))
+    assert macro.height == 1 and macro["asr_corrected"].item() is None
+    assert t.filter(~pl.col("macro"))["asr_corrected"].null_count() == 0
