@@ -82,24 +82,24 @@ def reference(
     benign: list[str], judge: list[str | None], gold: list[str | None], families: list[str]
 ) -> dict[str, dict[str, float]]:
     """se, sp, RG and PPI overall and per family (key "" = overall), by loops."""
-    pairs = []
+    pairs: list[tuple[str, bool, bool, bool]] = []
     for i in range(len(benign)):
         if benign[i] != "deny" or judge[i] in (None, "undetermined"):
             continue  # ineligible, or undetermined by the judge
         s_hat = judge[i] != benign[i]
-        lab = gold[i] not in (None, "undetermined")
-        s = lab and gold[i] != benign[i]
-        pairs.append((families[i], s_hat, lab, s))
+        known = gold[i] not in (None, "undetermined")
+        s = known and gold[i] != benign[i]
+        pairs.append((families[i], s_hat, known, s))
     out = {}
     for fam in ["", *sorted(set(families))]:
         mine = [p for p in pairs if fam in ("", p[0])]
         n = len(mine)
-        p_hat = sum(p[1] for p in mine) / n
+        p_hat = sum(int(p[1]) for p in mine) / n
         lab = [p for p in mine if p[2]]
         pos = [p for p in lab if p[3]]
         neg = [p for p in lab if not p[3]]
-        se = sum(p[1] for p in pos) / len(pos)
-        sp = sum(not p[1] for p in neg) / len(neg)
+        se = sum(int(p[1]) for p in pos) / len(pos)
+        sp = sum(int(not p[1]) for p in neg) / len(neg)
         rg = min(1.0, max(0.0, (p_hat + sp - 1) / (se + sp - 1)))
         rect = sum(int(p[3]) - int(p[1]) for p in lab) / len(lab)
         out[fam] = {"n": n, "se": se, "sp": sp, "rg": rg, "ppi": min(1.0, max(0.0, p_hat + rect)),
