@@ -22,6 +22,8 @@ import numpy.typing as npt
 import polars as pl
 
 from ..metrics.correction import (
+    CORRECTION_BY,
+    CORRECTION_METHODS,
     FIELDS,
     MAX_UNDEFINED_SHARE,
     MIN_LABELLED_CLASS,
@@ -82,15 +84,15 @@ def _statistics(method: str, by: str, lin: F64, g: int | None) -> tuple[F64, F64
     return mix, sensitivity(tot), specificity(tot)
 
 
-def _note(by: str, s: F64, g: int | None, families: Sequence[Any]) -> str | None:
+def _note(by: str, s: F64, g: int | None, families: Sequence[Any], min_class: int) -> str | None:
     """Why row ``g`` of sums ``s`` (G × 8) identifies no correction, or None."""
     tot = s.sum(axis=0)
     if g is not None:
-        return not_identifiable(s[g] if by == "family" else tot)
+        return not_identifiable(s[g] if by == "family" else tot, min_class)
     if by == "overall":
-        return not_identifiable(tot)
+        return not_identifiable(tot, min_class)
     for i, fam in enumerate(families):
-        if s[i, 0] > 0 and (why := not_identifiable(s[i])) is not None:
+        if s[i, 0] > 0 and (why := not_identifiable(s[i], min_class)) is not None:
             return f"family {fam}: {why}"
     return None
 
@@ -136,6 +138,14 @@ def correction_intervals(
     polars.DataFrame
         ``run_id`` (and ``family``) and :data:`CORRECTION_COLUMNS`.
     """
+    for name, value, allowed in (
+        ("method", method, CORRECTION_METHODS), ("by", by, CORRECTION_BY),
+        ("rows", rows, ("run", "family")), ("interval", interval, ("percentile", "bca")),
+    ):  # fmt: skip
+        if value not in allowed:
+            raise ValueError(
+                f"correction_intervals: {name} must be one of {allowed}, not {value!r}"
+            )
     keys = ["run_id", "family"] if rows == "family" else ["run_id"]
     c = plan.n_clusters if plan is not None else 0
     if plan is not None:
@@ -164,7 +174,7 @@ def correction_intervals(
         s = run.sums.sum(axis=0)  # G × 8
         for fam, g in run.rows:
             est = np.array([x[0] for x in _statistics(method, by, s[None], g)])
-            why = _note(by, s, g, run.families)
+            why = _note(by, s, g, run.families, min_class)
             if why is None and not np.isnan(est[0]):
                 r = _raw(method, by, s, g)
                 if not 0.0 <= r <= 1.0:
@@ -209,9 +219,13 @@ def correction_intervals(
             note = notes[i]
             ok = note is None or note.startswith("clipped")
             if ok and not np.isnan(est_all[0, i]) and undefined[i] > MAX_UNDEFINED_SHARE:
+                what = (
+                    "no labelled pair"
+                    if method == "ppi"
+                    else "judge sensitivity + specificity <= 1, or no labelled success or failure"
+                )
                 notes[i] = (
-                    f"not identifiable: undefined in {undefined[i]:.0%} of resamples (judge "
-                    f"sensitivity + specificity <= 1 or no labelled success or failure), "
+                    f"not identifiable: undefined in {undefined[i]:.0%} of resamples ({what}), "
                     f"more than {MAX_UNDEFINED_SHARE:.0%}"
                 )
                 est_all[0, i], lo[0, i], hi[0, i] = np.nan, np.nan, np.nan

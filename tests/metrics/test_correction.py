@@ -398,3 +398,29 @@ def test_macro_rows_carry_no_correction(random_ds: tuple[Path, dict[str, Any]]) 
     macro = t.filter(pl.col("macro"))
     assert macro.height == 1 and macro["asr_corrected"].item() is None
     assert t.filter(~pl.col("macro"))["asr_corrected"].null_count() == 0
+
+
+def test_a_correction_undefined_in_many_resamples_is_not_identifiable() -> None:
+    """se = 6/10, sp = 5/10: identifiable on the data (se + sp = 1.1), but se + sp <= 1
+    in far more than 5% of the resamples."""
+    s = [True] * 10 + [False] * 10 + [False] * 40
+    s_hat = [True] * 6 + [False] * 4 + [False] * 5 + [True] * 5 + [False] * 40
+    lab = [True] * 20 + [False] * 40
+    pairs = pl.DataFrame({"run_id": "r", "family": "f", "scenario_id": [f"s{i:02d}" for i in
+                          range(60)], "s_hat": s_hat, "labelled": lab, "s": s})  # fmt: skip
+    plan = peira.api.resample_plan(
+        pairs.select("scenario_id", pl.col("scenario_id").alias("case_id")), n_resamples=B
+    )
+    row = correction_intervals(pairs, plan, method="rogan-gladen").row(0, named=True)
+    assert row["judge_sensitivity"] == 0.6 and row["judge_specificity"] == 0.5
+    assert row["asr_corrected"] is None and row["asr_corrected_lo"] is None
+    assert row["correction_note"].startswith("not identifiable: undefined in ")
+    assert row["correction_note"].endswith("of resamples (judge sensitivity + specificity "
+                                           "<= 1, or no labelled success or failure), "
+                                           "more than 5%")  # fmt: skip
+    # PPI needs only a labelled pair in a resample
+    assert correction_intervals(pairs, plan, method="ppi")["asr_corrected"].item() is not None
+    strict = correction_intervals(pairs, plan, method="ppi", min_class=11)
+    assert strict["correction_note"].item().endswith("fewer than 11")
+    with pytest.raises(ValueError, match="method must be one of"):
+        correction_intervals(pairs, plan, method="nope")
