@@ -713,6 +713,12 @@ def _assemble(
         raise InputFormatError(
             f"{source}: the mapping lacks 'expected' (the column of the gold decision)"
         )
+    no_run = per_row["run_id"].is_null() | (per_row["run_id"].str.strip_chars() == "")
+    if no_run.any():
+        i = int(no_run.arg_true()[0])
+        raise InputFormatError(
+            f"{source}: row {i + 1}: field 'run_id' (column {mapping.get('run_id')!r}) is empty"
+        )
     missing_gold = per_row["expected_decision"].is_null()
     if missing_gold.any():
         i = int(missing_gold.arg_true()[0])
