@@ -74,7 +74,6 @@ from typing import Any, Literal
 
 import polars as pl
 
-from .._pairs import MAJORITY
 from ..errors import InputFormatError, UnknownNameError
 from ..schema import (
     ARMS_DECLARED,
@@ -132,6 +131,8 @@ CALL_FIELDS = (
 _ARMS = ("benign", "attacked")
 #: The field of a judge's verdicts: ``verdict:NAME`` (``values=`` key ``verdict``: every judge).
 VERDICT = "verdict"
+#: Not a judge's name: ``--judge majority`` of scoring (docs/spec/judges.md#majority).
+MAJORITY = "majority"
 _TRUE = ("true", "1", "yes", "c", "correct", "t", "y")
 _FALSE = ("false", "0", "no", "i", "incorrect", "f", "n")
 

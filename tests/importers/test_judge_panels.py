@@ -7,9 +7,11 @@ responses, three human labels and their majority, four classifiers. The oracle
 is the CSV itself read with plain ``csv``: each judge's agreement with the human
 majority, its false positive rate (jailbroken by the judge among the responses
 the majority calls not jailbroken) and false negative rate, counted here
-independently of Peira. The rounded percentages are asserted as well: they are
-the figures of the JailbreakBench paper's judge comparison (Chao et al.,
-NeurIPS 2024 Datasets and Benchmarks, arXiv:2404.01318).
+independently of Peira and asserted as rounded percentages too (the figures of
+the judge comparison JailbreakBench reports on this set: Chao et al., NeurIPS
+2024 Datasets and Benchmarks, arXiv:2404.01318). Peira's import must preserve
+every verdict, so the same rates computed from judgements.parquet, and
+``peira agreement --with-gold``'s raw agreement, equal them.
 """
 
 from __future__ import annotations
@@ -39,9 +41,9 @@ CLASSIFIERS = {
     "llamaguard2": "llamaguard2_cf",
     "llama3": "llama3_cf",
 }
-#: The judge-comparison figures (percent, one decimal): agreement with the human
-#: majority, FPR, FNR.
-PUBLISHED = {
+#: Each classifier against the human majority, in percent to one decimal: agreement, FPR,
+#: FNR (of 300 responses, 190 not jailbroken and 110 jailbroken by the majority).
+FIGURES = {
     "harmbench": (78.3, 26.8, 12.7),
     "gpt4": (90.3, 10.0, 9.1),
     "llamaguard2": (87.7, 13.2, 10.9),
@@ -105,7 +107,7 @@ def test_agreement_fpr_fnr_against_the_human_majority(jc: Path, judge: str) -> N
     fn = sum(p == 0 and g == 1 for p, g in zip(pred, gold, strict=True))
     neg, pos = gold.count(0), gold.count(1)
     want = (100 * agree / 300, 100 * fp / neg, 100 * fn / pos)
-    assert tuple(round(x, 1) for x in want) == PUBLISHED[judge]
+    assert tuple(round(x, 1) for x in want) == FIGURES[judge]
     # the same from the imported judgements: the import preserved every verdict
     table = read_judgements(jc)
     assert table is not None
