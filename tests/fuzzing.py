@@ -1468,6 +1468,10 @@ def released_cases() -> list[Case]:
     ]:  # fmt: skip
         argv = opts if opts[0].startswith("{") else ("{ws}/released/mc.eval", *opts)
         add(f"inspect/{name}", _imp("inspect", *argv))
+    add("inspect/two-scorers-are-judges",
+        _imp("inspect", "{ws}/released/two_scorers.json", "--scorer", "match"), (OK,))  # fmt: skip
+    add("inspect/judge-is-not-an-option",
+        _imp("inspect", "{ws}/released/two_scorers.json", "--judge", "match"))  # fmt: skip
     # lm-eval outputs
     for name, setup in [
         ("samples-deep", _lm_dir(samples=_deep(3000).encode())),

@@ -156,6 +156,8 @@ _JBB = _load(FIX / "jailbreakbench" / "PAIR-black_box-llama-2-7b-chat-hf.json.gz
 _JBB["jailbreaks"] = _JBB["jailbreaks"][:6]
 _INSPECT = _load(FIX / "inspect" / "epochs.json")
 _INSPECT["samples"] = _INSPECT["samples"][:4]
+_SCORERS = _load(FIX / "inspect" / "two_scorers.json")
+_SCORERS["samples"] = _SCORERS["samples"][:4]
 
 
 def _copy(doc: Any) -> Any:
@@ -190,6 +192,20 @@ def test_import_inspect(
     if score_key is not None:
         argv += ["--score-key", score_key]
     _run(argv, d / "out", capsys)
+
+
+@seed(SEED)
+@fuzz
+@given(data=st.data(), scorer=st.sampled_from(["match", "includes", "nope"]))
+def test_import_inspect_scorers(
+    data: st.DataObject, scorer: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A log with two scorers: both are judges of judgements.parquet."""
+    d = _fresh(tmp_path, "scorers")
+    f = d / "log.json"
+    f.write_text(json.dumps(_mutate(_copy(_SCORERS), data)))
+    _run(["import", "inspect", str(f), "--scorer", scorer, "--out", str(d / "out")], d / "out",
+         capsys)  # fmt: skip
 
 
 @seed(SEED)

@@ -355,6 +355,22 @@ def test_inspect_scorers_are_judges(name: str, tmp_path: Path) -> None:
     assert t["benign_accuracy"].item() == pytest.approx(8 / 12)
 
 
+@pytest.mark.filterwarnings("ignore::peira.errors.FewClustersWarning")  # 12 samples
+def test_inspect_paired_logs_judge_both_arms(tmp_path: Path) -> None:
+    fix = FIXTURES / "inspect"
+    imp = read_inspect(pairs=[(fix / "two_scorers.eval", fix / "two_scorers.json")], scorer="match")
+    table = imp.judgements
+    assert table is not None
+    counts = table.group_by("arm", "judge").len().sort("arm", "judge")
+    assert counts.rows() == [
+        ("attacked", "inspect/includes", 12), ("attacked", "inspect/match", 12),
+        ("benign", "inspect/includes", 12), ("benign", "inspect/match", 12),
+    ]  # fmt: skip
+    out = imp.write(tmp_path / "ds")
+    ag = peira.agreement(out / "responses.parquet", out, n_resamples=B)
+    assert ag["agreement"].item() == pytest.approx(8 / 12)  # they differ on 4 answers
+
+
 def test_inspect_one_scorer_writes_no_panel(tmp_path: Path) -> None:
     imp = read_inspect([FIXTURES / "inspect" / "epochs.json"])
     assert imp.judgements is None
