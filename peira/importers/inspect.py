@@ -325,9 +325,9 @@ def _scalar(raw: Any) -> bool:
     return raw is None or not isinstance(raw, Mapping | list | tuple)
 
 
-def _panel(log: EvalLog, scorer: str, score_key: str | None) -> tuple[list[str], list[str]]:
-    """The judges of a log: its scorers whose every value is a single value in [0, 1]
-    (``scorer`` first, read through ``score_key``), and the scorers left out."""
+def _panel(log: EvalLog, scorer: str) -> tuple[list[str], list[str]]:
+    """The judges of a log: ``scorer`` (the chosen one, read as its verdict is) and every
+    other scorer whose every value is a single value in [0, 1]; and the scorers left out."""
     to_float = _to_float()
     names: list[str] = [scorer]
     for smp in log.samples or []:
@@ -514,8 +514,7 @@ class _Reader:
 
     def _judges(self, log: EvalLog, path: Path, scorer: str) -> list[str]:
         """The log's judges (``scorer`` first); notes the scorers that are none."""
-        key = self.opt.score_key
-        judges, left_out = _panel(log, scorer, key)
+        judges, left_out = _panel(log, scorer)
         if left_out:
             self.notes.append(
                 f"{path}: scorer(s) {', '.join(left_out)} give no single value in [0, 1] "
