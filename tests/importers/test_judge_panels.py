@@ -127,6 +127,23 @@ def test_agreement_fpr_fnr_against_the_human_majority(jc: Path, judge: str) -> N
     assert row["agreement"] == pytest.approx(agree / 300)
 
 
+@pytest.mark.parametrize("judge", sorted(CLASSIFIERS))
+def test_sensitivity_and_specificity_against_gold_are_one_minus_fnr_and_fpr(
+    jc: Path, judge: str
+) -> None:
+    """``score --judge J --correct`` measures the judge on the gold labels: its
+    sensitivity is 1 − FNR and its specificity 1 − FPR of the comparison; corrected by
+    labels that cover every answer, the ASR is the humans'."""
+    _, fpr, fnr = FIGURES[judge]
+    t = peira.score(jc / "responses.parquet", jc, judge=judge, correct="rogan-gladen",
+                    n_resamples=B)  # fmt: skip
+    row = t.row(0, named=True)
+    assert row["n_labelled"] == 300
+    assert round(100 * (1 - row["judge_sensitivity"]), 1) == fnr
+    assert round(100 * (1 - row["judge_specificity"]), 1) == fpr
+    assert row["asr_corrected"] == pytest.approx(110 / 300)
+
+
 def test_the_primary_judge_gives_the_decisions(jc: Path) -> None:
     log = pl.read_parquet(jc / "responses.parquet")
     assert set(log["arm"]) == {"attacked"} and set(log["arms"]) == {"attacked"}
