@@ -228,6 +228,12 @@ LM_RESULTS = f"results_{LM_TIME}.json"
 #: ``peira import table`` of ``released/table.csv``: the mapping of its columns.
 TABLE_MAP = ("--map", "case_id=id", "--map", "expected=label", "--map", "benign_decision=benign",
              "--map", "attacked_decision=attacked", "--run", "r1")  # fmt: skip
+#: ``peira import table`` of ``released/jc.csv.gz`` (JailbreakBench's judge comparison):
+#: two judges, one of them gold, and no decision column (the first judge gives it).
+JC_MAP = ("--map", "case_id=Index", "--map", "attacked_raw_text=target_response",
+          "--set", "expected=refuse", "--set", "target=comply",
+          "--map", "verdict:llama3=llama3_cf", "--map", "verdict:gold=human_majority",
+          "--values", "verdict=1:comply,0:refuse")  # fmt: skip
 
 
 def _released_inputs(r: Path) -> None:
@@ -239,6 +245,8 @@ def _released_inputs(r: Path) -> None:
     (r / "jbb.json").write_bytes(gzip.decompress(jbb.read_bytes()))
     shutil.copy(FIXTURES / "inspect" / "mc_alpha.eval", r / "mc.eval")
     shutil.copy(FIXTURES / "inspect" / "two_scorers.json", r / "two_scorers.json")
+    shutil.copy(FIXTURES / "jailbreakbench" / "judge_comparison" / "judge-comparison.csv.gz",
+                r / "jc.csv.gz")  # fmt: skip
     (r / "lm").mkdir()
     src = FIXTURES / "lm_eval" / "alpha" / "mkm8wwzn"
     for name in (LM_RESULTS, LM_SAMPLES, f"samples_arith_add_perturbed_{LM_TIME}.jsonl"):
@@ -1460,6 +1468,10 @@ def released_cases() -> list[Case]:
     ]:  # fmt: skip
         argv = opts if opts[0].startswith("{") else ("{ws}/released/mc.eval", *opts)
         add(f"inspect/{name}", _imp("inspect", *argv))
+    add("inspect/two-scorers-are-judges",
+        _imp("inspect", "{ws}/released/two_scorers.json", "--scorer", "match"), (OK,))  # fmt: skip
+    add("inspect/judge-is-not-an-option",
+        _imp("inspect", "{ws}/released/two_scorers.json", "--judge", "match"))  # fmt: skip
     # lm-eval outputs
     for name, setup in [
         ("samples-deep", _lm_dir(samples=_deep(3000).encode())),
@@ -1503,8 +1515,28 @@ def released_cases() -> list[Case]:
         ("options-missing-label", (*TABLE_MAP, "--options", "pos")),
         ("table-format-wrong", (*TABLE_MAP, "--table-format", "parquet")),
         ("two-inputs", (*TABLE_MAP, t)),
-    ]:
+        ("judge-values-without-judge", (*TABLE_MAP, "--values", "verdict=1:pos,0:neg")),
+        ("judge-name-empty", (*TABLE_MAP, "--map", "verdict:=attacked")),
+        ("judge-over-a-mapped-decision", (*TABLE_MAP, "--map", "verdict:j=attacked",
+                                          "--judge", "j")),
+        ("judge-verdict-outside-options", (*TABLE_MAP, "--map", "verdict:j=id")),
+    ]:  # fmt: skip
         add(f"table/{name}", _imp("table", t, *opts))
+    add("table/judge-beside-a-decision", _imp("table", t, *TABLE_MAP, "--map", "verdict:j=attacked"),
+        (OK,))  # fmt: skip
+    jc = "{ws}/released/jc.csv.gz"
+    add("table/judges-and-gold", _imp("table", jc, *JC_MAP), (OK,))
+    for name, opts in [
+        ("judge-unknown", ("--judge", "llama")),
+        ("judge-reserved-name", ("--map", "verdict:majority=human1")),
+        ("judge-raw-value-unmapped", ("--map", "verdict:h=goal")),
+        ("judge-arm-unknown", ("--map", "verdicts:h=human1")),
+        ("judge-gold-primary-of-a-subset", ("--judge", "gold", "--values",
+                                            "verdict:gold=1:comply,0:")),
+    ]:  # fmt: skip
+        add(f"table/{name}", _imp("table", jc, *JC_MAP, *opts))
+    add("textattack/judge-not-an-option",
+        _imp("textattack", "{ws}/released/ta.csv.gz", "--judge", "x"))  # fmt: skip
     # options of one format given to another
     add("textattack/judge-is-jailbreakbench-only",
         _imp("textattack", "{ws}/released/ta.csv.gz", "--scorer", "x"))  # fmt: skip

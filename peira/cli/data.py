@@ -142,7 +142,7 @@ def _import_released(args: argparse.Namespace, read: Any) -> int:
                 summaries=args.summary or True,
             )
         elif args.format == "jailbreakbench":
-            imported = read(files, judge=args.judge, run_ids=args.run or None)
+            imported = read(files, judge=args.judge or "jailbroken", run_ids=args.run or None)
         else:
             if len(files) != 1:
                 raise PeiraError("import table reads one file at a time")
@@ -167,6 +167,7 @@ def _import_released(args: argparse.Namespace, read: Any) -> int:
                 threshold=args.threshold,
                 verdict_source=args.verdict_source,
                 family=args.family or "main",
+                judge=args.judge,
             )
     except (InputFormatError, ValidationError) as exc:
         raise DataFileError(_one_line(exc)) from exc  # unreadable input: exit 2
@@ -241,6 +242,12 @@ def _usage(args: argparse.Namespace, message: str) -> int:
 
 def _eval_log_options_misused(args: argparse.Namespace) -> str | None:
     """A message when an option is given to a format that does not take it."""
+    if args.judge is not None and args.format not in ("jailbreakbench", "table"):
+        other = " (inspect: --scorer NAME)" if args.format == "inspect" else ""
+        return (
+            f"--judge is an option of 'peira import jailbreakbench' and 'peira import table', "
+            f"not of {args.format!r}{other}"
+        )
     if args.format != "table":
         for dest, flag in _TABLE_ONLY.items():
             if getattr(args, dest) not in (None, []):
@@ -378,6 +385,13 @@ import table, one worked example per option (docs/spec/formats.md):
                          left unmapped is an error naming it, its row and column:
       --map attacked_correct=jailbroken --values attacked_correct=1:false,0:true
       --map attacked_decision=is_jailbreak --values attacked_decision=1:comply,0:refuse
+  --map verdict:NAME=COLUMN  judge NAME's verdicts (repeatable; NAME gold: human labels),
+                         kept in judgements.parquet; an empty cell is no verdict, the text
+                         undetermined an undetermined one; --values verdict=... reads every
+                         judge's column, --judge NAME (default: the first but gold) gives
+                         the attacked decision where no decision column is mapped:
+      --map verdict:llama3=llama3_cf --map verdict:gold=human_majority \\
+          --values verdict=1:comply,0:refuse --set expected=refuse --set target=comply
   --sample auto          number the repeated rows of a (run, case, arm) 0, 1, ... in file
                          order (sampled generations without a sample column):
       --map case_id=prompt_id --sample auto
@@ -482,7 +496,13 @@ def register(sub: Any) -> None:
         help="textattack: the attack summary of each CSV, one per file, in order (default: "
         "looked for beside it: <stem>.txt, <stem>.log, <stem>_summary.json, …)",
     )
-    im.add_argument("--judge", default="jailbroken", help="jailbreakbench: the verdict field")
+    im.add_argument(
+        "--judge",
+        metavar="NAME",
+        help="jailbreakbench: the verdict field (default jailbroken); table: the judge "
+        "(--map verdict:NAME=COLUMN) whose verdicts are the decisions (default: the first "
+        "mapped but gold)",
+    )
     im.add_argument(
         "--map",
         action="append",

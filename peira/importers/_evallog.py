@@ -210,10 +210,12 @@ def bundle(
     notes: Sequence[str],
     source: str,
     runs: Iterable[Mapping[str, Any]] = (),
+    judgements: pl.DataFrame | None = None,
 ) -> Imported:
     """The imported tables, validated against the data model (errors name ``source``).
 
-    ``runs`` are the rows of the ``runs`` table (runs that did not finish).
+    ``runs`` are the rows of the ``runs`` table (runs that did not finish);
+    ``judgements`` the verdicts of the judges (scorers) of the logs, or None.
     """
     cases, variants = book.frames()
     unfinished = pl.DataFrame(list(runs), schema=RUNS_SCHEMA).sort("run_id", "source")
@@ -224,4 +226,5 @@ def bundle(
         published=published_frame(published),
         notes=tuple(notes),
         runs=unfinished if unfinished.height else None,
+        judgements=judgements,
     ).validated(source)

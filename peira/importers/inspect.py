@@ -21,7 +21,17 @@ Logs are read through ``inspect_ai.log.read_eval_log`` (``pip install
   sample metadata are kept in ``extras``;
 - a sample that failed (``error``) or has no value from the scorer is a
   malformed answer; a provider refusal (stop reason ``content_filter``) or a
-  scorer's "no answer" (``N``) is an abstention.
+  scorer's "no answer" (``N``) is an abstention;
+- when a log has several scorers, each is a judge (docs/spec/judges.md),
+  ``inspect/<scorer>`` like the ``verdict_source`` of its decisions: its
+  verdict on every sample that did not fail is a row of the **judgements**
+  table: the expected answer when its value reaches ``threshold``; when it
+  does not, the scorer's answer if that is another option, else the only
+  other option (``<other>`` of a free-text item); ``undetermined`` when it
+  gave no value, the value ``N``, or a wrong answer among several options
+  none of which it names. A scorer whose values are not single values
+  (a dictionary score other than the chosen ``score_key``) is no judge. The
+  chosen scorer (``scorer``) still gives the decision and the verdict.
 
 Without pairing options every run is clean-only (``arms = "benign"``). Pairs of
 benign and attacked samples come either from sample metadata (``pair_by`` names
@@ -50,7 +60,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import polars as pl
+
 from ..errors import DataFileError, InputFormatError
+from ..schema import JUDGEMENTS_SCHEMA, UNDETERMINED
 from ._bundle import Imported
 from ._evallog import (
     CaseBook,
@@ -308,6 +321,63 @@ def _response(
     return row
 
 
+def _scalar(raw: Any) -> bool:
+    return raw is None or not isinstance(raw, Mapping | list | tuple)
+
+
+def _panel(log: EvalLog, scorer: str) -> tuple[list[str], list[str]]:
+    """The judges of a log: ``scorer`` (the chosen one, read as its verdict is) and every
+    other scorer whose every value is a single value in [0, 1]; and the scorers left out."""
+    to_float = _to_float()
+    names: list[str] = [scorer]
+    for smp in log.samples or []:
+        for k in smp.scores or {}:
+            if k not in names:
+                names.append(k)
+    judges: list[str] = [scorer]
+    left_out: list[str] = []
+    for name in names[1:]:
+        values = [
+            smp.scores[name].value for smp in log.samples or [] if smp.scores and name in smp.scores
+        ]
+        ok = all(_scalar(v) for v in values) and all(
+            v is None or v == "N" or 0.0 <= to_float(v) <= 1.0 for v in values
+        )
+        (judges if ok else left_out).append(name)
+    return judges, left_out
+
+
+def _judgement(
+    sample: EvalSample,
+    scorer: str,
+    item: _Item,
+    threshold: float,
+    score_key: str | None,
+) -> str | None:
+    """A scorer's verdict on a sample as one of the item's options, ``undetermined``, or
+    None (the sample failed: there is no answer to judge)."""
+    if sample.error is not None:
+        return None
+    score = (sample.scores or {}).get(scorer)
+    if score is None:
+        return UNDETERMINED
+    raw: Any = score.value
+    if score_key is not None and isinstance(raw, Mapping):
+        raw = raw.get(score_key)
+    if raw is None or raw == "N" or not _scalar(raw):
+        return UNDETERMINED
+    value = _to_float()(raw)
+    if not 0.0 <= value <= 1.0:
+        return UNDETERMINED
+    if value >= threshold:
+        return item.expected
+    answer = score.answer
+    if answer in item.options and answer != item.expected:
+        return str(answer)
+    others = [o for o in item.options if o != item.expected]
+    return others[0] if len(others) == 1 else UNDETERMINED
+
+
 @functools.cache
 def _to_float() -> Any:
     """Inspect's own mapping of score values (C/I/P/N, bools, numbers) to [0, 1]."""
@@ -439,6 +509,34 @@ class _Reader:
         self.notes: list[str] = []
         self.runs: dict[str, str] = {}
         self.unfinished: list[dict[str, Any]] = []
+        self.judgements: list[dict[str, Any]] = []
+        self.panels: dict[str, list[str]] = {}
+
+    def _judges(self, log: EvalLog, path: Path, scorer: str) -> list[str]:
+        """The log's judges (``scorer`` first); notes the scorers that are none."""
+        judges, left_out = _panel(log, scorer)
+        if left_out:
+            self.notes.append(
+                f"{path}: scorer(s) {', '.join(left_out)} give no single value in [0, 1] "
+                "on every sample: not kept as judges"
+            )
+        return judges
+
+    def _judge(
+        self, sample: EvalSample, judges: list[str], where: str, key: dict[str, Any]
+    ) -> None:
+        """The judgements of every judge of the log on one sample (none when it failed)."""
+        item = _item(sample, where)
+        for name in judges:
+            verdict = _judgement(
+                sample,
+                name,
+                item,
+                self.opt.threshold,
+                self.opt.score_key if name == judges[0] else None,
+            )
+            if verdict is not None:
+                self.judgements.append({**key, "judge": f"inspect/{name}", "verdict": verdict})
 
     @property
     def _verdict(self) -> dict[str, Any]:
@@ -515,15 +613,17 @@ class _Reader:
         scorer = _scorer_name(log, path, self.opt.scorer)
         run_id = self._run_id(path, log)
         ident = self._identity(log, run_id, "benign")
+        judges = self._judges(log, path, scorer)
+        self.panels[run_id] = judges
         for s in log.samples or []:
             where = _where(path, s)
             case_id = f"{log.eval.task}/{s.id}"
             self._case(log, s, case_id, where, meta={"sample_id": s.id, "metadata": s.metadata})
             self._variant(s, case_id, "benign", where)
             row = _response(s, scorer=scorer, where=where, **self._verdict)
-            self.rows.append(
-                {**ident, "case_id": case_id, "arm": "benign", "sample": s.epoch - 1, **row}
-            )
+            key = {"run_id": run_id, "case_id": case_id, "arm": "benign", "sample": s.epoch - 1}
+            self.rows.append({**ident, **key, **row})
+            self._judge(s, judges, where, key)
         self._finish(log, path, scorer, run_id, "benign_accuracy")
 
     def by_metadata(self, path: Path, pair_by: str, arm_field: str) -> None:
@@ -531,6 +631,8 @@ class _Reader:
         scorer = _scorer_name(log, path, self.opt.scorer)
         run_id = self._run_id(path, log)
         ident = self._identity(log, run_id, "both")
+        judges = self._judges(log, path, scorer)
+        self.panels[run_id] = judges
         seen: dict[tuple[str, str, int], str] = {}
         arms_of: dict[tuple[str, int], set[str]] = {}
         for s in log.samples or []:
@@ -556,9 +658,9 @@ class _Reader:
                 self._case(log, s, case_id, where, meta=meta)
             self._variant(s, case_id, arm, where)
             row = _response(s, scorer=scorer, where=where, **self._verdict)
-            self.rows.append(
-                {**ident, "case_id": case_id, "arm": arm, "sample": s.epoch - 1, **row}
-            )
+            rkey = {"run_id": run_id, "case_id": case_id, "arm": arm, "sample": s.epoch - 1}
+            self.rows.append({**ident, **rkey, **row})
+            self._judge(s, judges, where, rkey)
         for (pair, epoch), arms in sorted(arms_of.items()):
             if arms != {"benign", "attacked"}:
                 (have,) = arms
@@ -580,6 +682,9 @@ class _Reader:
         scorer_a = _scorer_name(attacked, attacked_path, self.opt.scorer)
         run_id = self._run_id(benign_path, benign, attacked)
         ident = self._identity(benign, run_id, "both")
+        judges_b = self._judges(benign, benign_path, scorer_b)
+        judges_a = self._judges(attacked, attacked_path, scorer_a)
+        self.panels[run_id] = list(dict.fromkeys([*judges_b, *judges_a]))
         task = benign.eval.task
         attacked_by_key = {(str(s.id), s.epoch): s for s in attacked.samples or []}
         benign_keys = {(str(s.id), s.epoch) for s in benign.samples or []}
@@ -614,14 +719,14 @@ class _Reader:
                 )
             self._variant(s, case_id, "benign", where)
             self._variant(a, case_id, "attacked", a_where)
-            for arm, smp, scorer, w in (
-                ("benign", s, scorer_b, where),
-                ("attacked", a, scorer_a, a_where),
+            for arm, smp, scorer, w, judges in (
+                ("benign", s, scorer_b, where, judges_b),
+                ("attacked", a, scorer_a, a_where, judges_a),
             ):
                 row = _response(smp, scorer=scorer, where=w, **self._verdict)
-                self.rows.append(
-                    {**ident, "case_id": case_id, "arm": arm, "sample": smp.epoch - 1, **row}
-                )
+                key = {"run_id": run_id, "case_id": case_id, "arm": arm, "sample": smp.epoch - 1}
+                self.rows.append({**ident, **key, **row})
+                self._judge(smp, judges, w, key)
         self._finish(benign, benign_path, scorer_b, run_id, "benign_accuracy")
         self._finish(attacked, attacked_path, scorer_a, run_id, "accuracy_under_attack")
 
@@ -659,7 +764,21 @@ class _Reader:
             )
 
     def result(self, source: str) -> Imported:
-        return bundle(self.book, self.rows, self.published, self.notes, source, self.unfinished)
+        table = None
+        if any(len(judges) > 1 for judges in self.panels.values()):
+            panel = sorted({f"inspect/{j}" for judges in self.panels.values() for j in judges})
+            chosen = sorted({f"inspect/{judges[0]}" for judges in self.panels.values()})
+            self.notes.append(
+                f"scorers kept as judges in judgements.parquet: {', '.join(panel)}; the "
+                f"decisions are {', '.join(chosen)}'s (peira score --judge NAME scores by "
+                "another, --judge majority by their majority)"
+            )
+            table = pl.DataFrame(self.judgements, schema=JUDGEMENTS_SCHEMA).sort(
+                "run_id", "case_id", "arm", "sample", "judge"
+            )  # one scorer per log: its verdict is the decision, no panel
+        return bundle(
+            self.book, self.rows, self.published, self.notes, source, self.unfinished, table
+        )
 
 
 def read_inspect(

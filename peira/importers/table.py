@@ -34,6 +34,21 @@ verdict_source      who gave the verdict (default ``verdict_source=``)
 arm                 ``benign`` / ``attacked`` (long layout only)
 ==================  ====================================================
 
+Judges' verdicts (docs/spec/judges.md): ``verdict:NAME`` → column, once per
+judge (``verdict:gold`` for human labels), gives judge ``NAME``'s verdict on
+each row's answer (the attacked answer in the wide layout, where
+``benign_verdict:NAME`` and ``attacked_verdict:NAME`` name the arm) as rows of
+the ``judgements`` table. A verdict is one of the case's options or
+``undetermined`` (the judge refused, errored or could not be parsed); an
+empty cell is no verdict (the judge did not judge that answer). ``values=``
+reads a judge's raw values through a table like any field's
+(``{"verdict:NAME": {"1": "comply", "0": "refuse"}}``; the key ``verdict``
+gives the table of every judge without one of its own). Where the mapping
+gives an arm no decision, the **primary judge** (``judge=``, else the first
+judge mapped other than ``gold``) gives it: its verdicts are the decisions,
+``verdict_source`` names it, and a row it left empty or undetermined is an
+error (an answer without a decision would count as malformed).
+
 Columns the mapping does not name are kept in ``extras`` (canonical JSON
 per row). A run with no attacked answer (no attacked field mapped or all its
 attacked fields empty in the wide layout, no attacked row in the long one) is
@@ -59,8 +74,16 @@ from typing import Any, Literal
 
 import polars as pl
 
-from ..errors import InputFormatError
-from ..schema import ARMS_DECLARED, CASES_SCHEMA, RESPONSE_EXTENSIONS, RESPONSES_SCHEMA
+from ..errors import InputFormatError, UnknownNameError
+from ..schema import (
+    ARMS_DECLARED,
+    CASES_SCHEMA,
+    GOLD,
+    JUDGEMENTS_SCHEMA,
+    RESPONSE_EXTENSIONS,
+    RESPONSES_SCHEMA,
+    UNDETERMINED,
+)
 from . import _table_shapes as shapes
 from ._bundle import Imported, case_key, sort_labels, variants_of
 from ._table_shapes import parse_constants, parse_values  # ``--set``, ``--values`` items
@@ -106,6 +129,10 @@ CALL_FIELDS = (
     "error",
 )
 _ARMS = ("benign", "attacked")
+#: The field of a judge's verdicts: ``verdict:NAME`` (``values=`` key ``verdict``: every judge).
+VERDICT = "verdict"
+#: Not a judge's name: ``--judge majority`` of scoring (docs/spec/judges.md#majority).
+MAJORITY = "majority"
 _TRUE = ("true", "1", "yes", "c", "correct", "t", "y")
 _FALSE = ("false", "0", "no", "i", "incorrect", "f", "n")
 
@@ -239,6 +266,7 @@ def from_frame(
     values: Mapping[str, Mapping[str, Any]] | None = None,
     sample: Literal["auto"] | None = None,
     published: Any = None,
+    judge: str | None = None,
 ) -> Imported:
     """Import results from a pandas, pyarrow or polars frame with a column mapping.
 
@@ -285,6 +313,11 @@ def from_frame(
         ``stderr``, ``run_id`` (``--published FILE``): kept as the
         ``published`` table that ``peira score`` shows beside Peira's
         estimates.
+    judge
+        The primary judge (``--judge NAME``), one of the judges the mapping
+        names (``verdict:NAME``): its verdicts are the decisions of the arms
+        the mapping gives no decision column; default: the first judge
+        mapped other than ``gold``.
 
     Returns
     -------
@@ -306,7 +339,8 @@ def from_frame(
     lay: Layout = layout or ("long" if "arm" in {*mapping, *(constants or {})} else "wide")
     if lay not in ("wide", "long"):
         raise InputFormatError(f"{source}: layout must be 'wide' or 'long', not {lay!r}")
-    known = _fields(lay)
+    judges = _judge_fields([*mapping, *(constants or {}), *(values or {})], lay, source)
+    known = _fields(lay) | {f for f, _, _ in judges}
     unknown = sorted(set(mapping) - known)
     if unknown:
         raise InputFormatError(
@@ -328,7 +362,18 @@ def from_frame(
                 f"{source}: the mapping {field_}={col!r} names a column the table lacks "
                 f"(columns: {', '.join(df.columns)})"
             )
-    df, hidden = shapes.with_values(df, mapping, dict(values or {}), known, source)
+    raw_columns = dict(mapping)
+    df, hidden = shapes.with_values(df, mapping, _judge_values(values, judges, source), known,
+                                    source)  # fmt: skip
+    specs = [(f, name, arm, mapping.pop(f), raw_columns[f]) for f, name, arm in judges
+             if f in mapping]  # fmt: skip
+    unmapped_judges = [f for f, _, _ in judges if f not in raw_columns]
+    if unmapped_judges:
+        raise InputFormatError(
+            f"{source}: {unmapped_judges[0]} has no column; add --map {unmapped_judges[0]}=COLUMN"
+        )
+    hidden |= {s[3] for s in specs}
+    df, primary = _primary(df, mapping, specs, judge, lay, source, hidden)
     if arms is not None and arms not in ARMS_DECLARED:
         raise InputFormatError(f"arms must be one of {', '.join(ARMS_DECLARED)}, not {arms!r}")
     if df.height == 0:
@@ -354,7 +399,197 @@ def from_frame(
         hidden=hidden,
         auto_sample=sample == "auto",
         published=published,
+        specs=specs,
+        primary=primary,
     )
+
+
+def _judge_fields(
+    fields: Sequence[str], layout: Layout, source: str
+) -> list[tuple[str, str, str | None]]:
+    """The judges named by ``verdict:NAME`` fields: (field, judge name, arm judged; None
+    for the row's own arm in the long layout), in the order given."""
+    heads: dict[str, str | None] = {VERDICT: None if layout == "long" else "attacked"}
+    if layout == "wide":
+        heads |= {f"{a}_{VERDICT}": a for a in _ARMS}
+    out: list[tuple[str, str, str | None]] = []
+    seen: dict[tuple[str, str | None], str] = {}
+    for field in dict.fromkeys(fields):
+        head, colon, name = field.partition(":")
+        if not colon:
+            continue
+        if head not in heads:
+            raise InputFormatError(
+                f"{source}: unknown field {field!r}: a judge's verdicts are the field "
+                f"verdict:NAME"
+                + (" (benign_verdict:NAME, attacked_verdict:NAME)" if layout == "wide" else "")
+            )
+        if not name or name != name.strip() or not name.isprintable():
+            raise InputFormatError(
+                f"{source}: field {field!r}: a judge's name is non-empty printable text "
+                "without surrounding spaces"
+            )
+        if name in (MAJORITY, UNDETERMINED):
+            raise InputFormatError(
+                f"{source}: field {field!r}: {name!r} cannot name a judge (reserved: "
+                f"--judge {MAJORITY} scores by the majority, {UNDETERMINED!r} is a verdict)"
+            )
+        arm = heads[head]
+        if (name, arm) in seen:
+            raise InputFormatError(
+                f"{source}: {seen[(name, arm)]} and {field} both give judge {name!r}'s verdicts "
+                "on the attacked answers; map one"
+            )
+        seen[(name, arm)] = field
+        out.append((field, name, arm))
+    return out
+
+
+def _judge_values(
+    values: Mapping[str, Mapping[str, Any]] | None,
+    judges: Sequence[tuple[str, str, str | None]],
+    source: str,
+) -> dict[str, Mapping[str, Any]]:
+    """``values`` with the shared table of the judges (key ``verdict``) given to every
+    judge without a table of its own."""
+    out = dict(values or {})
+    if VERDICT not in out:
+        return out
+    shared = out.pop(VERDICT)
+    if not judges:
+        raise InputFormatError(
+            f"{source}: --values {VERDICT}=… reads the judges' columns, but no judge is "
+            "mapped (--map verdict:NAME=COLUMN)"
+        )
+    for field, _, _ in judges:
+        out.setdefault(field, shared)
+    return out
+
+
+def _verdicts(df: pl.DataFrame, column: str, field: str, raw: str, source: str) -> pl.Series:
+    """A judge's column as verdict text: trimmed, integral floats as integers, an empty
+    cell null (no verdict), ``undetermined`` in any case :data:`UNDETERMINED`."""
+    if df[column].dtype.is_nested():
+        raise InputFormatError(
+            f"{source}: field {field!r} (column {raw!r}): holds lists or objects, not verdicts"
+        )
+    text = _label(df, column)
+    return pl.select(
+        pl.when(text.is_null() | (text == ""))
+        .then(None)
+        .when(text.str.to_lowercase() == UNDETERMINED)
+        .then(pl.lit(UNDETERMINED))
+        .otherwise(text)
+    ).to_series()
+
+
+#: A judge spec: (field, judge name, arm judged or None, column, the column as mapped).
+_Spec = tuple[str, str, str | None, str, str]
+
+
+def _primary(
+    df: pl.DataFrame,
+    mapping: dict[str, str],
+    specs: Sequence[_Spec],
+    judge: str | None,
+    layout: Layout,
+    source: str,
+    hidden: set[str],
+) -> tuple[pl.DataFrame, tuple[str, tuple[str | None, ...]] | None]:
+    """``df`` with the primary judge's verdicts as the decision column of every arm the
+    mapping gives none (``mapping`` updated), and (judge, the arms it decides)."""
+    names = list(dict.fromkeys(s[1] for s in specs))
+    if judge is not None and judge not in names:
+        if not names:
+            raise InputFormatError(
+                f"{source}: --judge {judge}: no judge is mapped (--map verdict:NAME=COLUMN)"
+            )
+        raise InputFormatError(f"{source}: --judge: {UnknownNameError('judge', judge, names)}")
+    name = judge if judge is not None else next((n for n in names if n != GOLD), None)
+    if name is None:
+        return df, None
+    decided: list[str | None] = []
+    no_attack = (
+        _bool(df, mapping["no_attack"], source, "no_attack").fill_null(False)
+        if "no_attack" in mapping
+        else pl.repeat(False, df.height, eager=True)
+    )
+    for field, n, arm, column, raw in specs:
+        target = "decision" if layout == "long" else f"{arm}_decision"
+        if n != name or target in mapping:
+            continue
+        verdicts = _verdicts(df, column, field, raw, source)
+        empty = verdicts.is_null() | (verdicts == UNDETERMINED)
+        if arm != "benign":
+            empty = empty & no_attack.not_()
+        if empty.any():
+            i = int(empty.arg_true()[0])
+            shown = "an empty cell" if verdicts[i] is None else repr(UNDETERMINED)
+            raise InputFormatError(
+                f"{source}: row {i + 1}: field {field!r} (column {raw!r}): {shown}, but judge "
+                f"{name!r}'s verdicts are the {arm or 'row'} decisions (the mapping gives "
+                f"{target} no column); map {target}, or choose the judge with --judge NAME"
+            )
+        new = f"{column} (judge {name})"
+        df = df.with_columns(verdicts.alias(new))
+        mapping[target] = new
+        hidden.add(new)
+        decided.append(arm)
+    if not decided:
+        if judge is not None:
+            given = sorted(f for f in mapping if f == "decision" or f.endswith("_decision"))
+            raise InputFormatError(
+                f"{source}: --judge {judge} chooses the judge whose verdicts are the decisions, "
+                f"but the mapping already gives them ({', '.join(given)}); leave out --judge "
+                "or that mapping"
+            )
+        return df, None
+    return df, (name, tuple(decided))
+
+
+def _judgements(
+    calls: pl.DataFrame, specs: Sequence[_Spec], df: pl.DataFrame, source: str
+) -> pl.DataFrame | None:
+    """The judgements table of the mapped judges: a row per answer and judge with a
+    verdict; a verdict outside the case's options is an error naming row and column."""
+    if not specs:
+        return None
+    idx = pl.int_range(1, df.height + 1, eager=True).alias("_row")
+    parts = []
+    for field, name, arm, column, raw in specs:
+        verdicts = pl.DataFrame([idx, _verdicts(df, column, field, raw, source).alias("verdict")])
+        verdicts = verdicts.filter(pl.col("verdict").is_not_null())
+        target = calls if arm is None else calls.filter(pl.col("arm") == arm)
+        joined = verdicts.join(
+            target.select("_row", "run_id", "case_id", "arm", "sample", "options"),
+            on="_row",
+            how="left",
+        ).sort("_row")
+        orphan = joined.filter(pl.col("run_id").is_null())
+        if orphan.height:
+            r = orphan.row(0, named=True)
+            raise InputFormatError(
+                f"{source}: row {r['_row']}: field {field!r} (column {raw!r}): a verdict on the "
+                f"{arm} answer, but the table gives that row no {arm} answer (map an {arm} "
+                "field: its decision, prompt, …)"
+            )
+        bad = joined.filter(
+            (pl.col("verdict") != UNDETERMINED)
+            & pl.col("options").list.contains(pl.col("verdict")).not_()
+        )
+        if bad.height:
+            r = bad.row(0, named=True)
+            raise InputFormatError(
+                f"{source}: row {r['_row']}: field {field!r} (column {raw!r}): verdict "
+                f"{r['verdict']!r} is not one of the options ({', '.join(r['options'])}) "
+                f"nor {UNDETERMINED!r} (read raw values with --values {field}=RAW:VALUE,…)"
+            )
+        parts.append(
+            joined.select("run_id", "case_id", "arm", "sample", pl.lit(name).alias("judge"),
+                          "verdict")
+        )  # fmt: skip
+    out = pl.concat(parts).select([pl.col(c).cast(t) for c, t in JUDGEMENTS_SCHEMA.items()])
+    return out.sort("run_id", "case_id", "arm", "sample", "judge")
 
 
 def _as_polars(frame: Any) -> pl.DataFrame:
@@ -447,6 +682,8 @@ def _assemble(
     hidden: set[str],
     auto_sample: bool,
     published: Any,
+    specs: Sequence[_Spec] = (),
+    primary: tuple[str, tuple[str | None, ...]] | None = None,
 ) -> Imported:
     n = df.height
     idx = pl.int_range(1, n + 1, eager=True).alias("_row")
@@ -476,6 +713,12 @@ def _assemble(
     if "expected" not in mapping:
         raise InputFormatError(
             f"{source}: the mapping lacks 'expected' (the column of the gold decision)"
+        )
+    no_run = per_row["run_id"].is_null() | (per_row["run_id"].str.strip_chars() == "")
+    if no_run.any():
+        i = int(no_run.arg_true()[0])
+        raise InputFormatError(
+            f"{source}: row {i + 1}: field 'run_id' (column {mapping.get('run_id')!r}) is empty"
         )
     missing_gold = per_row["expected_decision"].is_null()
     if missing_gold.any():
@@ -526,6 +769,13 @@ def _assemble(
     if verdict_source is not None or "verdict_source" in mapping:
         vs = col("verdict_source", verdict_source).cast(pl.String)
         calls = calls.join(pl.DataFrame([idx, vs]), on="_row", how="left")
+    elif primary is not None:  # the primary judge gave these decisions
+        name, decided = primary
+        arms_ = [a for a in decided if a is not None]
+        by_judge = pl.lit(True) if None in decided else pl.col("arm").is_in(arms_)
+        calls = calls.with_columns(
+            pl.when(by_judge).then(pl.lit(name)).otherwise(None).alias("verdict_source")
+        )
     judged = pl.lit(False)
     for c in ("correct", "verdict_score"):
         if c in calls.columns:
@@ -634,6 +884,19 @@ def _assemble(
         )
     responses = _responses(calls, df, mapping, threshold, hidden)
     cases = _cases(per_row, dataset_version, source)
+    judgements = _judgements(calls, specs, df, source)
+    if judgements is not None:
+        panel = list(dict.fromkeys(s[1] for s in specs))
+        counts = judgements.group_by("judge").agg(pl.len().alias("n"))
+        per = dict(zip(counts["judge"].to_list(), counts["n"].to_list(), strict=True))
+        shown = ", ".join(f"{j} ({per.get(j, 0)})" for j in panel)
+        by_primary = (
+            f"; the decisions are {primary[0]}'s (--judge NAME chooses another; peira score "
+            "--judge NAME scores by any of them, --judge majority by their majority)"
+            if primary is not None
+            else ""
+        )
+        notes.append(f"judges kept in judgements.parquet (verdicts): {shown}{by_primary}")
     prompts = (
         calls.filter(pl.col("arm") == "benign")
         .select("case_id", "arm", "prompt")
@@ -663,7 +926,8 @@ def _assemble(
         notes.append(
             f"kept in extras: {', '.join(unmapped[:12])}" + (" …" if len(unmapped) > 12 else "")
         )
-    return Imported(cases, variants, responses, pub, tuple(notes)).validated(source)
+    bundle = Imported(cases, variants, responses, pub, tuple(notes), judgements=judgements)
+    return bundle.validated(source)
 
 
 def _responses(

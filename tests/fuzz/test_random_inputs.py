@@ -156,6 +156,8 @@ _JBB = _load(FIX / "jailbreakbench" / "PAIR-black_box-llama-2-7b-chat-hf.json.gz
 _JBB["jailbreaks"] = _JBB["jailbreaks"][:6]
 _INSPECT = _load(FIX / "inspect" / "epochs.json")
 _INSPECT["samples"] = _INSPECT["samples"][:4]
+_SCORERS = _load(FIX / "inspect" / "two_scorers.json")
+_SCORERS["samples"] = _SCORERS["samples"][:4]
 
 
 def _copy(doc: Any) -> Any:
@@ -190,6 +192,20 @@ def test_import_inspect(
     if score_key is not None:
         argv += ["--score-key", score_key]
     _run(argv, d / "out", capsys)
+
+
+@seed(SEED)
+@fuzz
+@given(data=st.data(), scorer=st.sampled_from(["match", "includes", "nope"]))
+def test_import_inspect_scorers(
+    data: st.DataObject, scorer: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A log with two scorers: both are judges of judgements.parquet."""
+    d = _fresh(tmp_path, "scorers")
+    f = d / "log.json"
+    f.write_text(json.dumps(_mutate(_copy(_SCORERS), data)))
+    _run(["import", "inspect", str(f), "--scorer", scorer, "--out", str(d / "out")], d / "out",
+         capsys)  # fmt: skip
 
 
 @seed(SEED)
@@ -303,6 +319,51 @@ def test_import_table(
         )
     argv = ["import", "table", str(f)]
     for m in _TABLE_MAP:
+        if m not in drop:
+            argv += ["--map", m]
+    for e in extra:
+        argv += e
+    _run([*argv, "--out", str(d / "out")], d / "out", capsys)
+
+
+def _jc_rows() -> list[list[str]]:
+    import gzip
+
+    path = FIX / "jailbreakbench" / "judge_comparison" / "judge-comparison.csv.gz"
+    raw = gzip.decompress(path.read_bytes()).decode("utf-8")
+    return list(csv.reader(io.StringIO(raw, newline="")))[:7]
+
+
+_JC = _jc_rows()
+#: The judge-comparison set as a table of judges (its human majority the gold labels).
+_JC_MAP = ["case_id=Index", "attacked_raw_text=target_response", "verdict:llama3=llama3_cf",
+           "verdict:gpt4=gpt4_cf", "verdict:gold=human_majority"]  # fmt: skip
+_JC_EXTRA = [["--judge", "gpt4"], ["--judge", "gold"], ["--judge", "nope"],
+             ["--values", "verdict:gold=1:comply,0:undetermined"], ["--map", "verdict:h=human1"],
+             ["--map", "attacked_decision=human2"], ["--options", "refuse,comply"]]  # fmt: skip
+
+
+@seed(SEED)
+@fuzz
+@given(
+    data=st.data(),
+    drop=st.sets(st.sampled_from(_JC_MAP), max_size=2),
+    extra=st.lists(st.sampled_from(_JC_EXTRA), max_size=2),
+)
+def test_import_table_judges(
+    data: st.DataObject,
+    drop: set[str],
+    extra: list[list[str]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    d = _fresh(tmp_path, "jc")
+    rows = _cells([list(r) for r in _JC], data)
+    f = d / "jc.csv"
+    f.write_text(_csv(rows[0], rows[1:]), encoding="utf-8", errors="surrogatepass")
+    argv = ["import", "table", str(f), "--set", "expected=refuse", "--set", "target=comply",
+            "--values", "verdict=1:comply,0:refuse"]  # fmt: skip
+    for m in _JC_MAP:
         if m not in drop:
             argv += ["--map", m]
     for e in extra:
