@@ -156,6 +156,7 @@ def score(
     ratio_only: bool = False,
     macro: bool = False,
     judge: str | None = None,
+    bounds: bool = False,
 ) -> pl.DataFrame:
     """Every metric per run (× ``by``), each with its bootstrap interval.
 
@@ -212,6 +213,13 @@ def score(
         the log (docs/spec/judges.md). A pair whose verdict is undetermined is
         neither a flip nor a non-flip: it is left out of every denominator and
         counted in the column ``n_undetermined``. Local engine only.
+    bounds
+        With ``judge``: ASR and robustness at both ends of the undetermined verdicts
+        (every completion of them lies between), ``asr_worst``, ``asr_best``,
+        ``robustness_worst``, ``robustness_best``, each with its interval on the same
+        plan (``asr_worst_lo`` …), after ``robustness``
+        (docs/spec/judges.md#bounds-for-undetermined-verdicts). Without ``judge``
+        nothing is undetermined, and ``bounds`` is refused.
 
     Returns
     -------
@@ -245,6 +253,9 @@ def score(
 
     keys = check_by(by, PAIR_COLUMNS)
     _check_macro(macro, keys)
+    from ._bounds import check_bounds
+
+    check_bounds(bounds, judge)
     if judge is not None and (ratio_only or not check_engine(engine)):
         from ..errors import PeiraValueError
 
@@ -269,7 +280,15 @@ def score(
     )  # fmt: skip
     if judge is None:
         return out
-    return _with_undetermined(out, undetermined, keys)
+    out = _with_undetermined(out, undetermined, keys)
+    if bounds:
+        from ._bounds import score_bounds
+
+        out = score_bounds(
+            out, responses, cases, judge=judge, split=split, missing=missing, delta=delta,
+            by=keys, plan=plan, level=level, method=method, macro=macro,
+        )  # fmt: skip
+    return out
 
 
 def _with_undetermined(
