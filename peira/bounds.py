@@ -147,7 +147,7 @@ def end_log(
             pending, on=list(PAIR_KEYS), how="semi"
         )
         flags = build_pairs(some, cases, missing="malformed").select(
-            *PAIR_KEYS, pl.col("sample").cast(pl.Int32), "flipped"
+            "run_id", "case_id", pl.col("sample").cast(pl.Int32), "flipped"
         )
         benign = benign.join(flags, on=list(PAIR_KEYS), how="left").with_columns(
             pl.col("flipped").fill_null(False)

@@ -48,7 +48,7 @@ COMPARE_COLUMNS = (
     "bounds_note",
 )
 # joins a run id and an end in the run ids of the doubled log a comparison reads
-_SEP = "\x1f"
+_SEP = " @bounds:"
 
 
 def score_columns(intervals: bool = True) -> list[str]:

@@ -267,7 +267,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     table = api.compare(
         c.responses_arg(args, log), dataset, runs=runs, metric=args.metric,
         support=kw["support"], allow_missing=bool(given.get("allow_missing", False)),
-        judge=args.judge, **c.api_kwargs(args, [n for n in api.PARAMETERS if n != "support"]),
+        judge=args.judge, bounds=args.bounds,
+        **c.api_kwargs(args, [n for n in api.PARAMETERS if n != "support"]),
     )  # fmt: skip
     if args.format in ("table", "markdown"):
         p_shown = "p_holm" if args.adjust == "holm" else "p_adjusted"
@@ -286,7 +287,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         table = table.select(
             "run_a", "run_b", "estimate_a", "estimate_b", "own_a", "own_b", "diff", "diff_lo",
             "diff_hi", p_shown, "family_size", "ci_verdict", "paired_verdict", *margin, "winner",
-            "n_common", "n_both", "n_set_aside_a", "n_set_aside_b", "note",
+            "n_common", "n_both", "n_set_aside_a", "n_set_aside_b", "note", *_bounds_view(args),
         )  # fmt: skip
     return c.emit(table, args.format)
 
@@ -297,6 +298,24 @@ def _rule_option(p: argparse.ArgumentParser) -> None:
         "--adjust", choices=c.option_choices("adjust"), default="holm",
         help=c.option_help("adjust"),
     )  # fmt: skip
+
+
+def _bounds_view(args: argparse.Namespace) -> list[str]:
+    """The columns ``--bounds`` adds to the terminal view of ``compare``."""
+    if not args.bounds:
+        return []
+    ends = [f"{x}_end_{e}" for e in "ab" for x in ("diff", "winner")]
+    return [*ends, "winner_bounds", "bounds_note"]
+
+
+def _bounds_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--bounds",
+        action="store_true",
+        help="with --judge (asr or robustness): the comparison again at the two ends of the "
+        "undetermined verdicts least favourable to each run; winner_bounds names a winner "
+        "only when both ends do (docs/spec/judges.md)",
+    )
 
 
 def _judge_option(p: argparse.ArgumentParser) -> None:
@@ -353,4 +372,5 @@ def register(sub: Any) -> None:
     )
     c.add_comparison_options(cp)
     _judge_option(cp)
+    _bounds_option(cp)
     c.add_engine_options(cp)

@@ -33,7 +33,8 @@ def cmd_score(args: argparse.Namespace) -> int:
     table = api.score(  # the compact view shows ASR's interval; every other, every interval
         c.responses_arg(args, log), dataset, by=args.by,
         interval_metrics=["asr"] if terminal and not chosen else None,
-        ratio_only=args.ratio_only, macro=args.macro, judge=args.judge, **c.api_kwargs(args),
+        ratio_only=args.ratio_only, macro=args.macro, judge=args.judge, bounds=args.bounds,
+        **c.api_kwargs(args),
     )  # fmt: skip
     if args.judge is not None:
         n = int(table.filter(_not_macro(table))["n_undetermined"].sum())
@@ -46,8 +47,20 @@ def cmd_score(args: argparse.Namespace) -> int:
             f"decisions by {who} (judgements.parquet): {n} pair(s) undetermined, "
             "left out of every denominator (column n_undetermined)"
         )
+        if args.bounds:
+            c.note(
+                "bounds: asr_worst counts every undetermined pair as a flip where it can be, "
+                "asr_best as none; every completion of the verdicts lies between "
+                "(docs/spec/judges.md#bounds-for-undetermined-verdicts)"
+            )
     if terminal:
         view = headline(table, args.by)
+        if args.bounds and not chosen:  # the ends of ASR beside it
+            at = view.columns.index("asr_hi") + 1 if "asr_hi" in view.columns else view.width
+            ends = table.select(c for c in table.columns if c.startswith(("asr_worst", "asr_best")))
+            view = (
+                view.select(view.columns[:at]).hstack(ends).hstack(view.select(view.columns[at:]))
+            )
         if chosen:
             view = macro_label(gate_text(table), args.by)
             view = view.select(c.pick_columns(view, view.columns, args))
@@ -219,6 +232,13 @@ def register(sub: Any) -> None:
         help="score by this judge's verdicts in judgements.parquet beside the dataset, or "
         "by 'majority' of its judges (default: the decisions in the log, whose judge a note "
         "names); undetermined pairs are left out and counted (n_undetermined)",
+    )
+    s.add_argument(
+        "--bounds",
+        action="store_true",
+        help="with --judge: ASR and robustness at both ends of the undetermined verdicts "
+        "(asr_worst: every undetermined pair a flip where it can be; asr_best: none), each "
+        "with its interval on the same plan",
     )
     s.add_argument(
         "--published",
