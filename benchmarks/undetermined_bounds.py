@@ -140,12 +140,24 @@ def draw_run(
             "malformed": False,
         }
     )
-    log = log.with_columns(
-        pl.lit(None).cast(RESPONSES_SCHEMA[c]).alias(c) for c in RESPONSES_SCHEMA if c not in log.columns
-    ).select(list(RESPONSES_SCHEMA)).with_columns(pl.lit("attacked").alias("arms"))
+    log = (
+        log.with_columns(
+            pl.lit(None).cast(RESPONSES_SCHEMA[c]).alias(c)
+            for c in RESPONSES_SCHEMA
+            if c not in log.columns
+        )
+        .select(list(RESPONSES_SCHEMA))
+        .with_columns(pl.lit("attacked").alias("arms"))
+    )
     judged = pl.DataFrame(
-        {"run_id": run, "case_id": ids, "arm": "attacked", "sample": 0, "judge": "j",
-         "verdict": verdict.tolist()}  # fmt: skip
+        {
+            "run_id": run,
+            "case_id": ids,
+            "arm": "attacked",
+            "sample": 0,
+            "judge": "j",
+            "verdict": verdict.tolist(),
+        }
     ).with_columns(pl.col("sample").cast(pl.Int64))
     return log, judged
 
@@ -160,7 +172,7 @@ def score_cell(
     ds: Path, rng: np.random.Generator, theta: float, share: float, mechanism: str
 ) -> dict[str, float]:
     hits_lo, hits_b, bias, w_lo, w_b, n = 0, 0, 0.0, 0.0, 0.0, 0
-    for k in range(SCORE_SETS):
+    for _ in range(SCORE_SETS):
         parts = [draw_run(rng, f"r{i:02d}", theta, share, mechanism) for i in range(RUNS)]
         log = write(ds, parts)
         t = peira.score(
@@ -184,7 +196,9 @@ def score_cell(
     }
 
 
-def compare_cell(ds: Path, rng: np.random.Generator, theta: float, share: float) -> dict[str, float]:
+def compare_cell(
+    ds: Path, rng: np.random.Generator, theta: float, share: float
+) -> dict[str, float]:
     out: dict[str, float] = {}
     for kind in ("null", "real"):
         false_lo = false_b = power_lo = power_b = 0
@@ -243,12 +257,18 @@ def main() -> None:
 def report(score_rows: list[dict], compare_rows: list[dict], elapsed: float) -> None:
     OUT.mkdir(exist_ok=True)
     meta = {
-        "seed": SEED, "n_resamples": B, "level": LEVEL, "n_cases": N_CASES,
-        "scenario_size": SIZE, "rho": RHO, "risk_on_successes": RISK,
+        "seed": SEED,
+        "n_resamples": B,
+        "level": LEVEL,
+        "n_cases": N_CASES,
+        "scenario_size": SIZE,
+        "rho": RHO,
+        "risk_on_successes": RISK,
         "score_replications_per_cell": RUNS * SCORE_SETS,
-        "compare_replications_per_cell": COMPARE_SETS, "delta": DELTA,
+        "compare_replications_per_cell": COMPARE_SETS,
+        "delta": DELTA,
         "seconds": round(elapsed, 1),
-    }  # fmt: skip
+    }
     (OUT / "undetermined_bounds.json").write_text(
         json.dumps({"meta": meta, "score": score_rows, "compare": compare_rows}, indent=2) + "\n"
     )

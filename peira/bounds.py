@@ -32,7 +32,7 @@ from typing import Literal
 
 import polars as pl
 
-from ._pairs import MAJORITY, PAIR_KEYS, build_pairs, judge_verdicts, judged_log
+from ._pairs import PAIR_KEYS, build_pairs, judge_verdicts, judged_log
 from .errors import PeiraValueError
 from .schema import RESPONSE_KEY, UNDETERMINED
 

@@ -1581,6 +1581,36 @@ def usage_cases() -> list[Case]:
             (UNUSABLE,),
         ),
         ("score/unknown-by", ("score", "--by", "nope", "--dataset", "{ws}/ds", *r), (UNUSABLE,)),
+        (
+            "score/bounds-without-judge",
+            ("score", "--bounds", "--dataset", "{ws}/ds", *r),
+            (UNUSABLE,),
+        ),
+        (
+            "score/bounds-without-judgements",
+            ("score", "--bounds", "--judge", "j", "--dataset", "{ws}/ds", *r),
+            (UNUSABLE,),
+        ),
+        (
+            "compare/bounds-without-judge",
+            ("compare", "--bounds", "--dataset", "{ws}/ds", *r),
+            (UNUSABLE,),
+        ),
+        (
+            "compare/bounds-of-another-metric",
+            (
+                "compare",
+                "--bounds",
+                "--judge",
+                "j",
+                "--metric",
+                "benign_accuracy",
+                "--dataset",
+                "{ws}/ds",
+                *r,
+            ),
+            (UNUSABLE,),
+        ),
         ("score/missing-dataset", ("score", "--dataset", "{ws}/nope", *r), (UNUSABLE,)),
         ("score/dataset-is-file", ("score", "--dataset", "{ws}/notes.txt", *r), (UNUSABLE,)),
         (

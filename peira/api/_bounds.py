@@ -7,7 +7,7 @@ Each end is the ordinary score (or comparison) of a completed log
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -18,7 +18,7 @@ from ._inputs import as_dataset, as_responses
 
 if TYPE_CHECKING:
     from .._pairs import Missing
-    from ..bootstrap import Method, ResamplePlan, Unit
+    from ..bootstrap import ResamplePlan, Unit
     from ..io import Dataset
     from ..ranking import Adjust, Rule, Support
     from ._inputs import PathLike
@@ -101,36 +101,31 @@ def score_bounds(
     missing: Missing,
     delta: float,
     by: Sequence[str],
-    plan: ResamplePlan | None,
-    level: float,
-    method: Method,
     macro: bool,
+    intervals: bool,
+    scorer: Callable[..., pl.DataFrame],
 ) -> pl.DataFrame:
     """``table`` (a judged score) with ASR and robustness at both ends of the undetermined
-    verdicts, each with its interval on ``plan``, after ``robustness``."""
+    verdicts, after ``robustness``. ``scorer(pairs, metrics=...)`` scores a pair table
+    as ``table`` was (:func:`peira.api.score_pairs` with its cases, breakdown, plan,
+    level, method and macro rows), so each end has its interval on the same plan."""
     from .._pairs import build_pairs
     from ..io import in_split
-    from ._inputs import split_cases
-    from ._score import score_pairs
 
     ds, log, verdicts = _inputs(responses, cases)
-    cs = split_cases(ds, split)
     keys = ["run_id", *by, *(["macro"] if macro else [])]
     out = table
     for end in ENDS:
         completed, _ = end_log(log, ds.cases, verdicts, judge, end)
         pairs = in_split(build_pairs(completed, ds.cases, missing=missing, delta=delta), split)
-        scored = score_pairs(
-            pairs, cs, by=by, plan=plan, level=level, method=method,
-            metrics=list(BOUND_METRICS), macro=macro,
-        )  # fmt: skip
+        scored = scorer(pairs, metrics=list(BOUND_METRICS))
         tails = [t for t in ("", "_lo", "_hi") if f"asr{t}" in scored.columns]
         ends = scored.select(
             *keys,
             *(pl.col(f"{m}{t}").alias(f"{m}_{end}{t}") for m in BOUND_METRICS for t in tails),
         )
         out = out.join(ends, on=keys, how="left", nulls_equal=True, maintain_order="left")
-    added = [c for c in score_columns(plan is not None) if c in out.columns]
+    added = [c for c in score_columns(intervals) if c in out.columns]
     rest = [c for c in out.columns if c not in added]
     at = rest.index("robustness") + 1 if "robustness" in rest else len(rest)
     return out.select(*rest[:at], *added, *rest[at:])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -286,7 +287,10 @@ def score(
 
         out = score_bounds(
             out, responses, cases, judge=judge, split=split, missing=missing, delta=delta,
-            by=keys, plan=plan, level=level, method=method, macro=macro,
+            by=keys, macro=macro, intervals=plan is not None, scorer=partial(
+                score_pairs, cases=cs, by=keys, plan=plan, level=level, method=method,
+                macro=macro,
+            ),
         )  # fmt: skip
     return out
 

@@ -95,13 +95,25 @@ def _dataset(
             j[key] = value
         if j[key] is not None:
             verdicts.append(
-                {"run_id": run, "case_id": cid, "arm": arm, "sample": 0, "judge": "j",
-                 "verdict": j[key]}  # fmt: skip
+                {
+                    "run_id": run,
+                    "case_id": cid,
+                    "arm": arm,
+                    "sample": 0,
+                    "judge": "j",
+                    "verdict": j[key],
+                }
             )
         if (run, cid) not in missed or arm == "benign":
             verdicts.append(
-                {"run_id": run, "case_id": cid, "arm": arm, "sample": 0, "judge": "k",
-                 "verdict": value}  # fmt: skip
+                {
+                    "run_id": run,
+                    "case_id": cid,
+                    "arm": arm,
+                    "sample": 0,
+                    "judge": "k",
+                    "verdict": value,
+                }
             )
     log = make_responses(*rows).with_columns(pl.Series("no_attack", flags, dtype=pl.Boolean))
     d = tmp / f"ds{seed}"
@@ -153,7 +165,7 @@ def test_the_ends_are_the_extremes_of_every_completion(tmp_path: Path, seed: int
         d / "responses.parquet", d, judge="j", bounds=True, intervals=False, by="family"
     )
     every = list(_completions(about))
-    assert 2 ** 8 <= len(every) <= 3 ** 8
+    assert 2**8 <= len(every) <= 3**8
     for run in about["runs"]:
         values = [x for x in (_asr(about, v, run) for v in every) if x is not None]
         row = table.filter(pl.col("run_id") == run).row(0, named=True)
@@ -262,7 +274,9 @@ def _two_runs(
                 verdicts.append({"run_id": run, "case_id": cid, "arm": arm, "sample": 0,
                                  "judge": "k", "verdict": v})  # fmt: skip
     d = tmp / name
-    write_dataset(cases, make_variants(cases), d, extra={"responses.parquet": make_responses(*rows)})
+    write_dataset(
+        cases, make_variants(cases), d, extra={"responses.parquet": make_responses(*rows)}
+    )
     write_parquet(pl.DataFrame(verdicts).with_columns(pl.col("sample").cast(pl.Int64)),
                   d / JUDGEMENTS_FILE)  # fmt: skip
     return d
