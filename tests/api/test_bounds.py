@@ -238,6 +238,29 @@ def test_majority_on_jailbreakbench(tmp_path: Path) -> None:
     assert (row["asr_worst"], row["asr"], row["asr_best"]) == pytest.approx((0.82, 69 / 87, 0.69))
 
 
+def test_compare_on_jailbreakbench(tmp_path: Path) -> None:
+    """Under the majority of two judges, gpt-4 beats vicuna on the 67 behaviours both runs
+    have determined; with vicuna at its best and gpt-4 at its worst the two tie, so the
+    verdict does not hold at both ends. llama-2 beats gpt-4 at both."""
+    out = tmp_path / "jbb"
+    arts = [*sorted(FIX.parent.glob("*.json.gz")), *sorted(FIX.glob("*.json.gz"))]
+    assert main(["import", "jailbreakbench", *map(str, arts), "--out", str(out)]) == 0
+    gpt, llama, vicuna = (
+        "PAIR-black_box-gpt-4-0125-preview",
+        "PAIR-black_box-llama-2-7b-chat-hf",
+        "PAIR-black_box-vicuna-13b-v1.5",
+    )
+    kw: dict[str, Any] = {"judge": "majority", "bounds": True, "metric": "asr", "n_resamples": B}
+    row = peira.compare(out / "responses.parquet", out, runs=[vicuna, gpt], **kw).row(0, named=True)
+    assert row["winner"] == gpt and row["n_common"] == 67
+    assert row["winner_end_a"] == gpt and row["winner_end_b"] is None
+    assert row["winner_bounds"] is None and row["bounds_note"] is not None
+    # every behaviour is counted at the ends: vicuna 0.82 − gpt-4 0.29, and 0.69 − 0.55
+    assert (row["diff_end_a"], row["diff_end_b"]) == pytest.approx((0.82 - 0.29, 0.69 - 0.55))
+    row = peira.compare(out / "responses.parquet", out, runs=[gpt, llama], **kw).row(0, named=True)
+    assert row["winner"] == row["winner_bounds"] == llama
+
+
 def test_bounds_need_a_judge(tmp_path: Path) -> None:
     d, _ = _dataset(tmp_path, 8)
     with pytest.raises(PeiraValueError, match="give judge="):
