@@ -243,7 +243,10 @@ def test_compare_on_jailbreakbench(tmp_path: Path) -> None:
     have determined; with vicuna at its best and gpt-4 at its worst the two tie, so the
     verdict does not hold at both ends. llama-2 beats gpt-4 at both."""
     out = tmp_path / "jbb"
-    arts = [*sorted(FIX.parent.glob("*.json.gz")), *sorted(FIX.glob("*.json.gz"))]
+    arts = [
+        *sorted(FIX.parent.glob("PAIR-*.json.gz")),
+        FIX / "PAIR-black_box-vicuna-13b-v1.5.json.gz",
+    ]
     assert main(["import", "jailbreakbench", *map(str, arts), "--out", str(out)]) == 0
     gpt, llama, vicuna = (
         "PAIR-black_box-gpt-4-0125-preview",
