@@ -595,6 +595,10 @@ _OTHER_FLAGS: list[tuple[str, tuple[str, ...], list[str], tuple[str, ...]]] = [
                           "--key-file", "{ws}/key", "--out", "{ws}/scratch/u.parquet"),
      ["nan", "-1", "0", "7", "65", "abc"], ("scratch/u.parquet",)),
     ("divergence --resamples", _DATA_CMDS["divergence"], [*_NUM, "0"], ()),
+    ("compare --quorum", (*_DATA_CMDS["compare"], "--judges", "all"),
+     [*_NUM, "0", "10001", *_INT_EXTRA], ()),
+    ("leaderboard --quorum", (*_DATA_CMDS["leaderboard"], "--judges", "all"),
+     [*_NUM, "0", "10001", *_INT_EXTRA], ()),
 ]  # fmt: skip
 
 
@@ -1580,6 +1584,26 @@ def usage_cases() -> list[Case]:
             ("compare", "--metric", "nope", "--dataset", "{ws}/ds", *r),
             (UNUSABLE,),
         ),
+        (
+            "compare/judges-without-judgements",
+            ("compare", "--judges", "all", "--dataset", "{ws}/ds", *r),
+            (UNUSABLE,),
+        ),
+        (
+            "compare/quorum-without-judges",
+            ("compare", "--quorum", "1", "--dataset", "{ws}/ds", *r),
+            (UNUSABLE,),
+        ),
+        (
+            "compare/judge-and-judges",
+            ("compare", "--judge", "a", "--judges", "all", "--dataset", "{ws}/ds", *r),
+            (UNUSABLE,),
+        ),
+        (
+            "leaderboard/judges-without-judgements",
+            ("leaderboard", "--judges", "a,b", "--dataset", "{ws}/ds", *r),
+            (UNUSABLE,),
+        ),
         ("score/unknown-by", ("score", "--by", "nope", "--dataset", "{ws}/ds", *r), (UNUSABLE,)),
         (
             "score/bounds-without-judge",
@@ -1608,6 +1632,63 @@ def usage_cases() -> list[Case]:
                 "--dataset",
                 "{ws}/ds",
                 *r,
+            ),
+            (UNUSABLE,),
+        ),
+        (
+            "score/correct-without-judge",
+            ("score", "--dataset", "{ws}/ds", *r, "--correct", "ppi"),
+            (UNUSABLE,),
+        ),
+        (
+            "score/correct-judge-gold",
+            ("score", "--dataset", "{ws}/ds", *r, "--judge", "gold", "--correct", "ppi"),
+            (UNUSABLE,),
+        ),
+        (
+            "score/correct-no-judgements",
+            ("score", "--dataset", "{ws}/ds", *r, "--judge", "a", "--correct", "rogan-gladen"),
+            (UNUSABLE,),
+        ),
+        (
+            "score/correct-unknown-method",
+            ("score", "--dataset", "{ws}/ds", *r, "--judge", "a", "--correct", "nope"),
+            (UNUSABLE,),
+        ),
+        (
+            "score/correct-by-without-correct",
+            ("score", "--dataset", "{ws}/ds", *r, "--correct-by", "family"),
+            (UNUSABLE,),
+        ),
+        (
+            "score/correct-by-unknown",
+            (
+                "score",
+                "--dataset",
+                "{ws}/ds",
+                *r,
+                "--judge",
+                "a",
+                "--correct",
+                "ppi",
+                "--correct-by",
+                "nope",
+            ),
+            (UNUSABLE,),
+        ),
+        (
+            "score/correct-by-severity",
+            (
+                "score",
+                "--dataset",
+                "{ws}/ds",
+                *r,
+                "--judge",
+                "a",
+                "--correct",
+                "ppi",
+                "--by",
+                "severity",
             ),
             (UNUSABLE,),
         ),

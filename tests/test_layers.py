@@ -58,7 +58,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "plot",
         "planning",
         "changes",
-    ),  # ranking; holdout; published; plots; plans; what changed
+        "panel_verdicts",
+    ),  # ranking; holdout; published; plots; plans; what changed; verdicts of a judge panel
     (
         "run",
         "report",

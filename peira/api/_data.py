@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "flips",
+    "judge_panel",
     "judged_pairs",
     "judged_responses",
     "pairs",
@@ -126,6 +127,55 @@ def judged_responses(
     if drop:
         out = out.join(pending, on=list(PAIR_KEYS), how="anti", maintain_order="left")
     return out, pending
+
+
+def judge_panel(ds: Dataset, judges: str | Sequence[str]) -> list[str]:
+    """The panel ``judges`` names on ``ds``'s ``judgements.parquet``: ``"all"`` is every
+    judge of the table but ``gold`` (sorted; name ``gold`` to add the human labels),
+    otherwise the names given (a judge of the table or ``"majority"``; repeats dropped).
+
+    Raises
+    ------
+    PeiraValueError
+        No judgements table; a panel of fewer than two judges.
+    UnknownNameError
+        A name that is neither a judge of the table nor ``majority``.
+    InputFormatError
+        The judgements table breaks a rule (its first violation).
+    """
+    from .._pairs import MAJORITY
+    from ..errors import UnknownNameError
+    from ..io import read_judgements
+    from ..schema import GOLD
+
+    try:
+        verdicts = None if ds.path is None else read_judgements(ds.path, cases=ds.cases)
+    except ValidationError as exc:
+        raise InputFormatError(_first_violation(exc)) from None
+    if verdicts is None:
+        raise PeiraValueError(
+            "judges: the dataset has no judgements table (judgements.parquet); a panel "
+            "needs the verdicts of two judges or more"
+        )
+    known = sorted(set(verdicts["judge"].to_list()))
+    if isinstance(judges, str):
+        names = [j for j in known if j != GOLD] if judges == "all" else [judges]
+    else:
+        names = list(dict.fromkeys(judges))
+        if "all" in names and len(names) > 1:
+            raise PeiraValueError(
+                f"judges: 'all' is the whole panel and stands alone, not among names: {names!r}"
+            )
+        names = [j for j in known if j != GOLD] if names == ["all"] else names
+    for name in names:
+        if name not in (*known, MAJORITY):
+            raise UnknownNameError("judge", name, [*known, MAJORITY])
+    if len(names) < 2:
+        raise PeiraValueError(
+            f"judges: a panel needs two judges or more, got {names!r} "
+            f"(the table holds {', '.join(known)}); score by one judge with judge=NAME"
+        )
+    return names
 
 
 def _first_violation(exc: ValidationError) -> str:

@@ -168,6 +168,14 @@ PARAMETERS: dict[str, Constraint] = {
         optional=True,
     ),
     "method": Constraint("choice", "--method", choices=_interval_methods),
+    "quorum": Constraint(
+        "int",
+        "--quorum",
+        "the judges of the panel a verdict must hold under (default: every one)",
+        lo=1,
+        hi=10_000,
+        optional=True,
+    ),
     "rule": Constraint("choice", "--rule", choices=("ci", "paired")),
     "support": Constraint(
         "choice",

@@ -56,6 +56,32 @@ def _split_sums(
     return sums.split(split), cs, plan
 
 
+def _check_quorum_alone(judges: object, quorum: int | None) -> None:
+    if quorum is not None and judges is None:
+        raise PeiraValueError(
+            f"quorum={quorum}: a quorum of judges needs a panel (judges='all' or two names)"
+        )
+
+
+def _panel(
+    cases: PathLike | Dataset | FrameLike,
+    judge: str | None,
+    judges: str | Sequence[str],
+    quorum: int | None,
+) -> tuple[Dataset, list[str], int]:
+    """(dataset, panel, quorum) of a ranking by a panel of judges."""
+    from ..panel_verdicts import check_quorum
+    from ._data import judge_panel
+
+    if judge is not None:
+        raise PeiraValueError(
+            f"judge={judge!r} and judges={judges!r}: one judge, or a panel, not both"
+        )
+    ds = as_dataset(cases)
+    panel = judge_panel(ds, judges)
+    return ds, panel, check_quorum(quorum, panel)
+
+
 @validate_params
 def leaderboard(
     responses: PathLike | FrameLike,
@@ -76,6 +102,8 @@ def leaderboard(
     adjust: Adjust = "holm",
     top_k: int | None = None,
     judge: str | None = None,
+    judges: str | Sequence[str] | None = None,
+    quorum: int | None = None,
 ) -> pl.DataFrame:
     """The runs ranked by a ratio metric (default robustness, 1 − ASR), with intervals.
 
@@ -107,6 +135,15 @@ def leaderboard(
         Rank by this judge's verdicts (a judge of the dataset's
         ``judgements.parquet``, or ``"majority"``) instead of the log's decisions;
         undetermined pairs are left out (docs/spec/judges.md). Local engine only.
+    judges, quorum
+        A panel of judges (``"all"``: every judge of ``judgements.parquet`` but
+        ``gold``; or two names or more, ``"majority"`` and ``"gold"`` allowed):
+        the board under each judge, stacked under a ``judge`` column, with each
+        run's judge-robust rank (``judge_robust_rank``,
+        ``judge_robust_beaten_by``, ``judge_robust_note``): A beats B robustly
+        when it beats B under ``quorum`` judges (default: every one) and under
+        more judges than B beats A (docs/spec/judges.md#judge-robust-verdicts).
+        Not with ``judge``.
     support
         ``"common"`` (default): every run on the (case, sample) pairs every
         run answered; ``"own"``: each run on all it answered, and a run
@@ -159,6 +196,19 @@ def leaderboard(
 
     thresholds = GateThresholds.of(gates)
     check_top_k(top_k)
+    _check_quorum_alone(judges, quorum)
+    if judges is not None:
+        from ..metrics import RATIO_METRICS
+        from ..panel_verdicts import robust_board
+
+        ds, panel, q = _panel(cases, judge, judges, quorum)
+        same = dict(
+            metric=metric, split=split, rule=rule, n_resamples=n_resamples, seed=seed,
+            unit=unit, level=level, missing=missing, delta=delta, engine=engine,
+            support=support, gates=thresholds, adjust=adjust, top_k=top_k,
+        )  # fmt: skip
+        boards = {j: leaderboard(responses, ds, judge=j, **same) for j in panel}  # type: ignore[arg-type]
+        return robust_board(boards, q, higher_is_better=RATIO_METRICS[metric].higher_is_better)
     table, cs, plan = _split_sums(
         responses, cases, split, unit=unit, n_resamples=n_resamples, seed=seed,
         missing=missing, delta=delta, engine=engine, judge=judge,
@@ -203,6 +253,8 @@ def compare(
     adjust: Adjust = "holm",
     margin: float | None = None,
     judge: str | None = None,
+    judges: str | Sequence[str] | None = None,
+    quorum: int | None = None,
     bounds: bool = False,
 ) -> pl.DataFrame:
     """Runs head to head on one ratio metric: two runs, or every pair (Holm-adjusted).
@@ -249,6 +301,14 @@ def compare(
     judge
         Compare by this judge's verdicts (or ``"majority"``) instead of the
         log's decisions; undetermined pairs are left out (docs/spec/judges.md).
+    judges, quorum
+        A panel of judges (``"all"``: every judge of ``judgements.parquet`` but
+        ``gold``; or two names or more): the comparison under each judge,
+        stacked under a ``judge`` column, and per pair of runs
+        ``judge_robust``, the winner only when ``quorum`` judges (default:
+        every one) name it and more name it than name the other run, with
+        ``n_judges_for_a``, ``n_judges_for_b``, ``n_judges`` and ``quorum``
+        (docs/spec/judges.md#judge-robust-verdicts). Not with ``judge``.
     bounds
         With ``judge`` and ``metric`` ``"asr"`` or ``"robustness"``: the comparison
         again at the two ends of the undetermined verdicts least favourable to each
@@ -287,6 +347,18 @@ def compare(
     from ._bounds import check_bounds
 
     check_bounds(bounds, judge, metric)
+    _check_quorum_alone(judges, quorum)
+    if judges is not None:
+        from ..panel_verdicts import robust_pairs
+
+        ds, panel, q = _panel(cases, judge, judges, quorum)
+        same = dict(
+            runs=runs, metric=metric, split=split, rule=rule, n_resamples=n_resamples,
+            seed=seed, unit=unit, level=level, missing=missing, delta=delta, engine=engine,
+            allow_missing=allow_missing, support=support, adjust=adjust, margin=margin,
+        )  # fmt: skip
+        frames = {j: compare(responses, ds, judge=j, **same) for j in panel}  # type: ignore[arg-type]
+        return robust_pairs(frames, q)
     table, cs, plan = _split_sums(
         responses, cases, split, unit=unit, n_resamples=n_resamples, seed=seed,
         missing=missing, delta=delta, engine=engine, judge=judge,

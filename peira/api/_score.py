@@ -158,6 +158,8 @@ def score(
     macro: bool = False,
     judge: str | None = None,
     bounds: bool = False,
+    correct: str | None = None,
+    correct_by: str = "overall",
 ) -> pl.DataFrame:
     """Every metric per run (× ``by``), each with its bootstrap interval.
 
@@ -221,6 +223,19 @@ def score(
         plan (``asr_worst_lo`` …), after ``robustness``
         (docs/spec/judges.md#bounds-for-undetermined-verdicts). Without ``judge``
         nothing is undetermined, and ``bounds`` is refused.
+    correct, correct_by
+        With ``judge`` (not ``gold``): the ASR corrected for the judge's error
+        measured on the gold labels of ``judgements.parquet``, by
+        ``"rogan-gladen"`` or ``"ppi"`` (prediction-powered inference), the
+        judge's sensitivity and specificity estimated on every labelled pair
+        of the run (``correct_by="overall"``) or per family (``"family"``);
+        its interval from the same cluster-bootstrap plan, the labelled pairs
+        resampled with the rest. Adds ``asr_corrected`` (``_lo``, ``_hi``),
+        ``judge_sensitivity``, ``judge_specificity`` (each with ``_lo``,
+        ``_hi``), ``n_labelled``, ``correction_method``, ``correction_by``,
+        ``correction_interval`` and ``correction_note`` (why a correction is
+        null: not identifiable; docs/spec/judges.md#correcting-for-judge-error).
+        Run rows, or family rows with ``by="family"``.
 
     Returns
     -------
@@ -257,6 +272,10 @@ def score(
     from ._bounds import check_bounds
 
     check_bounds(bounds, judge)
+    if correct is not None or correct_by != "overall":
+        from ._correction import check_correction
+
+        check_correction(correct, correct_by, judge, keys)
     if judge is not None and (ratio_only or not check_engine(engine)):
         from ..errors import PeiraValueError
 
@@ -271,6 +290,13 @@ def score(
             unit=unit, level=level, method=method, missing=missing, delta=delta,
             macro=macro,
         )  # fmt: skip
+    gold = None
+    if correct is not None and judge is not None:  # refused before the score is computed
+        from ._correction import gold_successes
+
+        gold = gold_successes(
+            responses, cases, judge=judge, split=split, missing=missing, delta=delta
+        )
     table, cs, undetermined = judged_pairs(
         responses, cases, split=split, missing=missing, delta=delta, engine=engine, judge=judge
     )
@@ -282,6 +308,13 @@ def score(
     if judge is None:
         return out
     out = _with_undetermined(out, undetermined, keys)
+    if gold is not None and correct is not None:
+        from ._correction import with_correction
+
+        out = with_correction(
+            out, table, gold, correct=correct, correct_by=correct_by, by=keys, plan=plan,
+            level=level,
+        )  # fmt: skip
     if bounds:
         from ._bounds import score_bounds
 

@@ -139,6 +139,12 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     from ._views import gate_text, with_notes
 
     metric = args.metric
+    if args.judges is not None:
+        return _panel_board(args)
+    if args.quorum is not None:
+        from ..errors import PeiraError
+
+        raise PeiraError(f"--quorum {args.quorum}: a quorum of judges needs --judges")
     board, div = _board(args)
     if args.format not in ("table", "markdown"):
         return c.emit(board, args.format)
@@ -207,6 +213,72 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     return code
 
 
+def _judges_arg(args: argparse.Namespace) -> str | list[str]:
+    """``--judges``: ``all``, or the comma-separated names; not with ``--judge``."""
+    from ..errors import PeiraError
+
+    if args.judge is not None:
+        raise PeiraError(f"--judge {args.judge} and --judges {args.judges}: one or the other")
+    if args.judges == "all":
+        return "all"
+    return [x.strip() for x in args.judges.split(",") if x.strip()]
+
+
+def _panel_text(frame: pl.DataFrame) -> str:
+    """The panel and its quorum in a sentence."""
+    judges = frame["judge"].cast(str).unique(maintain_order=True).to_list()
+    q = int(frame["quorum"][0]) if "quorum" in frame.columns else None
+    n = len(judges)
+    need = "every judge" if q in (None, n) else f"{q} of the {n} judges"
+    return (
+        f"judges: {', '.join(judges)}; judge_robust: a verdict that holds under {need} "
+        "(and under more judges than the opposite verdict); docs/spec/judges.md"
+    )
+
+
+def _panel_board(args: argparse.Namespace) -> int:
+    """``peira leaderboard --judges``: each judge's board, and the judge-robust ranks."""
+    import polars as pl
+
+    from .. import api
+
+    dataset, log = c.dataset_and_log(args)
+    kw = c.comparison_kwargs(args, ["", ""])
+    board = api.leaderboard(
+        c.responses_arg(args, log), dataset, metric=args.metric, support=kw["support"],
+        gates=kw["gates"], top_k=args.top_k, judges=_judges_arg(args),
+        **c.api_kwargs(args, [n for n in api.PARAMETERS if n != "support"]),
+    )  # fmt: skip
+    if args.format not in ("table", "markdown"):
+        return c.emit(board, args.format)
+    if args.format == "table" and board.height:
+        q = args.quorum
+        n = board["judge"].n_unique()
+        need = "every judge" if q in (None, n) else f"{q} of the {n} judges"
+        _say(
+            f"split {args.split}; {args.level:.0%} {args.unit}-bootstrap intervals, "
+            f"B={args.resamples}, seed {args.seed}; rule: {_rule_text(args)}"
+        )
+        _say(
+            f"judges: {', '.join(board['judge'].cast(str).unique(maintain_order=True))}; "
+            f"robust: the rank from the verdicts that hold under {need} (and under more "
+            "judges than the opposite verdict); rank: the judge's own; docs/spec/judges.md"
+        )
+    view = board.with_columns(
+        pl.col("judge_robust_rank").alias("robust"),
+        pl.col("judge_robust_beaten_by").list.len().alias("robust_beaten_by"),
+        pl.col("beaten_by").list.len().alias("beaten_by"),
+        pl.col("estimate").alias(args.metric),
+        pl.col("gate_reasons").list.join("; ").alias("gate"),
+        pl.col("judge").cast(pl.String),
+    )
+    default = [
+        "robust", "run_id", "judge", "rank", args.metric, "lo", "hi", "n_eligible",
+        "beaten_by", "robust_beaten_by", "gate", "judge_robust_note",
+    ]  # fmt: skip
+    return c.emit(view.select(c.pick_columns(view, default, args)), args.format)
+
+
 def _ranks_text(board: pl.DataFrame, args: argparse.Namespace) -> str:
     """What ``ranks``, ``tie`` (and ``top_K``) mean, and the top-K set."""
     import polars as pl
@@ -249,7 +321,10 @@ def _gates_text(args: argparse.Namespace) -> str:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    """Two runs head to head, or every pair (Holm-adjusted)."""
+    """Two runs head to head, or every pair (Holm-adjusted); with ``--judges``, under
+    every judge of a panel, with the judge-robust verdict."""
+    import polars as pl
+
     from .. import api
     from ..errors import PeiraError
 
@@ -264,12 +339,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
             f"--gate {other[0]}: compare ranks nothing; of the gates only allow_missing applies"
         )
     kw = c.comparison_kwargs(args, runs or ["", ""])
+    panel = None if args.judges is None else _judges_arg(args)
     table = api.compare(
         c.responses_arg(args, log), dataset, runs=runs, metric=args.metric,
         support=kw["support"], allow_missing=bool(given.get("allow_missing", False)),
-        judge=args.judge, bounds=args.bounds,
+        judge=args.judge, judges=panel, bounds=args.bounds,
         **c.api_kwargs(args, [n for n in api.PARAMETERS if n != "support"]),
     )  # fmt: skip
+    if panel is not None and args.format == "table" and table.height:
+        _say(_panel_text(table))
     if args.format in ("table", "markdown"):
         p_shown = "p_holm" if args.adjust == "holm" else "p_adjusted"
         margin = (
@@ -284,11 +362,17 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 "equivalence",
             ]
         )
-        table = table.select(
+        robust = [] if panel is None else ["judge_robust", "n_judges_for_a", "n_judges_for_b"]
+        default = [
+            *([] if panel is None else ["judge"]),
             "run_a", "run_b", "estimate_a", "estimate_b", "own_a", "own_b", "diff", "diff_lo",
             "diff_hi", p_shown, "family_size", "ci_verdict", "paired_verdict", *margin, "winner",
-            "n_common", "n_both", "n_set_aside_a", "n_set_aside_b", "note", *_bounds_view(args),
-        )  # fmt: skip
+            *robust, "n_common", "n_both", "n_set_aside_a", "n_set_aside_b", "note",
+            *_bounds_view(args),
+        ]  # fmt: skip
+        if panel is not None:
+            table = table.with_columns(pl.col("judge").cast(pl.String))
+        table = table.select(c.pick_columns(table, default, args))
     return c.emit(table, args.format)
 
 
@@ -325,6 +409,22 @@ def _judge_option(p: argparse.ArgumentParser) -> None:
         help="rank by this judge's verdicts in judgements.parquet beside the dataset, or by "
         "'majority' of its judges (default: the decisions in the log); undetermined pairs "
         "are left out (docs/spec/judges.md)",
+    )
+    p.add_argument(
+        "--judges",
+        metavar="all|A,B,…",
+        help="a panel: the verdicts under every judge of judgements.parquet but gold (all), "
+        "or under the judges named (majority and gold allowed), and the judge-robust "
+        "verdict, the one that holds under every judge (or --quorum of them); "
+        "docs/spec/judges.md",
+    )
+    p.add_argument(
+        "--quorum",
+        type=c.option_type("quorum", "positive integer"),
+        default=None,
+        metavar="K",
+        help="with --judges: a verdict is judge-robust when K judges of the panel give it "
+        "(default: every one) and more of them give it than the opposite one",
     )
 
 
@@ -371,6 +471,7 @@ def register(sub: Any) -> None:
         + ": adds the non-inferiority verdicts (run_a to run_b, and back) and equivalence (TOST)",
     )
     c.add_comparison_options(cp)
+    c.add_columns_options(cp)
     _judge_option(cp)
     _bounds_option(cp)
     c.add_engine_options(cp)

@@ -23,6 +23,9 @@ def cmd_score(args: argparse.Namespace) -> int:
 
     if args.macro and not args.by:  # refused before any data is read
         raise PeiraValueError("--macro averages over groups: give --by (e.g. --by family)")
+    from ._correct import check_correct_args
+
+    check_correct_args(args)
     dataset, log = c.dataset_and_log(args)
     # the source's figures are its primary judge's: not set beside another judge's scores
     published = _published(args) if args.judge is None else None
@@ -33,8 +36,8 @@ def cmd_score(args: argparse.Namespace) -> int:
     table = api.score(  # the compact view shows ASR's interval; every other, every interval
         c.responses_arg(args, log), dataset, by=args.by,
         interval_metrics=["asr"] if terminal and not chosen else None,
-        ratio_only=args.ratio_only, macro=args.macro, judge=args.judge, bounds=args.bounds,
-        **c.api_kwargs(args),
+        ratio_only=args.ratio_only, macro=args.macro, judge=args.judge, **c.api_kwargs(args),
+        correct=args.correct, correct_by=args.correct_by, bounds=args.bounds,
     )  # fmt: skip
     if args.judge is not None:
         n = int(table.filter(_not_macro(table))["n_undetermined"].sum())
@@ -53,6 +56,10 @@ def cmd_score(args: argparse.Namespace) -> int:
                 "asr_best as none; every completion of the verdicts lies between "
                 "(docs/spec/judges.md#bounds-for-undetermined-verdicts)"
             )
+    if args.correct is not None:
+        from ._correct import correction_note
+
+        correction_note(table, args)
     if terminal:
         view = headline(table, args.by)
         if args.bounds and not chosen:  # the ends of ASR beside it
@@ -64,6 +71,10 @@ def cmd_score(args: argparse.Namespace) -> int:
         if chosen:
             view = macro_label(gate_text(table), args.by)
             view = view.select(c.pick_columns(view, view.columns, args))
+        elif args.correct is not None:
+            from ._correct import correction_view
+
+            view = correction_view(view, table)
         c.emit(view, args.format)
         if published is not None and local and not args.ratio_only:  # beside needs the pairs
             _emit_published(args, published)
@@ -233,6 +244,9 @@ def register(sub: Any) -> None:
         "by 'majority' of its judges (default: the decisions in the log, whose judge a note "
         "names); undetermined pairs are left out and counted (n_undetermined)",
     )
+    from ._correct import add_correct_options
+
+    add_correct_options(s)
     s.add_argument(
         "--bounds",
         action="store_true",
