@@ -352,6 +352,23 @@ def test_nothing_undetermined_the_ends_are_the_comparison(tmp_path: Path) -> Non
         assert row["winner_bounds"] == row["winner"]
 
 
+def test_nothing_undetermined_the_ends_are_the_comparison_in_a_larger_family(
+    tmp_path: Path,
+) -> None:
+    """Two runs of three named: the paired rule's family is every pair of the log's runs,
+    at each end as in the comparison."""
+    d, _ = _dataset(tmp_path, 9, n_cases=30, runs=("r1", "r2", "r3"), n_undetermined=6)
+    for runs in (["r2", "r1"], None):
+        t = peira.compare(d / "responses.parquet", d, runs=runs, judge="k", bounds=True,
+                          metric="robustness", rule="paired", n_resamples=B)  # fmt: skip
+        assert t.height == (1 if runs else 3)
+        for row in t.iter_rows(named=True):
+            for side in ("a", "b"):
+                assert row[f"diff_end_{side}"] == row["diff"]
+                assert row[f"winner_end_{side}"] == row["winner"]
+            assert row["winner_bounds"] == row["winner"] and row["bounds_note"] is None
+
+
 def test_every_pair_gets_its_ends(tmp_path: Path) -> None:
     d = _two_runs(tmp_path, "all", {"a": 0.1, "b": 0.6}, {"a": 4, "b": 4})
     t = peira.compare(d / "responses.parquet", d, judge="j", bounds=True, metric="asr",
