@@ -54,6 +54,7 @@ __all__ = [
     "SHIFT_TOL",
     "build_pairs",
     "column_default",
+    "judge_verdicts",
     "judged_log",
     "looks_sorted",
     "pair_flags",
@@ -564,6 +565,18 @@ def _majority(judgements: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def judge_verdicts(judgements: pl.DataFrame, judge: str) -> pl.DataFrame:
+    """Per response (``run_id, case_id, arm, sample``, ``sample`` as Int32), the verdict
+    that judge ``judge`` (a judge of ``judgements``, or :data:`MAJORITY`) gives it."""
+    keys = list(RESPONSE_KEY)
+    chosen = (
+        _majority(judgements)
+        if judge == MAJORITY
+        else judgements.filter(pl.col("judge") == judge).select(*keys, "verdict")
+    )
+    return chosen.select(*keys[:3], pl.col("sample").cast(pl.Int32), "verdict")
+
+
 def judged_log(
     responses: pl.DataFrame, judgements: pl.DataFrame | None, judge: str
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -599,12 +612,7 @@ def judged_log(
     if judge not in (*known, MAJORITY):
         raise UnknownNameError("judge", judge, [*known, MAJORITY])
     keys = list(RESPONSE_KEY)
-    chosen = (
-        _majority(judgements)
-        if judge == MAJORITY
-        else judgements.filter(pl.col("judge") == judge).select(*keys, "verdict")
-    )
-    chosen = chosen.select(*keys[:3], pl.col("sample").cast(pl.Int32), "verdict")
+    chosen = judge_verdicts(judgements, judge)
     log = responses.with_columns(pl.col("sample").cast(pl.Int32)).join(
         chosen.rename({"verdict": "_verdict"}), on=keys, how="left", maintain_order="left"
     )

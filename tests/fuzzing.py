@@ -1638,6 +1638,36 @@ def usage_cases() -> list[Case]:
         ),
         ("score/unknown-by", ("score", "--by", "nope", "--dataset", "{ws}/ds", *r), (UNUSABLE,)),
         (
+            "score/bounds-without-judge",
+            ("score", "--bounds", "--dataset", "{ws}/ds", *r),
+            (UNUSABLE,),
+        ),
+        (
+            "score/bounds-without-judgements",
+            ("score", "--bounds", "--judge", "j", "--dataset", "{ws}/ds", *r),
+            (UNUSABLE,),
+        ),
+        (
+            "compare/bounds-without-judge",
+            ("compare", "--bounds", "--dataset", "{ws}/ds", *r),
+            (UNUSABLE,),
+        ),
+        (
+            "compare/bounds-of-another-metric",
+            (
+                "compare",
+                "--bounds",
+                "--judge",
+                "j",
+                "--metric",
+                "benign_accuracy",
+                "--dataset",
+                "{ws}/ds",
+                *r,
+            ),
+            (UNUSABLE,),
+        ),
+        (
             "score/correct-without-judge",
             ("score", "--dataset", "{ws}/ds", *r, "--correct", "ppi"),
             (UNUSABLE,),

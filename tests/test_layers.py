@@ -45,7 +45,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("schema",),  # the data model: table schemas and their checks
     ("io", "integrity"),  # reading and writing tables; manifests and hashes
     ("_pairs", "importers", "synth"),  # the scoring rule; log importers; synthetic benchmarks
-    ("metrics", "parse"),  # metric expressions and tables; raw text to decisions
+    (
+        "metrics",
+        "parse",
+        "bounds",
+    ),  # metric expressions and tables; raw text to decisions; completing undetermined verdicts
     ("engine", "bootstrap", "rescoring"),  # engines; intervals; re-parse and re-score
     (
         "ranking",

@@ -14,7 +14,8 @@ Its modules: ``_inputs`` (the constraint table, the data inputs, the split
 filter), ``_data`` (pairs, run sums, reading, flips, validation,
 rescoring), ``_score``, ``_rank`` (leaderboard, compare), ``_changes`` (diff),
 ``_gate`` (the release gate), ``_plan`` (plan), ``_tables``, ``_agreement``
-(agreement between judges).
+(agreement between judges), ``_bounds`` (bounds for undetermined verdicts on
+``score`` and ``compare``).
 
 Inputs
 ------

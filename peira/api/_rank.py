@@ -255,6 +255,7 @@ def compare(
     judge: str | None = None,
     judges: str | Sequence[str] | None = None,
     quorum: int | None = None,
+    bounds: bool = False,
 ) -> pl.DataFrame:
     """Runs head to head on one ratio metric: two runs, or every pair (Holm-adjusted).
 
@@ -308,6 +309,15 @@ def compare(
         every one) name it and more name it than name the other run, with
         ``n_judges_for_a``, ``n_judges_for_b``, ``n_judges`` and ``quorum``
         (docs/spec/judges.md#judge-robust-verdicts). Not with ``judge``.
+    bounds
+        With ``judge`` and ``metric`` ``"asr"`` or ``"robustness"``: the comparison
+        again at the two ends of the undetermined verdicts least favourable to each
+        run (end a: ``run_a`` at its worst, ``run_b`` at its best; end b: the
+        reverse), on the same plan: ``diff_end_a``, ``diff_end_a_lo``,
+        ``diff_end_a_hi``, ``winner_end_a``, the same for ``_end_b``,
+        ``winner_bounds`` (the winner when both ends name it, else null) and
+        ``bounds_note`` (when the ends disagree)
+        (docs/spec/judges.md#bounds-for-undetermined-verdicts).
 
     Returns
     -------
@@ -334,6 +344,9 @@ def compare(
 
     if runs is not None and len(runs) < 2:
         raise PeiraValueError(f"runs: compare needs two runs or more, not {list(runs)!r}")
+    from ._bounds import check_bounds
+
+    check_bounds(bounds, judge, metric)
     _check_quorum_alone(judges, quorum)
     if judges is not None:
         from ..panel_verdicts import robust_pairs
@@ -366,21 +379,31 @@ def compare(
             margin=margin,
         )
         out = pl.DataFrame([row])
-        return out.with_columns(  # a None (a tie's winner, an undefined diff) keeps its dtype
+        out = out.with_columns(  # a None (a tie's winner, an undefined diff) keeps its dtype
             pl.col(c).cast(pl.String if c in ("winner", "note") else pl.Float64)
             for c, dtype in out.schema.items()
             if dtype == pl.Null
         )
-    return pairwise(
-        table,
-        plan,
-        metric=metric,
-        runs=runs,
-        rule=rule,
-        level=level,
-        cases=cs,
-        allow_missing=allow_missing,
-        support=support,
-        adjust=adjust,
-        margin=margin,
-    )
+    else:
+        out = pairwise(
+            table,
+            plan,
+            metric=metric,
+            runs=runs,
+            rule=rule,
+            level=level,
+            cases=cs,
+            allow_missing=allow_missing,
+            support=support,
+            adjust=adjust,
+            margin=margin,
+        )
+    if not bounds or judge is None:
+        return out
+    from ._bounds import compare_bounds
+
+    return compare_bounds(
+        out, responses, cases, judge=judge, runs=runs, metric=metric, split=split, rule=rule,
+        plan=plan, level=level, unit=unit, missing=missing, delta=delta,
+        allow_missing=allow_missing, support=support, adjust=adjust,
+    )  # fmt: skip

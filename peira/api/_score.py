@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -156,6 +157,7 @@ def score(
     ratio_only: bool = False,
     macro: bool = False,
     judge: str | None = None,
+    bounds: bool = False,
     correct: str | None = None,
     correct_by: str = "overall",
 ) -> pl.DataFrame:
@@ -214,6 +216,13 @@ def score(
         the log (docs/spec/judges.md). A pair whose verdict is undetermined is
         neither a flip nor a non-flip: it is left out of every denominator and
         counted in the column ``n_undetermined``. Local engine only.
+    bounds
+        With ``judge``: ASR and robustness at both ends of the undetermined verdicts
+        (every completion of them lies between), ``asr_worst``, ``asr_best``,
+        ``robustness_worst``, ``robustness_best``, each with its interval on the same
+        plan (``asr_worst_lo`` …), after ``robustness``
+        (docs/spec/judges.md#bounds-for-undetermined-verdicts). Without ``judge``
+        nothing is undetermined, and ``bounds`` is refused.
     correct, correct_by
         With ``judge`` (not ``gold``): the ASR corrected for the judge's error
         measured on the gold labels of ``judgements.parquet``, by
@@ -260,6 +269,9 @@ def score(
 
     keys = check_by(by, PAIR_COLUMNS)
     _check_macro(macro, keys)
+    from ._bounds import check_bounds
+
+    check_bounds(bounds, judge)
     if correct is not None or correct_by != "overall":
         from ._correction import check_correction
 
@@ -302,6 +314,16 @@ def score(
         out = with_correction(
             out, table, gold, correct=correct, correct_by=correct_by, by=keys, plan=plan,
             level=level,
+        )  # fmt: skip
+    if bounds:
+        from ._bounds import score_bounds
+
+        out = score_bounds(
+            out, responses, cases, judge=judge, split=split, missing=missing, delta=delta,
+            by=keys, macro=macro, intervals=plan is not None, scorer=partial(
+                score_pairs, cases=cs, by=keys, plan=plan, level=level, method=method,
+                macro=macro,
+            ),
         )  # fmt: skip
     return out
 

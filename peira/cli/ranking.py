@@ -343,7 +343,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     table = api.compare(
         c.responses_arg(args, log), dataset, runs=runs, metric=args.metric,
         support=kw["support"], allow_missing=bool(given.get("allow_missing", False)),
-        judge=args.judge, judges=panel,
+        judge=args.judge, judges=panel, bounds=args.bounds,
         **c.api_kwargs(args, [n for n in api.PARAMETERS if n != "support"]),
     )  # fmt: skip
     if panel is not None and args.format == "table" and table.height:
@@ -368,6 +368,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             "run_a", "run_b", "estimate_a", "estimate_b", "own_a", "own_b", "diff", "diff_lo",
             "diff_hi", p_shown, "family_size", "ci_verdict", "paired_verdict", *margin, "winner",
             *robust, "n_common", "n_both", "n_set_aside_a", "n_set_aside_b", "note",
+            *_bounds_view(args),
         ]  # fmt: skip
         if panel is not None:
             table = table.with_columns(pl.col("judge").cast(pl.String))
@@ -381,6 +382,24 @@ def _rule_option(p: argparse.ArgumentParser) -> None:
         "--adjust", choices=c.option_choices("adjust"), default="holm",
         help=c.option_help("adjust"),
     )  # fmt: skip
+
+
+def _bounds_view(args: argparse.Namespace) -> list[str]:
+    """The columns ``--bounds`` adds to the terminal view of ``compare``."""
+    if not args.bounds:
+        return []
+    ends = [f"{x}_end_{e}" for e in "ab" for x in ("diff", "winner")]
+    return [*ends, "winner_bounds", "bounds_note"]
+
+
+def _bounds_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--bounds",
+        action="store_true",
+        help="with --judge (asr or robustness): the comparison again at the two ends of the "
+        "undetermined verdicts least favourable to each run; winner_bounds names a winner "
+        "only when both ends do (docs/spec/judges.md)",
+    )
 
 
 def _judge_option(p: argparse.ArgumentParser) -> None:
@@ -454,4 +473,5 @@ def register(sub: Any) -> None:
     c.add_comparison_options(cp)
     c.add_columns_options(cp)
     _judge_option(cp)
+    _bounds_option(cp)
     c.add_engine_options(cp)

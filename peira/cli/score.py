@@ -37,7 +37,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         c.responses_arg(args, log), dataset, by=args.by,
         interval_metrics=["asr"] if terminal and not chosen else None,
         ratio_only=args.ratio_only, macro=args.macro, judge=args.judge, **c.api_kwargs(args),
-        correct=args.correct, correct_by=args.correct_by,
+        correct=args.correct, correct_by=args.correct_by, bounds=args.bounds,
     )  # fmt: skip
     if args.judge is not None:
         n = int(table.filter(_not_macro(table))["n_undetermined"].sum())
@@ -50,12 +50,24 @@ def cmd_score(args: argparse.Namespace) -> int:
             f"decisions by {who} (judgements.parquet): {n} pair(s) undetermined, "
             "left out of every denominator (column n_undetermined)"
         )
+        if args.bounds:
+            c.note(
+                "bounds: asr_worst counts every undetermined pair as a flip where it can be, "
+                "asr_best as none; every completion of the verdicts lies between "
+                "(docs/spec/judges.md#bounds-for-undetermined-verdicts)"
+            )
     if args.correct is not None:
         from ._correct import correction_note
 
         correction_note(table, args)
     if terminal:
         view = headline(table, args.by)
+        if args.bounds and not chosen:  # the ends of ASR beside it
+            at = view.columns.index("asr_hi") + 1 if "asr_hi" in view.columns else view.width
+            ends = table.select(c for c in table.columns if c.startswith(("asr_worst", "asr_best")))
+            view = (
+                view.select(view.columns[:at]).hstack(ends).hstack(view.select(view.columns[at:]))
+            )
         if chosen:
             view = macro_label(gate_text(table), args.by)
             view = view.select(c.pick_columns(view, view.columns, args))
@@ -235,6 +247,13 @@ def register(sub: Any) -> None:
     from ._correct import add_correct_options
 
     add_correct_options(s)
+    s.add_argument(
+        "--bounds",
+        action="store_true",
+        help="with --judge: ASR and robustness at both ends of the undetermined verdicts "
+        "(asr_worst: every undetermined pair a flip where it can be; asr_best: none), each "
+        "with its interval on the same plan",
+    )
     s.add_argument(
         "--published",
         help="the source's own figures (default: published.parquet beside the dataset)",

@@ -254,6 +254,7 @@ TAKES = {
                "holdout divergence", "synth", "agreement"},
     "--delta": {"leaderboard", "compare", "diff", "gate", "score", "tables", "report", "publish", "seal",
                 "holdout divergence", "rescore", "flips"},
+    "--bounds": {"score", "compare"},
 }  # fmt: skip
 
 
