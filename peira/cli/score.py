@@ -23,7 +23,6 @@ def cmd_score(args: argparse.Namespace) -> int:
 
     if args.macro and not args.by:  # refused before any data is read
         raise PeiraValueError("--macro averages over groups: give --by (e.g. --by family)")
-    from ._correct import check_correct_args
 
     check_correct_args(args)
     dataset, log = c.dataset_and_log(args)
@@ -57,8 +56,6 @@ def cmd_score(args: argparse.Namespace) -> int:
                 "(docs/spec/judges.md#bounds-for-undetermined-verdicts)"
             )
     if args.correct is not None:
-        from ._correct import correction_note
-
         correction_note(table, args)
     if terminal:
         view = headline(table, args.by)
@@ -72,8 +69,6 @@ def cmd_score(args: argparse.Namespace) -> int:
             view = macro_label(gate_text(table), args.by)
             view = view.select(c.pick_columns(view, view.columns, args))
         elif args.correct is not None:
-            from ._correct import correction_view
-
             view = correction_view(view, table)
         c.emit(view, args.format)
         if published is not None and local and not args.ratio_only:  # beside needs the pairs
@@ -244,7 +239,6 @@ def register(sub: Any) -> None:
         "by 'majority' of its judges (default: the decisions in the log, whose judge a note "
         "names); undetermined pairs are left out and counted (n_undetermined)",
     )
-    from ._correct import add_correct_options
 
     add_correct_options(s)
     s.add_argument(
@@ -262,3 +256,80 @@ def register(sub: Any) -> None:
 
     m = c.add_command(sub, "metrics", cmd_metrics, "list every metric: kind, direction, definition")
     c.add_format_option(m)
+
+
+# ---------------------------------------------------------------- --correct
+# (docs/spec/judges.md#correcting-for-judge-error): options, view and note
+#: The correction's columns in the terminal view, after the headline's.
+SHOWN = (
+    "asr_corrected", "asr_corrected_lo", "asr_corrected_hi", "judge_sensitivity",
+    "judge_specificity", "n_labelled", "correction_note",
+)  # fmt: skip
+_NAMES = {"rogan-gladen": "Rogan-Gladen", "ppi": "prediction-powered inference (PPI)"}
+
+
+def add_correct_options(s: argparse.ArgumentParser) -> None:
+    """``--correct`` and ``--correct-by`` of ``peira score``."""
+    s.add_argument(
+        "--correct",
+        choices=("rogan-gladen", "ppi"),
+        help="with --judge NAME (not gold): also the ASR corrected for that judge's error, "
+        "measured on the gold verdicts of judgements.parquet (asr_corrected, with its "
+        "cluster-bootstrap interval; null and a correction_note where not identifiable)",
+    )
+    s.add_argument(
+        "--correct-by",
+        choices=("overall", "family"),
+        default="overall",
+        help="estimate the judge's sensitivity and specificity on every labelled pair of "
+        "the run (overall, default) or per family",
+    )
+
+
+def check_correct_args(args: argparse.Namespace) -> None:
+    """Refuse, before any data is read, ``--correct`` without ``--judge`` (or with gold)."""
+    from ..errors import PeiraValueError
+
+    if args.correct is None:
+        if args.correct_by != "overall":
+            raise PeiraValueError("--correct-by needs --correct (rogan-gladen or ppi)")
+        return
+    if args.judge is None:
+        raise PeiraValueError(
+            "--correct needs --judge NAME: the judge whose error the gold verdicts of "
+            "judgements.parquet measure"
+        )
+    if args.judge == "gold":
+        raise PeiraValueError(
+            "--correct corrects a judge against the gold verdicts: --judge gold is those "
+            "verdicts themselves (score it without --correct)"
+        )
+
+
+def correction_view(view: pl.DataFrame, table: pl.DataFrame) -> pl.DataFrame:
+    """The terminal ``view`` (one row per row of ``table``, in order) with the
+    correction's columns."""
+    import polars as pl
+
+    cols = [x for x in SHOWN if x in table.columns and x not in view.columns]
+    return pl.concat([view, table.select(cols)], how="horizontal")
+
+
+def correction_note(table: pl.DataFrame, args: argparse.Namespace) -> None:
+    """One note naming the method, where the judge's error was measured and on how many
+    gold-labelled pairs."""
+    import polars as pl
+
+    rows: Any = table.filter(pl.col("correction_method").is_not_null())
+    if args.correct_by == "family" and "family" in args.by:
+        n = int(rows["n_labelled"].sum())
+    else:
+        n = int(rows.unique("run_id")["n_labelled"].sum())
+    where = "per family" if args.correct_by == "family" else "over each run"
+    null = int(rows["asr_corrected"].null_count())
+    c.note(
+        f"asr_corrected: the ASR of judge {args.judge!r} corrected for its error by "
+        f"{_NAMES[args.correct]}, the error measured {where} on {n} gold-labelled pair(s); "
+        "interval from the same cluster bootstrap, the labelled pairs resampled with the rest"
+        + (f"; {null} row(s) not identifiable (correction_note)" if null else "")
+    )
