@@ -9,7 +9,8 @@ Nothing here is committed as Markdown: every build writes the pages from the cod
   :func:`peira.cli.build_parser`, with its help as ``peira COMMAND --help`` prints it.
 - :class:`SphinxRoles`, a griffe extension: the docstrings cite names with Sphinx roles
   (``:func:`pairs```); on the site a role naming a documented object becomes a link to it,
-  any other its name in code.
+  any other its name in code; a citation of the contract (``docs/spec/uncertainty.md#splits``)
+  becomes a link to that page and section.
 """
 
 from __future__ import annotations
@@ -211,6 +212,19 @@ def sphinx_roles(text: str, names: dict[str, str]) -> str:
     return ROLE.sub(replace, text)
 
 
+CITATION = re.compile(r"(?<![\w/(\[])docs/((?:spec/)?[\w-]+)\.md(#[\w-]+)?")
+
+
+def contract_links(text: str) -> str:
+    """Each citation of a page of docs/ (``docs/spec/uncertainty.md#splits``, as the
+    docstrings cite the contract) a link to it, from a page of ``reference/api/``."""
+
+    def replace(m: re.Match[str]) -> str:
+        return f"[{m.group(0)}](../../{m.group(1)}.md{m.group(2) or ''})"
+
+    return CITATION.sub(replace, text)
+
+
 class SphinxRoles(griffe.Extension):
     """Rewrites the Sphinx roles of every docstring before mkdocstrings parses it."""
 
@@ -222,7 +236,7 @@ class SphinxRoles(griffe.Extension):
     def on_object(self, *, obj: griffe.Object, **kwargs: Any) -> None:
         if obj.docstring is None:
             return
-        obj.docstring.value = sphinx_roles(obj.docstring.value, self.names)
+        obj.docstring.value = contract_links(sphinx_roles(obj.docstring.value, self.names))
         if isinstance(obj, griffe.Function) and obj.path in self.functions:
             _signature_types(obj)
 
