@@ -117,6 +117,8 @@ def api_index() -> str:
 
 
 def api_page(title: str, idents: list[str]) -> str:
+    if len(idents) == 1:  # the object's heading is the page's title
+        return f"::: {idents[0]}\n    options:\n      heading_level: 1\n"
     lines = [f"# {title}", ""]
     for ident in idents:
         lines += [f"::: {ident}", ""]

@@ -98,13 +98,16 @@ def test_every_name_of_the_face_has_an_api_entry(site: Path) -> None:
     assert face <= documented, sorted(face - documented)
 
 
-def test_sphinx_roles_become_links_or_code(site: Path) -> None:
+def test_roles_and_citations_become_links(site: Path) -> None:
     for page in (site / "reference/api").rglob("index.html"):
         text = page.read_text(encoding="utf-8")
         assert not re.search(r":(func|class|data|mod|meth|attr|exc):", text), page
     score = (site / "reference/api/score/index.html").read_text(encoding="utf-8")
     assert re.search(r'<a [^>]*href="[^"]*pairs/#peira\.api\.pairs"', score), (
         ":func:`pairs` in score's docstring links to the pairs page"
+    )
+    assert 'href="../../../spec/uncertainty/#splits"' in score, (
+        "the docstring's citation docs/spec/uncertainty.md#splits links to that section"
     )
 
 
