@@ -86,17 +86,16 @@ def _summary(ident: str) -> str:
 
 
 def api_index() -> str:
+    """The index: the module's notes, then every name with its one-line summary."""
     import peira
 
     face = set(peira.__all__)
     lines = [
         "# API reference",
         "",
-        "The flat API: `import peira`, then `peira.score(...)`, `peira.leaderboard(...)`, …",
-        "Every verb takes the response log and the cases as paths or frames (polars, pandas,",
-        "Arrow), checks its parameters before it reads any data, and returns polars frames;",
-        "the command line prints what these functions return. The verbs are defined in",
-        "`peira.api`; those marked **peira** are also names of `peira` itself.",
+        "Each verb has a page; the other names are grouped. The verbs are defined in",
+        "`peira.api`; those marked **peira** are also names of `peira` itself",
+        "(`peira.score` is `peira.api.score`).",
         "",
         "::: peira.api",
         "    options:",
@@ -105,13 +104,18 @@ def api_index() -> str:
         "      show_root_toc_entry: false",
         "",
     ]
-    for stem, title, idents in api_groups():
-        lines += [f"## [{title}]({stem}.md)", "", "| name | | summary |", "|---|---|---|"]
-        for ident in idents:
+    groups = api_groups()
+    verbs = [g for g in groups if len(g[2]) == 1 and g[0] == g[2][0].rsplit(".", 1)[1]]
+    sections = [("Verbs", "", [(stem, ident) for stem, _, (ident,) in verbs])]
+    sections += [(t, s, [(s, i) for i in ids]) for s, t, ids in groups if (s, t, ids) not in verbs]
+    for title, stem, rows in sections:
+        heading = f"[{title}]({stem}.md)" if stem else title
+        lines += [f"## {heading}", "", "| name | | summary |", "|---|---|---|"]
+        for page, ident in rows:
             short = ident.rsplit(".", 1)[1]
             mark = "**peira**" if short in face else ""
-            anchor = "" if len(idents) == 1 else f"#{ident}"
-            lines.append(f"| [`{ident}`]({stem}.md{anchor}) | {mark} | {_summary(ident)} |")
+            anchor = "" if page == short else f"#{ident}"
+            lines.append(f"| [`{short}`]({page}.md{anchor}) | {mark} | {_summary(ident)} |")
         lines.append("")
     return "\n".join(lines)
 
@@ -214,7 +218,7 @@ def sphinx_roles(text: str, names: dict[str, str]) -> str:
     return ROLE.sub(replace, text)
 
 
-CITATION = re.compile(r"(?<![\w/(\[])docs/((?:spec/)?[\w-]+)\.md(#[\w-]+)?")
+CITATION = re.compile(r"(?<![\w/\[])(?<!\]\()docs/((?:spec/)?[\w-]+)\.md(#[\w-]+)?")
 
 
 def contract_links(text: str) -> str:
