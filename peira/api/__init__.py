@@ -19,12 +19,10 @@ rescoring), ``_score``, ``_rank`` (leaderboard, compare), ``_changes`` (diff),
 
 Inputs
 ------
-``responses``
-    A response log: a Parquet file, a directory of part files or a glob
-    (:func:`peira.io.read_responses`), or a frame.
-``cases``
-    A dataset directory (``cases.parquet`` + ``variants.parquet``), a
-    :class:`peira.io.Dataset`, or a frame of cases.
+- ``responses``: a response log: a Parquet file, a directory of part files or a
+  glob (:func:`peira.io.read_responses`), or a frame.
+- ``cases``: a dataset directory (``cases.parquet`` + ``variants.parquet``), a
+  :class:`peira.io.Dataset`, or a frame of cases.
 
 Every interval comes from one deterministic cluster-bootstrap plan per split
 (docs/spec/uncertainty.md): same inputs and seed, same intervals.

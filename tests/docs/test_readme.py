@@ -24,26 +24,18 @@ read-only in place, and ``.venv`` links to the environment running the test.
 
 from __future__ import annotations
 
-import os
-import re
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from .codeblocks import blocks
+from .codeblocks import env as _env
+from .codeblocks import workspace as _workspace
+
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 RUN = ("bash", "python")
-_FENCE = re.compile(r"^```([\w+-]*)[^\n]*\n(.*?)^```[ \t]*$", re.M | re.S)
-
-
-def blocks(text: str) -> list[tuple[str, int, str]]:
-    """Every fenced block: (language tag, line number of its fence, body)."""
-    return [
-        (m.group(1), text.count("\n", 0, m.start()) + 1, m.group(2)) for m in _FENCE.finditer(text)
-    ]
 
 
 def test_blocks_are_parsed() -> None:
@@ -69,33 +61,6 @@ def test_every_block_is_tagged_by_the_convention() -> None:
     assert first[0] == "console" and "pip install -e ." in first[2], (
         "the README starts with the two install commands"
     )
-
-
-def _workspace(tmp: Path) -> Path:
-    """A fresh clone's layout: data/ copied, the rest linked, .venv → this environment."""
-    work = tmp / "clone"
-    work.mkdir()
-    for entry in ROOT.iterdir():
-        if entry.name in (".git", ".venv", "out", "data") or entry.name.endswith(".egg-info"):
-            continue
-        if entry.name.startswith(".") and entry.name not in (".ci", ".gitignore"):
-            continue
-        (work / entry.name).symlink_to(entry)
-    shutil.copytree(
-        ROOT / "data", work / "data", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
-    )
-    (work / ".venv").symlink_to(Path(sys.prefix))
-    return work
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PEIRA_", "VIRTUAL_ENV"))}
-    # the shell PATH without this environment: the tour must activate it itself
-    bindir = str(Path(sys.executable).parent)
-    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != bindir)
-    env["COLUMNS"] = "100"
-    env.pop("PYTHONPATH", None)
-    return env
 
 
 def test_readme_runs_as_written(tmp_path: Path) -> None:

@@ -1,0 +1,56 @@
+"""The documentation pages run as written: every ``bash`` and ``python`` block of every
+page under docs/, page by page, as the README's (tests/docs/codeblocks.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .codeblocks import ROOT, page_blocks, run_python, run_shell, shell_failure, workspace
+
+DOCS = ROOT / "docs"
+PAGES = sorted(DOCS.rglob("*.md"))
+RUNNABLE = [
+    p
+    for p in PAGES
+    if any(t in ("bash", "python") for t, _, _ in page_blocks(p.read_text("utf-8")))
+]
+
+
+def _name(page: Path) -> str:
+    return str(page.relative_to(DOCS))
+
+
+def test_blocks_of_pages_are_parsed() -> None:
+    text = "1. a row:\n\n   ```python\n   x = 1\n   ```\n\n```bash\necho 1\n```\n"
+    assert page_blocks(text) == [("python", 3, "x = 1\n"), ("bash", 7, "echo 1\n")]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_name)
+def test_every_block_is_tagged_by_the_convention(page: Path) -> None:
+    """Run (bash, python) or shown (console, text, …): no other shell tag, so nobody adds
+    an ``sh`` block believing it is tested."""
+    for lang, line, _ in page_blocks(page.read_text(encoding="utf-8")):
+        assert lang not in ("sh", "shell", "zsh", "bash-session", "py", "python3"), (
+            f"{_name(page)} line {line}: use ```bash or ```python (run) or ```console (shown)"
+        )
+
+
+def test_the_getting_started_pages_run_something() -> None:
+    started = [p for p in RUNNABLE if p.parent.name == "getting-started"]
+    assert len(started) == 3, started
+
+
+@pytest.mark.parametrize("page", RUNNABLE, ids=_name)
+def test_page_runs_as_written(page: Path, tmp_path: Path) -> None:
+    found = page_blocks(page.read_text(encoding="utf-8"))
+    work = workspace(tmp_path)
+    label = f"docs/{_name(page)}"
+    shell = [(line, body) for lang, line, body in found if lang == "bash"]
+    if shell:
+        proc = run_shell(shell, work, label, timeout=900)
+        assert proc.returncode == 0, shell_failure(proc, label)
+    for line, body in ((line, body) for lang, line, body in found if lang == "python"):
+        proc = run_python(body, work, timeout=600)
+        assert proc.returncode == 0, f"{label} line {line} (python):\n{proc.stderr[-3000:]}"
