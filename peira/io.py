@@ -51,6 +51,7 @@ __all__ = [
     "atomic_dir",
     "atomic_path",
     "check_output",
+    "dataset_judgements",
     "dataset_owner",
     "demo_dir",
     "hive_values",
@@ -76,11 +77,15 @@ PathLike = str | os.PathLike[str]
 
 @dataclass(frozen=True)
 class Dataset:
-    """A validated benchmark: the ``cases`` and ``variants`` tables."""
+    """A validated benchmark: the ``cases`` and ``variants`` tables (and, for a dataset
+    held in memory, such as an importer's result, its ``judgements`` table; a dataset
+    read from a directory reads ``judgements.parquet`` there when asked:
+    :func:`dataset_judgements`)."""
 
     cases: pl.DataFrame
     variants: pl.DataFrame
     path: Path | None = None
+    judgements: pl.DataFrame | None = None
 
     @property
     def version(self) -> str:
@@ -490,6 +495,14 @@ def read_judgements(
     if cases is None and (d / "cases.parquet").is_file():
         cases = validate_cases(read_parquet(d / "cases.parquet"), source=str(d / "cases.parquet"))
     return validate_judgements(read_parquet(p), cases=cases, responses=responses, source=str(p))
+
+
+def dataset_judgements(ds: Dataset) -> pl.DataFrame | None:
+    """The judgements of ``ds``: those it holds, else its directory's validated
+    ``judgements.parquet`` (:func:`read_judgements`), else None."""
+    if ds.judgements is not None:
+        return ds.judgements
+    return None if ds.path is None else read_judgements(ds.path, cases=ds.cases)
 
 
 def _judgement_failures(

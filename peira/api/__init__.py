@@ -23,6 +23,10 @@ Inputs
   glob (:func:`peira.io.read_responses`), or a frame.
 - ``cases``: a dataset directory (``cases.parquet`` + ``variants.parquet``), a
   :class:`peira.io.Dataset`, or a frame of cases.
+- Or one input for both (``cases`` left out): an importer's result
+  (:class:`peira.importers.Imported`: its log, and its cases, variants and
+  judgements), or a dataset directory that holds its ``responses.parquet``
+  (``peira.score("out/jbb")``).
 
 Every interval comes from one deterministic cluster-bootstrap plan per split
 (docs/spec/uncertainty.md): same inputs and seed, same intervals.

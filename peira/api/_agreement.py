@@ -58,7 +58,7 @@ def _checked(frame: pl.DataFrame, source: str) -> pl.DataFrame:
 @validate_params
 def agreement(
     responses: PathLike | FrameLike,
-    cases: PathLike | Dataset | FrameLike,
+    cases: PathLike | Dataset | FrameLike | None = None,
     *,
     judgements: PathLike | FrameLike | None = None,
     by: str | None = None,
@@ -193,6 +193,9 @@ def _judgements(
         raise PeiraValueError(
             f"judgements: expected a path or a frame, not {type(judgements).__name__}"
         )
+    held = getattr(cases, "judgements", None)  # a dataset in memory, e.g. an importer's result
+    if held is not None:
+        return _checked(held, "judgements")
     where = getattr(cases, "path", None) if not isinstance(cases, str | os.PathLike) else cases
     if where is None:
         raise PeiraValueError("judgements: none given and the cases are not a dataset directory")

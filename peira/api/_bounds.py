@@ -79,13 +79,11 @@ def _inputs(
 ) -> tuple[Dataset, pl.DataFrame, pl.DataFrame]:
     """The dataset, the validated log and the judgements table (already read, and
     checked, by the leave-out figures computed before)."""
-    from ..io import read_judgements
+    from ..io import dataset_judgements
 
     ds = as_dataset(cases)
     log = as_responses(responses, ds.cases)
-    if ds.path is None:
-        raise PeiraValueError("bounds need the dataset's judgements.parquet: give its directory")
-    verdicts = read_judgements(ds.path, cases=ds.cases)
+    verdicts = dataset_judgements(ds)
     if verdicts is None:
         raise PeiraValueError("bounds need the dataset's judgements.parquet")
     return ds, log, verdicts

@@ -73,14 +73,14 @@ def gold_successes(
     """
     from .._pairs import PAIR_KEYS, build_pairs, judged_log
     from ..errors import PeiraValueError
-    from ..io import in_split, read_judgements
+    from ..io import dataset_judgements, in_split
     from ..schema import GOLD, RESPONSE_KEY, UNDETERMINED
     from ._data import judged_responses
 
     ds = as_dataset(cases)
     log = as_responses(responses, ds.cases)
     judged, _ = judged_responses(log, ds, judge)  # validates the table, refuses a bad one
-    table = None if ds.path is None else read_judgements(ds.path, cases=ds.cases)
+    table = dataset_judgements(ds)
     gold = (
         pl.DataFrame()
         if table is None

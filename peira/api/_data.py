@@ -52,7 +52,7 @@ __all__ = [
 @validate_params
 def pairs_and_cases(
     responses: PathLike | FrameLike,
-    cases: PathLike | Dataset | FrameLike,
+    cases: PathLike | Dataset | FrameLike | None = None,
     *,
     split: str = "public",
     missing: Missing = "error",
@@ -117,10 +117,10 @@ def judged_responses(
         The judgements table breaks a rule: its first violation, in one line.
     """
     from .._pairs import PAIR_KEYS, judged_log
-    from ..io import read_judgements
+    from ..io import dataset_judgements
 
     try:
-        verdicts = None if ds.path is None else read_judgements(ds.path, cases=ds.cases)
+        verdicts = dataset_judgements(ds)
     except ValidationError as exc:  # scoring refuses it in one line (peira validate lists all)
         raise InputFormatError(_first_violation(exc)) from None
     out, pending = judged_log(log, verdicts, judge)
@@ -145,11 +145,11 @@ def judge_panel(ds: Dataset, judges: str | Sequence[str]) -> list[str]:
     """
     from .._pairs import MAJORITY
     from ..errors import UnknownNameError
-    from ..io import read_judgements
+    from ..io import dataset_judgements
     from ..schema import GOLD
 
     try:
-        verdicts = None if ds.path is None else read_judgements(ds.path, cases=ds.cases)
+        verdicts = dataset_judgements(ds)
     except ValidationError as exc:
         raise InputFormatError(_first_violation(exc)) from None
     if verdicts is None:
@@ -200,7 +200,7 @@ def resample_plan(
 @validate_params
 def run_sums(
     responses: PathLike | FrameLike | Any,
-    cases: PathLike | Dataset | FrameLike,
+    cases: PathLike | Dataset | FrameLike | None = None,
     *,
     unit: Unit = "cluster",
     missing: Missing = "error",
@@ -296,7 +296,7 @@ def read_log(
 @validate_params
 def pairs(
     responses: PathLike | FrameLike,
-    cases: PathLike | Dataset | FrameLike,
+    cases: PathLike | Dataset | FrameLike | None = None,
     *,
     split: Split = "public",
     missing: Missing = "error",
@@ -343,7 +343,7 @@ def pairs(
 @validate_params
 def flips(
     responses: PathLike | FrameLike,
-    cases: PathLike | Dataset | FrameLike,
+    cases: PathLike | Dataset | FrameLike | None = None,
     *,
     split: Split = "public",
     runs: Sequence[str] = (),
@@ -477,7 +477,7 @@ def validate(
 @validate_params
 def rescore(
     responses: PathLike | FrameLike,
-    cases: PathLike | Dataset | FrameLike,
+    cases: PathLike | Dataset | FrameLike | None = None,
     *,
     parser: str | PathLike | Mapping[str, Any] | ParserConfig = "auto",
     missing: Missing = "error",

@@ -26,7 +26,7 @@ __all__ = ["gate"]
 @validate_params
 def gate(
     responses: PathLike | FrameLike,
-    cases: PathLike | Dataset | FrameLike,
+    cases: PathLike | Dataset | FrameLike | None = None,
     *,
     baseline: str,
     candidate: str,

@@ -53,6 +53,7 @@ __all__ = [
     "check_engine",
     "check_param",
     "engine_name",
+    "resolve_inputs",
     "split_cases",
     "validate_params",
 ]
@@ -241,6 +242,7 @@ def validate_params(func: Callable[P, R]) -> Callable[P, R]:
     sig = inspect.signature(func)
     checked = [n for n in sig.parameters if n in PARAMETERS]
     where = f"peira.{func.__name__}"
+    takes_data = {"responses", "cases"} <= set(sig.parameters)
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -248,6 +250,11 @@ def validate_params(func: Callable[P, R]) -> Callable[P, R]:
         bound.apply_defaults()
         for name in checked:
             check_param(name, bound.arguments[name], where)
+        if takes_data and bound.arguments["responses"] is not None:
+            bound.arguments["responses"], bound.arguments["cases"] = resolve_inputs(
+                bound.arguments["responses"], bound.arguments["cases"], where
+            )
+            return func(*bound.args, **bound.kwargs)
         return func(*args, **kwargs)
 
     wrapper.__peira_checked__ = tuple(checked)  # type: ignore[attr-defined]
@@ -282,6 +289,50 @@ def engine_name(engine: str | Engine) -> str:
 
 
 # ---------------------------------------------------------------- data inputs
+
+
+def resolve_inputs(responses: Any, cases: Any, where: str = "peira") -> tuple[Any, Any]:
+    """(responses, cases) of a verb's data inputs, filled in from one another:
+
+    - an importer's result (:class:`peira.importers.Imported`) as ``responses``
+      gives its response log, and, when ``cases`` is None, its dataset (cases,
+      variants and judgements, validated);
+    - a dataset directory that holds ``responses.parquet`` as ``responses``, with
+      ``cases`` None, gives that log and that dataset;
+    - otherwise both are returned as given.
+
+    Raises
+    ------
+    PeiraValueError
+        ``cases`` is None and ``responses`` is neither of the above.
+    """
+    from ..importers import Imported
+
+    if isinstance(responses, Imported):
+        done = responses.validated("the imported result")
+        if cases is None:
+            from ..io import Dataset
+
+            cases = Dataset(done.cases, done.variants, None, done.judgements)
+        return done.responses, cases
+    if cases is not None:
+        return responses, cases
+    if isinstance(responses, str | os.PathLike):
+        from pathlib import Path
+
+        d = Path(responses)
+        if d.is_dir() and (d / "cases.parquet").is_file():
+            if not (d / "responses.parquet").is_file():
+                raise PeiraValueError(
+                    f"{where}: {d} is a dataset directory without a responses.parquet; "
+                    "give the response log as responses and the directory as cases"
+                )
+            return d / "responses.parquet", d
+    raise PeiraValueError(
+        f"{where}: no cases given; pass the dataset as cases (a directory, a Dataset or a "
+        "frame of cases), or as responses an importer's result or a dataset directory "
+        "holding its responses.parquet"
+    )
 
 
 def as_dataset(cases: PathLike | Dataset | FrameLike) -> Dataset:

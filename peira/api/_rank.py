@@ -85,7 +85,7 @@ def _panel(
 @validate_params
 def leaderboard(
     responses: PathLike | FrameLike,
-    cases: PathLike | Dataset | FrameLike,
+    cases: PathLike | Dataset | FrameLike | None = None,
     *,
     metric: str = "robustness",
     split: Split = "public",
@@ -235,7 +235,7 @@ def leaderboard(
 @validate_params
 def compare(
     responses: PathLike | FrameLike,
-    cases: PathLike | Dataset | FrameLike,
+    cases: PathLike | Dataset | FrameLike | None = None,
     *,
     runs: Sequence[str] | None = None,
     metric: str = "robustness",

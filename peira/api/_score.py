@@ -140,7 +140,7 @@ def _with_macro(
 @validate_params
 def score(
     responses: PathLike | FrameLike,
-    cases: PathLike | Dataset | FrameLike,
+    cases: PathLike | Dataset | FrameLike | None = None,
     *,
     by: str | Sequence[str] = (),
     split: Split = "public",

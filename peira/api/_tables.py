@@ -34,7 +34,7 @@ __all__ = ["tables"]
 @validate_params
 def tables(
     responses: PathLike | FrameLike,
-    cases: PathLike | Dataset | FrameLike,
+    cases: PathLike | Dataset | FrameLike | None = None,
     *,
     names: Sequence[str] | None = None,
     split: Split = "public",

@@ -18,12 +18,15 @@ import os
 from dataclasses import dataclass
 from importlib import import_module
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._registry import Registry
 from ..errors import InputFormatError, PeiraValueError
 
-__all__ = ["IMPORTERS", "Importer", "importer_for"]
+if TYPE_CHECKING:
+    from ._bundle import Imported
+
+__all__ = ["IMPORTERS", "Imported", "Importer", "importer_for"]
 
 Produces = Literal["dataset", "responses", "benchmark"]
 
@@ -165,3 +168,12 @@ def importer_for(path: str | os.PathLike[str], format: str | None = None) -> Imp
         f"{path}: cannot tell the format: {why} {suffix or 'no suffix'!r}; "
         f"pass the format, one of {', '.join(choose)}"
     )
+
+
+def __getattr__(name: str) -> Any:
+    """:class:`Imported` (the result of a reader of released results), loaded on first use."""
+    if name == "Imported":
+        from ._bundle import Imported
+
+        return Imported
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
