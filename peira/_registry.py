@@ -21,11 +21,10 @@ peira.errors.UnknownNameError: unknown colour 'gren'; did you mean 'green'? know
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar, overload
 
-from .errors import PeiraValueError, PeiraWarning, UnknownNameError
+from .errors import PeiraValueError, PeiraWarning, UnknownNameError, warn
 
 __all__ = ["Registry"]
 
@@ -109,10 +108,9 @@ class Registry(Mapping[str, T], Generic[T]):
                     raise TypeError(f"loads to a {type(item).__name__}")
                 self.add(item)
             except Exception as exc:  # a broken plugin is a warning, not a crash
-                warnings.warn(
+                warn(
                     f"entry point {ep.name!r} = {ep.value!r} of group {group!r} skipped: {exc}",
                     PeiraWarning,
-                    stacklevel=2,
                 )
                 continue
             added.append(self._key(item))

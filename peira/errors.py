@@ -75,6 +75,7 @@ __all__ = [
     "UnknownTableError",
     "ValidationError",
     "WorkerExited",
+    "warn",
 ]
 
 EXIT_VIOLATIONS = 1  # the data break the contract
@@ -96,6 +97,21 @@ class PeiraError(Exception):
 
 class PeiraWarning(UserWarning):
     """Root of the warnings Peira emits (the CLI prints each once as ``peira: warning: ...``)."""
+
+
+def warn(message: str | Warning, category: type[Warning] | None = None) -> None:
+    """:func:`warnings.warn` at the caller's line: the first frame outside the ``peira``
+    package (a notebook cell, a script, a test), so the warning names the call that
+    caused it, and the default filter shows it once per call site."""
+    import os
+    import sys
+    import warnings
+
+    here = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(1), 2
+    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
 
 
 # ---------------------------------------------------------------- bad arguments

@@ -46,7 +46,7 @@ from .bootstrap.adjust import (
     holm_adjust,
     with_margin,
 )
-from .errors import PeiraKeyError, PeiraValueError
+from .errors import PeiraKeyError, PeiraValueError, warn
 from .metrics.gates import (
     GateThresholds,
     check_cases,
@@ -293,7 +293,7 @@ def pairwise(
         for w in said:  # a side's name back to the run's, with the duel it is in
             again = w.category(_SIDE_NAME.sub(_side_text, str(w.message)))
             again.__dict__.update(getattr(w.message, "__dict__", {}))  # e.g. ``fewest``
-            warnings.warn(again, stacklevel=2)
+            warn(again)
         own = duels.group_by("run_a", "run_b", "run_id").agg(
             pl.col("n_pairs").sum(),
             pl.col(f"{metric}__den").sum().alias("_both"),

@@ -36,14 +36,13 @@ import hashlib
 import math
 import os
 import struct
-import warnings
 from collections.abc import Mapping
 from dataclasses import asdict, astuple, dataclass, replace
 from typing import Any
 
 import polars as pl
 
-from ..errors import PeiraError, PeiraWarning
+from ..errors import PeiraError, PeiraWarning, warn
 from ..io import Dataset, read_dataset, read_responses
 from ..run.protocol import Decision, Request
 
@@ -244,12 +243,11 @@ class Simulated:
         self.version = version
         ds = read_dataset(dataset) if isinstance(dataset, str | os.PathLike) else dataset
         if ds is None:
-            warnings.warn(
+            warn(
                 f"Simulated({archetype!r}) has no dataset, so no oracle: it answers "
                 "uninformed (hash-picked options, benign accuracy near chance); pass "
                 "dataset= (peira run: --adapter-arg dataset=DIR, or just --dataset)",
                 PeiraWarning,
-                stacklevel=2,
             )
         self._oracle = _oracle(ds) if ds is not None else {}
         self._oracle_digest: str | None = None

@@ -40,7 +40,6 @@ A replicate whose denominator is 0 is undefined (NaN): dropped and counted
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -53,7 +52,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from ..errors import PeiraValueError
+from ..errors import PeiraValueError, warn
 from ._arrays import F64, I64
 from ._normal import bca_positions
 from .plan import MIN_CLUSTERS, FewClustersWarning, ResamplePlan, Unit, make_plan
@@ -298,9 +297,7 @@ def cell_intervals(
     return RowIntervals(lo, hi, iv.n_defined, used, cells.clusters)
 
 
-def warn_few_clusters_rows(
-    n_clusters: npt.NDArray[Any], labels: Callable[[int], str], stacklevel: int = 3
-) -> None:
+def warn_few_clusters_rows(n_clusters: npt.NDArray[Any], labels: Callable[[int], str]) -> None:
     """Warn (:class:`FewClustersWarning`) when a statistic rests on fewer than 30 clusters.
 
     ``n_clusters`` counts, per row, the clusters contributing to that row's
@@ -318,7 +315,7 @@ def warn_few_clusters_rows(
         "interval they use"
     )
     w.fewest = int(n[i])  # type: ignore[attr-defined]  # lets a caller keep the worst one
-    warnings.warn(w, stacklevel=stacklevel)
+    warn(w)
 
 
 def intervals(

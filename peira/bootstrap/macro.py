@@ -139,6 +139,5 @@ def macro_intervals(
     warn_few_clusters_rows(
         out["n_clusters"].to_numpy(),
         lambda i: f"macro {labels[i][1]} of run {labels[i][0]!r}",
-        stacklevel=3,
     )
     return out

@@ -666,7 +666,5 @@ class NonRatioJob:
         )
         out = f.sort(key_cols, nulls_last=False)
         counts = np.where(out["sufficient"].to_numpy(), out["n_clusters"].to_numpy(), 0)
-        warn_few_clusters_rows(
-            counts, lambda i: f"{out['metric'][i]} of run {out['run_id'][i]!r}", stacklevel=4
-        )
+        warn_few_clusters_rows(counts, lambda i: f"{out['metric'][i]} of run {out['run_id'][i]!r}")
         return out

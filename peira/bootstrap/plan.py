@@ -29,7 +29,6 @@ import os
 import struct
 import sys
 import threading
-import warnings
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -47,6 +46,7 @@ from ..errors import (
     PeiraValueError,
     PeiraWarning,
     PlanMismatchError,
+    warn,
 )
 from ._arrays import I64
 
@@ -715,13 +715,12 @@ def plan_for_cases(
     return make_plan(vals, n_resamples=n_resamples, seed=seed, unit=u)
 
 
-def warn_few_clusters(plan: ResamplePlan, stacklevel: int = 3) -> None:
+def warn_few_clusters(plan: ResamplePlan) -> None:
     """Warn (:class:`FewClustersWarning`) when the plan has fewer than 30 clusters."""
     if plan.few_clusters:
-        warnings.warn(
+        warn(
             f"the resample plan has {plan.n_clusters} {plan.unit}s (< {MIN_CLUSTERS}); "
             "bootstrap intervals are unreliable with so few clusters (rows carry "
             "few_clusters=true)",
             FewClustersWarning,
-            stacklevel=stacklevel,
         )

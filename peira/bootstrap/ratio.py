@@ -217,11 +217,11 @@ class RatioJob:
             while inflight:
                 finish(*inflight.popleft())
         out = pl.concat(frames).sort(["run_id", *keys, "metric"], nulls_last=False)
-        _warn_rows(out, keys, stacklevel=5)
+        _warn_rows(out, keys)
         return out
 
 
-def _warn_rows(out: pl.DataFrame, keys: list[str], stacklevel: int = 4) -> None:
+def _warn_rows(out: pl.DataFrame, keys: list[str]) -> None:
     """One :class:`FewClustersWarning` for the rows resting on few clusters."""
     counts = out["n_clusters"].to_numpy()
 
@@ -230,7 +230,7 @@ def _warn_rows(out: pl.DataFrame, keys: list[str], stacklevel: int = 4) -> None:
         group = ", ".join(f"{k}={row[k]!r}" for k in keys if row[k] is not None)
         return f"{row['metric']} of run {row['run_id']!r}" + (f" ({group})" if group else "")
 
-    warn_few_clusters_rows(counts, label, stacklevel=stacklevel)
+    warn_few_clusters_rows(counts, label)
 
 
 # ---------------------------------------------------------------- replicates
@@ -342,7 +342,7 @@ def replicates(
     cells = CellStats.concat(counts).take(order)
     n_cl = cells.clusters
     kf = kf[order]
-    warn_few_clusters_rows(n_cl, lambda i: f"{name} of run {kf['run_id'][i]!r}", stacklevel=3)
+    warn_few_clusters_rows(n_cl, lambda i: f"{name} of run {kf['run_id'][i]!r}")
     return Replicates(
         metric=name,
         keys=kf,

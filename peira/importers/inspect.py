@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import functools
 import os
-import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -62,7 +61,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from ..errors import DataFileError, InputFormatError
+from ..errors import DataFileError, InputFormatError, warn
 from ..schema import JUDGEMENTS_SCHEMA, UNDETERMINED
 from ._bundle import Imported
 from ._evallog import (
@@ -544,7 +543,7 @@ class _Reader:
 
     def _note(self, text: str) -> None:
         self.notes.append(text)
-        warnings.warn(text, EvalLogWarning, stacklevel=4)
+        warn(text, EvalLogWarning)
 
     def _run_id(self, path: Path, *logs: EvalLog) -> str:
         """``<model>:<task>@<eval id, 8 characters>`` (``+`` the attacked log's, for a pair)."""

@@ -47,14 +47,13 @@ from __future__ import annotations
 
 import os
 import re
-import warnings
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import DataFileError, InputFormatError
+from ..errors import DataFileError, InputFormatError, warn
 from ._bundle import Imported
 from ._evallog import (
     OTHER,
@@ -288,7 +287,7 @@ class _Reader:
 
     def _note(self, text: str) -> None:
         self.notes.append(text)
-        warnings.warn(text, EvalLogWarning, stacklevel=4)
+        warn(text, EvalLogWarning)
 
     # ------------------------------------------------------------ reading
 

@@ -104,14 +104,13 @@ def macro_rows(
 
 
 def deprecated_score() -> Any:
-    import warnings
+    from ..errors import warn
 
-    warnings.warn(
+    warn(
         "peira.metrics.score is now peira.metrics.ratio_table (every ratio metric, no "
         "intervals); peira.score gives every metric with its interval. The old name "
         "goes away in the next release.",
         DeprecationWarning,
-        stacklevel=3,
     )
     return ratio_table
 

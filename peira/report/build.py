@@ -41,6 +41,7 @@ from ..errors import (
     PeiraValueError,
     PeiraWarning,
     PublicationLeakError,
+    warn,
 )
 from ..integrity.hashes import dataset_hash, results_hash
 from ..io import Dataset, atomic_dir, atomic_path
@@ -149,7 +150,7 @@ def _once_warnings() -> Iterator[None]:
             if key in seen:
                 continue
             seen.add(key)
-            warnings.warn(str(w.message), w.category, stacklevel=3)
+            warn(str(w.message), w.category)
         else:  # not ours: pass it on untouched
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
@@ -287,10 +288,9 @@ def build_outputs(
     ReportOutputs
     """
     if figures and not matplotlib_available():
-        warnings.warn(
+        warn(
             "matplotlib is not installed: figures skipped (pip install 'peira[report]')",
             PeiraWarning,
-            stacklevel=2,
         )
         figures = False
     table_names = available_tables(ctx)
