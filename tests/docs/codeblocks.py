@@ -70,16 +70,57 @@ def env() -> dict[str, str]:
     return env
 
 
+#: A line that installs an extra, as the README and the pages write it.
+_EXTRA = re.compile(r"^(\s*)pip install -e '\.\[([\w,-]+)\]'(.*)$", re.M)
+
+
+def extra_installed(extra: str) -> bool:
+    """Every distribution the extra ``extra`` of pyproject.toml asks for is installed here."""
+    import tomllib
+    from importlib import metadata
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"][
+        "optional-dependencies"
+    ]
+    wanted = [re.split(r"[\s<>=!~;\[]", r, maxsplit=1)[0] for r in extras[extra]]
+    for name in wanted:
+        if name == "peira":  # an extra naming others: theirs are checked below
+            continue
+        try:
+            metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            return False
+    nested = [x for r in extras[extra] if r.startswith("peira[") for x in r[6:-1].split(",")]
+    return all(extra_installed(x) for x in nested)
+
+
+def with_extras(body: str) -> str:
+    """``body`` with each ``pip install -e '.[X]'`` line made to install the extra into
+    this environment from the repository (a workspace is a temporary copy), or, when
+    the extra is installed already (the development environment), left out: the line
+    stays true for a user, and the tour does not reinstall the package under a run."""
+
+    def one(m: re.Match[str]) -> str:
+        indent, names, rest = m.group(1), m.group(2), m.group(3)
+        if all(extra_installed(x) for x in names.split(",")):
+            return f"{indent}: installed already: pip install -e '.[{names}]'{rest}"
+        target = f"{ROOT}[{names}]"
+        return f"{indent}python -m pip install --quiet -e '{target}'{rest}"
+
+    return _EXTRA.sub(one, body)
+
+
 def run_shell(
     found: list[tuple[int, str]], work: Path, label: str, timeout: float
 ) -> subprocess.CompletedProcess[str]:
     """The ``bash`` blocks (line, body) in one ``bash -euo pipefail`` in ``work``, traced:
-    each traced line starts with ``+ LABEL: `` (the failing one is the last)."""
+    each traced line starts with ``+ LABEL: `` (the failing one is the last). A line
+    installing an extra runs as :func:`with_extras` says."""
     script = ["set -euo pipefail", f"export PS4='+ {label}: '"]
     for line, body in found:
         script.append(f": {label} line {line}")
         script.append("set -x")
-        script.append(body)
+        script.append(with_extras(body))
         script.append("{ set +x; } 2>/dev/null")
     return subprocess.run(
         ["bash", "-c", "\n".join(script)],

@@ -7,15 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from .codeblocks import ROOT, page_blocks, run_python, run_shell, shell_failure, workspace
+from .codeblocks import ROOT, page_blocks, workspace
+from .tour import run_page, runnable_pages
 
 DOCS = ROOT / "docs"
 PAGES = sorted(DOCS.rglob("*.md"))
-RUNNABLE = [
-    p
-    for p in PAGES
-    if any(t in ("bash", "python") for t, _, _ in page_blocks(p.read_text("utf-8")))
-]
+RUNNABLE = runnable_pages()
 
 
 def _name(page: Path) -> str:
@@ -44,13 +41,5 @@ def test_the_getting_started_pages_run_something() -> None:
 
 @pytest.mark.parametrize("page", RUNNABLE, ids=_name)
 def test_page_runs_as_written(page: Path, tmp_path: Path) -> None:
-    found = page_blocks(page.read_text(encoding="utf-8"))
-    work = workspace(tmp_path)
-    label = f"docs/{_name(page)}"
-    shell = [(line, body) for lang, line, body in found if lang == "bash"]
-    if shell:
-        proc = run_shell(shell, work, label, timeout=900)
-        assert proc.returncode == 0, shell_failure(proc, label)
-    for line, body in ((line, body) for lang, line, body in found if lang == "python"):
-        proc = run_python(body, work, timeout=600)
-        assert proc.returncode == 0, f"{label} line {line} (python):\n{proc.stderr[-3000:]}"
+    problems = run_page(page, workspace(tmp_path))
+    assert not problems, "\n".join(problems)
