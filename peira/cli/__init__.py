@@ -33,6 +33,7 @@ from . import (
     score,
 )
 from ._errors import guard
+from ._help import HelpParser
 
 __all__ = ["GROUPS", "build_parser", "console", "main"]
 
@@ -42,8 +43,10 @@ GROUPS = (ranking, changes, gate, score, agreement, flips, data, report, run, in
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``peira`` command."""
-    p = argparse.ArgumentParser(
-        prog="peira", description="Score adversarial-robustness benchmarks of decision models."
+    p = HelpParser(
+        prog="peira",
+        description="Score adversarial-robustness benchmarks of decision models.",
+        epilog="Every command's help (peira COMMAND --help) lists its examples.",
     )
     p.add_argument("--version", action="version", version=f"peira {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..api import MAX_RESAMPLES, MAX_SEED, PARAMETERS, SPLITS
+from ._help import HelpParser, ImportHelpParser
 from ._output import FORMATS
 
 if TYPE_CHECKING:
@@ -35,6 +36,8 @@ __all__ = [
     "MAX_SEED",
     "SPLITS",
     "Command",
+    "HelpParser",
+    "ImportHelpParser",
     "LazyChoices",
     "add_bootstrap_options",
     "add_columns_options",

@@ -406,7 +406,7 @@ import table, one worked example per option (docs/spec/formats.md):
 """
 
 
-class _ImportParser(argparse.ArgumentParser):
+class _ImportParser(c.ImportHelpParser):
     """Lists the registered formats below the options of ``peira import --help``."""
 
     @property
