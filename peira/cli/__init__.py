@@ -5,7 +5,8 @@ module only lists them (:data:`GROUPS`), builds the parser and runs the chosen
 command inside the one guard (:func:`peira.cli._errors.guard`). Command
 modules import only :mod:`._common`, :mod:`._output`, :mod:`._errors`,
 :mod:`._views` (the terminal views of the API's frames) and the library's
-public names, never each other.
+public names, never each other. Every parser is a :class:`._help.HelpParser`:
+its help ends with the command's examples (:mod:`._examples`).
 """
 
 from __future__ import annotations

@@ -177,7 +177,7 @@ EXAMPLES: dict[tuple[str, ...], tuple[Example, ...]] = {
         E(
             "the mapping in a JSON file instead of --map FIELD=COLUMN options; "
             "--force replaces the dataset written above",
-            "echo '{\"case_id\": \"id\", \"run_id\": \"model\", \"expected\": \"label\", "
+            'echo \'{"case_id": "id", "run_id": "model", "expected": "label", '
             '"benign_decision": "pred", "attacked_decision": "adv_pred"}\' > out/map.json\n'
             "peira import table data/samples/results.csv --map out/map.json --out out/mine "
             "--force",
@@ -455,14 +455,12 @@ EXAMPLES: dict[tuple[str, ...], tuple[Example, ...]] = {
     ("holdout", "blind"): (
         E(
             "the holdout cases with pseudonymous ids, for a model to answer",
-            "peira holdout blind --dataset data/demo --key-file out/KEY "
-            "--out out/blinded.parquet",
+            "peira holdout blind --dataset data/demo --key-file out/KEY --out out/blinded.parquet",
         ),
     ),
     ("holdout", "unblind"): (
         E(
-            "answers to the blinded cases (here: the first option to each) back to a "
-            "response log",
+            "answers to the blinded cases (here: the first option to each) back to a response log",
             "python -c \"import polars as pl; pl.read_parquet('out/blinded.parquet').select("
             "'variant_id', decision=pl.col('options').list.first(), abstained=False, "
             "malformed=False).write_ndjson('out/answers.jsonl')\"\n"

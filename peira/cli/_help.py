@@ -11,7 +11,8 @@ options above still wrap to the terminal.
 ``peira import FORMAT --help`` (:class:`ImportHelpParser`) shows that format
 alone: its description, the options it takes (:data:`IMPORT_OPTIONS`), for
 ``table`` the fields ``--map`` names, generated from the table importer's own
-field table (:func:`table_fields`), and its examples.
+field table (:func:`table_fields`), the parser's ``format_notes`` of the format
+(``peira import table``'s worked example of each option) and its examples.
 
 Nothing heavy is imported at module level: ``peira --help`` builds every
 parser without loading polars.
@@ -89,13 +90,12 @@ class HelpParser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose help ends with the command's examples."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        add_help = kwargs.pop("add_help", True)
-        super().__init__(*args, add_help=False, **kwargs)
+        add_help = kwargs.get("add_help", True)
+        kwargs["add_help"] = False  # added below, as the action of _Help
+        super().__init__(*args, **kwargs)
         self.register("action", "help", _Help)
         if add_help:
-            self.add_argument(
-                "-h", "--help", action="help", help="show this help message and exit"
-            )
+            self.add_argument("-h", "--help", action="help", help="show this help message and exit")
 
     def command_path(self) -> tuple[str, ...]:
         """The words after ``peira`` that name this command (``()`` for ``peira``)."""
@@ -126,13 +126,31 @@ IMPORT_OPTIONS: dict[str, tuple[str, ...]] = {
     "textattack": ("run", "family", "labels", "summary"),
     "jailbreakbench": ("run", "judge"),
     "table": (
-        "map", "run", "family", "layout", "table_format", "options", "arms", "threshold",
-        "verdict_source", "records", "constants", "values", "sample", "published",
-    ),  # fmt: skip
-    "inspect": (
-        "scorer", "score_key", "pair_by", "arm_field", "benign", "attacked", "cluster_by",
+        "map",
+        "run",
+        "family",
+        "layout",
+        "table_format",
+        "options",
+        "arms",
         "threshold",
-    ),  # fmt: skip
+        "verdict_source",
+        "records",
+        "constants",
+        "values",
+        "sample",
+        "published",
+    ),
+    "inspect": (
+        "scorer",
+        "score_key",
+        "pair_by",
+        "arm_field",
+        "benign",
+        "attacked",
+        "cluster_by",
+        "threshold",
+    ),
     "lm-eval": ("metric", "filter_name", "attacked_task", "threshold"),
 }
 
@@ -218,7 +236,7 @@ def import_format_help(parser: argparse.ArgumentParser, fmt: str) -> str:
     formatter = parser.formatter_class(prog=prog)
     formatter.add_usage(None, actions, [])
     suffixes = ", ".join(imp.suffixes)
-    formatter.add_text(f"{imp.description}{f' ({suffixes})' if suffixes else ''}.")
+    formatter.add_text(f"{imp.description}." + (f" Files: {suffixes}." if suffixes else ""))
     positionals = [a for a in actions if not a.option_strings]
     options = [a for a in actions if a.option_strings]
     for title, group in (("positional arguments", positionals), (f"options of {prog}", options)):
@@ -228,9 +246,9 @@ def import_format_help(parser: argparse.ArgumentParser, fmt: str) -> str:
             formatter.end_section()
     text = formatter.format_help().rstrip() + "\n"
     if fmt == "table":
-        from . import data
-
-        text += "\n" + map_fields_block(formatter._width) + "\n" + data.TABLE_EXAMPLES
+        text += "\n" + map_fields_block(formatter._width)
+    notes: dict[str, str] = getattr(parser, "format_notes", {})
+    text += f"\n{notes[fmt]}" if fmt in notes else ""
     block = examples_block(("import", fmt), formatter._width)
     text += f"\n{block}" if block else ""
     text += f"\nevery format: {parser.prog} --help\n"
