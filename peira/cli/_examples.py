@@ -95,7 +95,7 @@ EXAMPLES: dict[tuple[str, ...], tuple[Example, ...]] = {
             "peira import transcript data/samples/calls.jsonl --out out/calls.parquet",
         ),
         E(
-            "score it on the cases imported by 'peira import cases'",
+            "score it on the cases of out/my-dataset (peira import cases --help)",
             "peira score --dataset out/my-dataset --responses out/calls.parquet",
         ),
     ),
@@ -185,15 +185,11 @@ EXAMPLES: dict[tuple[str, ...], tuple[Example, ...]] = {
     ),
     ("import", "inspect"): (
         E(
-            "Inspect .eval/.json logs: one run per model, clean-only without pairing options",
+            "Inspect .eval/.json logs: one run per model, clean-only without pairing options; "
+            "samples grouped into clusters by a metadata field (--cluster-by)",
             "peira import inspect tests/fixtures/inspect/mc_alpha.eval "
             "tests/fixtures/inspect/mc_beta.eval \\\n"
-            "    --out out/inspect",
-        ),
-        E(
-            "samples grouped into clusters by a metadata field",
-            "peira import inspect tests/fixtures/inspect/mc_alpha.eval --cluster-by passage "
-            "--out out/inspect-clusters",
+            "    --cluster-by passage --out out/inspect",
         ),
         E(
             "a benign and an attacked log of one model (each --benign pairs with the "
@@ -239,7 +235,8 @@ EXAMPLES: dict[tuple[str, ...], tuple[Example, ...]] = {
             "peira validate data/demo --responses data/demo/responses.parquet",
         ),
         E(
-            "an imported dataset, 5 examples per check, every violation to a file",
+            "an imported dataset (out/mine: peira import table --help), 5 examples per check, "
+            "every violation to a file",
             "peira validate out/mine --responses out/mine/responses.parquet --examples 5 \\\n"
             "    --failures-out out/failures.parquet",
         ),
@@ -250,7 +247,7 @@ EXAMPLES: dict[tuple[str, ...], tuple[Example, ...]] = {
             "peira export cases data/demo --out out/demo-cases.jsonl",
         ),
         E(
-            "every case of a dataset without holdout cases",
+            "every case of a dataset without holdout cases (out/my-dataset: peira import cases --help)",
             "peira export cases out/my-dataset --split all --out out/cases.jsonl",
         ),
     ),
@@ -272,7 +269,8 @@ EXAMPLES: dict[tuple[str, ...], tuple[Example, ...]] = {
             "peira leaderboard --rule paired --adjust bh --format markdown",
         ),
         E(
-            "rank an imported dataset by benign accuracy, each run on its own pairs",
+            "rank an imported dataset by benign accuracy, each run on its own pairs (out/mine: "
+            "the first example of peira import table --help)",
             "peira leaderboard --dataset out/mine --metric benign_accuracy --support own",
         ),
         E(
@@ -280,7 +278,8 @@ EXAMPLES: dict[tuple[str, ...], tuple[Example, ...]] = {
             "peira leaderboard --top-k 3 --columns rank,run_id,robustness,lo,hi,top_3",
         ),
         E(
-            "by the majority of the judges of judgements.parquet",
+            "by the majority of the judges of judgements.parquet (out/jbb-judges: an example of "
+            "peira import jailbreakbench --help)",
             "peira leaderboard --dataset out/jbb-judges --metric asr --judge majority",
         ),
     ),
@@ -292,7 +291,8 @@ EXAMPLES: dict[tuple[str, ...], tuple[Example, ...]] = {
             "peira compare m01-robust m02-fragile --metric benign_accuracy --margin 0.02",
         ),
         E(
-            "does the verdict hold under every judge?",
+            "does the verdict hold under every judge? (out/jbb-judges: an example of "
+            "peira import jailbreakbench --help)",
             "peira compare --dataset out/jbb-judges --metric asr --judges all",
         ),
     ),
@@ -328,11 +328,13 @@ EXAMPLES: dict[tuple[str, ...], tuple[Example, ...]] = {
             "peira score --split holdout --unit case --method percentile",
         ),
         E(
-            "an imported dataset, beside the figures its source published",
+            "an imported dataset beside the figures its source published (out/refusal: an example of "
+            "peira import table --help)",
             "peira score --dataset out/refusal --by family",
         ),
         E(
-            "by one judge of judgements.parquet",
+            "by one judge of judgements.parquet (out/jbb-judges: an example of "
+            "peira import jailbreakbench --help)",
             "peira score --dataset out/jbb-judges --judge jailbroken_llama_guard1",
         ),
         E(
@@ -347,7 +349,8 @@ EXAMPLES: dict[tuple[str, ...], tuple[Example, ...]] = {
     ),
     ("agreement",): (
         E(
-            "how far the judges of an import agree (Cohen's kappa, with intervals)",
+            "how far the judges of an import agree, Cohen's kappa with intervals (out/jbb-judges: "
+            "an example of peira import jailbreakbench --help)",
             "peira agreement --dataset out/jbb-judges",
         ),
         E(

@@ -55,7 +55,7 @@ def examples_block(path: Sequence[str], width: int = 100) -> str:
     width = max(width, 40)
     rows = textwrap.wrap(f"examples ({HEADER}):", width, subsequent_indent="  ")
     for ex in found:
-        what = f"{ex.what}{f' (needs {ex.needs})' if ex.needs else ''}:"
+        what = f"{ex.what}:"
         rows += textwrap.wrap(what, width, initial_indent="  ", subsequent_indent="  ")
         rows.append(_indent(ex.line, "    "))
     return "\n".join(rows) + "\n"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import Any, ClassVar
 
 from . import _common as c
 
@@ -410,7 +410,7 @@ class _ImportParser(c.ImportHelpParser):
     """Lists the registered formats below the options of ``peira import --help``."""
 
     #: More help of one format, shown by ``peira import FORMAT --help``.
-    format_notes = {"table": TABLE_EXAMPLES}
+    format_notes: ClassVar[dict[str, str]] = {"table": TABLE_EXAMPLES}
 
     @property
     def epilog(self) -> str:
