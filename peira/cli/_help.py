@@ -196,11 +196,12 @@ def map_fields_block(width: int = 100) -> str:
     rows = table_fields()
     names = max((len(n) for n, _ in rows), default=0)
     pad = min(names, 22)
-    out = [
+    out = textwrap.wrap(
         "--map FIELD=COLUMN: the Peira fields a column can hold (a JSON file of "
         '{"FIELD": "COLUMN"} maps several); [arm_]FIELD is benign_FIELD and attacked_FIELD '
-        "in the wide layout, FIELD in the long one:"
-    ]
+        "in the wide layout, FIELD in the long one:",
+        max(40, width),
+    )
     for name, meaning in rows:
         body = textwrap.wrap(meaning, max(30, width - pad - 6)) or [""]
         if len(name) > pad:

@@ -481,7 +481,12 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parser_class=_ImportParser,
     )
-    im.add_argument("format", choices=c.LazyChoices(_formats), metavar="FORMAT", help="see below")
+    im.add_argument(
+        "format",
+        choices=c.LazyChoices(_formats),
+        metavar="FORMAT",
+        help="see below; peira import FORMAT --help: that format's options and examples",
+    )
     im.add_argument("input", nargs="*", metavar="INPUT", help="the file(s) to read")
     im.add_argument(
         "--out", required=True, help="dataset directory or Parquet log to write (see below)"
