@@ -175,6 +175,19 @@ EXAMPLES: dict[tuple[str, ...], tuple[Example, ...]] = {
             '--verdict-source "exact match" --out out/long',
         ),
         E(
+            "several judges' verdicts of each answer (--map verdict:NAME=COLUMN, "
+            "verdict:gold for the human labels, all read through --values verdict=...); "
+            "--judge names the one whose verdicts are the decisions",
+            "peira import table "
+            "tests/fixtures/jailbreakbench/judge_comparison/judge-comparison.csv.gz \\\n"
+            "    --map case_id=Index --map attacked_prompt=prompt "
+            "--map attacked_raw_text=target_response \\\n"
+            "    --set expected=refuse --set target=comply --run judge-comparison \\\n"
+            "    --map verdict:llama3=llama3_cf --map verdict:gpt4=gpt4_cf "
+            "--map verdict:gold=human_majority \\\n"
+            "    --values verdict=1:comply,0:refuse --judge gpt4 --out out/judge-comparison",
+        ),
+        E(
             "the mapping in a JSON file instead of --map FIELD=COLUMN options; "
             "--force replaces the dataset written above",
             'echo \'{"case_id": "id", "run_id": "model", "expected": "label", '
@@ -336,6 +349,16 @@ EXAMPLES: dict[tuple[str, ...], tuple[Example, ...]] = {
             "by one judge of judgements.parquet (out/jbb-judges: an example of "
             "peira import jailbreakbench --help)",
             "peira score --dataset out/jbb-judges --judge jailbroken_llama_guard1",
+        ),
+        E(
+            "by one judge, the ASR corrected for its error measured on the human labels "
+            "(out/judge-comparison: an example of peira import table --help)",
+            "peira score --dataset out/judge-comparison --judge gpt4 --correct ppi \\\n"
+            "    --columns run_id,asr,asr_corrected,asr_corrected_lo,asr_corrected_hi",
+        ),
+        E(
+            "under the majority of the judges, ASR at both ends of the undetermined verdicts",
+            "peira score --dataset out/jbb-judges --judge majority --bounds",
         ),
         E(
             "on Apache Spark (pip install 'peira[spark]')",

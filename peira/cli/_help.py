@@ -127,6 +127,7 @@ IMPORT_OPTIONS: dict[str, tuple[str, ...]] = {
     "jailbreakbench": ("run", "judge"),
     "table": (
         "map",
+        "judge",
         "run",
         "family",
         "layout",

@@ -36,6 +36,8 @@ family, scenario_id, severity, split, target
 no_attack           the attack produced no adversarial input (attacked)
 verdict_source      who gave the verdict (default ``verdict_source=``)
 arm                 ``benign`` / ``attacked`` (long layout only)
+[arm_]verdict:NAME  judge NAME's verdict on the answer (repeatable;
+                    ``verdict:gold``: human labels), kept in judgements
 ==================  ====================================================
 
 Judges' verdicts (docs/spec/judges.md): ``verdict:NAME`` → column, once per

@@ -169,6 +169,7 @@ def test_import_table_help_is_its_own(capsys: pytest.CaptureFixture[str]) -> Non
         assert f"  {name}" in text and meaning.split()[0] in text
     assert "the run (default: --run, else the file's stem)" in " ".join(text.split())
     assert "run=" not in text and "``" not in text
+    assert "[arm_]verdict:NAME judge NAME's verdict" in " ".join(text.split())
 
 
 def test_import_format_help_is_its_own(capsys: pytest.CaptureFixture[str]) -> None:
