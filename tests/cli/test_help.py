@@ -158,7 +158,7 @@ def test_import_table_help_is_its_own(capsys: pytest.CaptureFixture[str]) -> Non
     assert text.startswith("usage: peira import table ")
     for option in ("--map", "--records", "--set", "--values", "--sample", "--published"):
         assert f"\n  {option} " in text, option
-    for option in ("--scorer", "--judge", "--labels", "--attacked-task", "--run-id"):
+    for option in ("--scorer", "--labels", "--attacked-task", "--run-id", "--summary"):
         assert option not in text.split("\n--map FIELD=COLUMN")[0], option
     rows = table_fields()
     assert all(meaning for _, meaning in rows), [n for n, m in rows if not m]
