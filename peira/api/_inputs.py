@@ -133,8 +133,21 @@ def _int_text(x: float) -> str:
 #: Every constrained parameter of the flat API, by parameter name: the only
 #: declaration of its bounds (the library's and the command line's).
 PARAMETERS: dict[str, Constraint] = {
-    "split": Constraint("choice", "--split", choices=SPLITS),
-    "missing": Constraint("choice", "--missing", choices=("error", "malformed")),
+    "split": Constraint(
+        "choice",
+        "--split",
+        "the cases scored: public (the published cases), holdout (the cases kept back, "
+        "published as aggregates only) or all (every case)",
+        choices=SPLITS,
+    ),
+    "missing": Constraint(
+        "choice",
+        "--missing",
+        "a pair lacking an arm its run declared: error (default; refused, listing what is "
+        "missing) or malformed (a missing attacked arm counts as malformed, a missing benign "
+        "arm as ineligible)",
+        choices=("error", "malformed"),
+    ),
     "delta": Constraint(
         "float", "--delta", "shift-without-flip threshold, in [0, 1]", lo=0.0, hi=1.0
     ),
@@ -146,7 +159,13 @@ PARAMETERS: dict[str, Constraint] = {
     "level": Constraint(
         "float", "--level", "confidence level", lo=0.0, hi=1.0, open_lo=True, open_hi=True
     ),
-    "unit": Constraint("choice", "--unit", choices=("cluster", "case")),
+    "unit": Constraint(
+        "choice",
+        "--unit",
+        "what the bootstrap resamples: cluster (default; whole scenarios, the scenario_id "
+        "clusters) or case (each case on its own)",
+        choices=("cluster", "case"),
+    ),
     "adjust": Constraint(
         "choice",
         "--adjust",
@@ -168,7 +187,16 @@ PARAMETERS: dict[str, Constraint] = {
         open_hi=True,
         optional=True,
     ),
-    "method": Constraint("choice", "--method", choices=_interval_methods),
+    "method": Constraint(
+        "choice",
+        "--method",
+        "interval method: auto (default; bca where the cluster bootstrap carries the row, "
+        "korn-graubard where too few clusters or events do), percentile (the bootstrap "
+        "percentiles), bca (bias-corrected and accelerated bootstrap), korn-graubard "
+        "(Clopper-Pearson on the design-effect-adjusted sample size), design-jeffreys or "
+        "design-wilson (a Jeffreys or Wilson interval on that size)",
+        choices=_interval_methods,
+    ),
     "quorum": Constraint(
         "int",
         "--quorum",
@@ -177,7 +205,14 @@ PARAMETERS: dict[str, Constraint] = {
         hi=10_000,
         optional=True,
     ),
-    "rule": Constraint("choice", "--rule", choices=("ci", "paired")),
+    "rule": Constraint(
+        "choice",
+        "--rule",
+        "the head-to-head verdict: ci (default; a run wins when the two intervals do not "
+        "overlap) or paired (the paired bootstrap test of the difference, adjusted by "
+        "--adjust)",
+        choices=("ci", "paired"),
+    ),
     "support": Constraint(
         "choice",
         "--support",

@@ -5,7 +5,8 @@ module only lists them (:data:`GROUPS`), builds the parser and runs the chosen
 command inside the one guard (:func:`peira.cli._errors.guard`). Command
 modules import only :mod:`._common`, :mod:`._output`, :mod:`._errors`,
 :mod:`._views` (the terminal views of the API's frames) and the library's
-public names, never each other.
+public names, never each other. Every parser is a :class:`._help.HelpParser`:
+its help ends with the command's examples (:mod:`._examples`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from . import (
     score,
 )
 from ._errors import guard
+from ._help import HelpParser
 
 __all__ = ["GROUPS", "build_parser", "console", "main"]
 
@@ -42,8 +44,10 @@ GROUPS = (ranking, changes, gate, score, agreement, flips, data, report, run, in
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``peira`` command."""
-    p = argparse.ArgumentParser(
-        prog="peira", description="Score adversarial-robustness benchmarks of decision models."
+    p = HelpParser(
+        prog="peira",
+        description="Score adversarial-robustness benchmarks of decision models.",
+        epilog="Every command's help (peira COMMAND --help) lists its examples.",
     )
     p.add_argument("--version", action="version", version=f"peira {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")

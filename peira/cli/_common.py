@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..api import MAX_RESAMPLES, MAX_SEED, PARAMETERS, SPLITS
+from ._help import HelpParser, ImportHelpParser
 from ._output import FORMATS
 
 if TYPE_CHECKING:
@@ -35,6 +36,8 @@ __all__ = [
     "MAX_SEED",
     "SPLITS",
     "Command",
+    "HelpParser",
+    "ImportHelpParser",
     "LazyChoices",
     "add_bootstrap_options",
     "add_columns_options",
@@ -209,17 +212,26 @@ def add_input_options(p: argparse.ArgumentParser, *, required: bool = False) -> 
 
 def add_format_option(p: argparse.ArgumentParser) -> None:
     """``--format table|csv|json|markdown``."""
-    p.add_argument("--format", choices=FORMATS, default="table")
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="table",
+        help="table (default; aligned columns fitted to the terminal), csv, json (one JSON "
+        "object per line) or markdown",
+    )
 
 
 def add_split_option(p: argparse.ArgumentParser, default: str, *, help: str | None = None) -> None:
     """``--split public|holdout|all``."""
-    p.add_argument("--split", choices=SPLITS, default=default, help=help)
+    p.add_argument("--split", choices=SPLITS, default=default, help=help or option_help("split"))
 
 
 def add_pair_options(p: argparse.ArgumentParser) -> None:
     """How pairs are built: ``--missing`` and ``--delta``."""
-    p.add_argument("--missing", choices=option_choices("missing"), default="error")
+    p.add_argument(
+        "--missing", choices=option_choices("missing"), default="error",
+        help=option_help("missing"),
+    )  # fmt: skip
     p.add_argument("--delta", type=finite_non_negative, default=0.10, help=option_help("delta"))
 
 
@@ -235,7 +247,9 @@ def add_bootstrap_options(
         "--resamples", type=positive_int, default=10_000, help=option_help("n_resamples")
     )
     p.add_argument("--seed", type=non_negative_int, default=0, help=seed_help)
-    p.add_argument("--unit", choices=option_choices("unit"), default="cluster")
+    p.add_argument(
+        "--unit", choices=option_choices("unit"), default="cluster", help=option_help("unit")
+    )
     if level:
         p.add_argument("--level", type=confidence_level, default=0.95, help=option_help("level"))
     if method:
@@ -244,8 +258,7 @@ def add_bootstrap_options(
             choices=LazyChoices(PARAMETERS["method"].names),
             default="auto",  # peira.bootstrap.intervals.DEFAULT_METHOD (a test keeps them equal)
             metavar="METHOD",  # argparse would list the choices when the parser is built
-            help="interval method, one of %(choices)s (default auto: BCa where the cluster "
-            "bootstrap carries the row, Korn-Graubard where too few clusters or events do)",
+            help=option_help("method"),
         )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import Any, ClassVar
 
 from . import _common as c
 
@@ -406,8 +406,11 @@ import table, one worked example per option (docs/spec/formats.md):
 """
 
 
-class _ImportParser(argparse.ArgumentParser):
+class _ImportParser(c.ImportHelpParser):
     """Lists the registered formats below the options of ``peira import --help``."""
+
+    #: More help of one format, shown by ``peira import FORMAT --help``.
+    format_notes: ClassVar[dict[str, str]] = {"table": TABLE_EXAMPLES}
 
     @property
     def epilog(self) -> str:
@@ -478,7 +481,12 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parser_class=_ImportParser,
     )
-    im.add_argument("format", choices=c.LazyChoices(_formats), metavar="FORMAT", help="see below")
+    im.add_argument(
+        "format",
+        choices=c.LazyChoices(_formats),
+        metavar="FORMAT",
+        help="see below; peira import FORMAT --help: that format's options and examples",
+    )
     im.add_argument("input", nargs="*", metavar="INPUT", help="the file(s) to read")
     im.add_argument(
         "--out", required=True, help="dataset directory or Parquet log to write (see below)"
@@ -511,18 +519,23 @@ def register(sub: Any) -> None:
         help="table: a Peira field and its column (repeatable), or a JSON file",
     )
     im.add_argument(
-        "--layout", choices=("wide", "long"), help="table: one row per pair or per call"
+        "--layout",
+        choices=("wide", "long"),
+        help="table: wide (one row per pair: benign_* and attacked_* fields) or long (one row "
+        "per call, with --map arm=COLUMN)",
     )
     im.add_argument(
         "--table-format",
         choices=("csv", "tsv", "json", "jsonl", "parquet"),
-        help="table: the file format (default: from the suffix)",
+        help="table: the file format, csv, tsv (tab-separated), json (an array of objects or an "
+        "object of arrays), jsonl (one object per line) or parquet (default: from the suffix)",
     )
     im.add_argument("--options", help="table: the options of every case, comma-separated")
     im.add_argument(
         "--arms",
         choices=("both", "benign", "attacked"),
-        help="table: what the runs observed (default: inferred)",
+        help="table: what the runs observed, both arms, benign only (clean-only runs) or "
+        "attacked only (benign answers unobserved) (default: inferred per run)",
     )
     im.add_argument(
         "--threshold",
@@ -603,7 +616,7 @@ def register(sub: Any) -> None:
     )
 
     ex = c.add_command(sub, "export", cmd_export, "export to reference formats")
-    ex.add_argument("kind", choices=("cases",))
+    ex.add_argument("kind", choices=("cases",), help="cases: the cases, as reference JSONL")
     ex.add_argument("dataset")
     ex.add_argument("--out", required=True)
     ex.add_argument(

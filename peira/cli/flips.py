@@ -116,7 +116,9 @@ def register(sub: Any) -> None:
         action="append",
         default=[],
         choices=("decision_flip", "abstention_flip", "malformed_flip"),
-        help="the kind of flip (repeatable)",
+        help="the kind of flip (repeatable): decision_flip (another decision under attack), "
+        "abstention_flip (abstained in one arm only) or malformed_flip (the attacked answer "
+        "could not be parsed)",
     )
     f.add_argument(
         "--limit",

@@ -249,7 +249,7 @@ def register(sub: Any) -> None:
     s.add_argument("--run", required=True, metavar="RUN_ID", help="the run to seal")
     s.add_argument("--out", required=True, metavar="ARTIFACT_DIR", help="artifact directory")
     _key_option(s, "PEIRA_SEAL_KEY")
-    c.add_split_option(s, "all", help="cases scored")
+    c.add_split_option(s, "all")
     c.add_pair_options(s)
     c.add_bootstrap_options(s, level=False, method=True)
     s.add_argument(
@@ -276,7 +276,13 @@ def register(sub: Any) -> None:
     )
     v.add_argument("--dataset", help="the run's dataset (required by --rederive)")
     _key_option(v, "PEIRA_SEAL_KEY")
-    v.add_argument("--format", choices=("text", "json"), default="text")
+    v.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="text (default; one line per artifact and its findings) or json (one object per "
+        "artifact and line)",
+    )
 
     h = sub.add_parser("holdout", help="blind holdout: blinded export, unblinding, divergence")
     hs = h.add_subparsers(dest="holdout_command", required=True, metavar="ACTION")

@@ -146,6 +146,9 @@ def register(sub: Any) -> None:
         help="the two runs of the pilot to estimate from (default: every pair, averaged)",
     )
     c.add_split_option(p, "public")
-    p.add_argument("--missing", choices=c.option_choices("missing"), default="error")
+    p.add_argument(
+        "--missing", choices=c.option_choices("missing"), default="error",
+        help=c.option_help("missing"),
+    )  # fmt: skip
     c.add_format_option(p)
     c.add_columns_options(p)

@@ -377,7 +377,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _rule_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--rule", choices=c.option_choices("rule"), default="ci")
+    p.add_argument(
+        "--rule", choices=c.option_choices("rule"), default="ci", help=c.option_help("rule")
+    )
     p.add_argument(
         "--adjust", choices=c.option_choices("adjust"), default="holm",
         help=c.option_help("adjust"),

@@ -189,7 +189,7 @@ def _options(q: argparse.ArgumentParser, *, split: bool) -> None:
     c.add_bootstrap_options(q, seed_help="bootstrap seed (holdout plan: seed + 1)")
     c.add_flag_family_option(q)
     q.add_argument(
-        "--rule", choices=c.option_choices("rule"), default="ci", help="head-to-head rule"
+        "--rule", choices=c.option_choices("rule"), default="ci", help=c.option_help("rule")
     )
     c.add_comparison_options(q)
     q.add_argument(

@@ -399,7 +399,9 @@ def register(sub: Any) -> None:
     s.add_argument(
         "--report",
         choices=("all", "summary", "metrics", "changes"),
-        help="what to print (default: all for table/markdown, metrics otherwise)",
+        help="what to print: summary (the changes per run), metrics (the metric deltas, "
+        "re-parsed - logged), changes (every changed pair) or all (summary and metrics; "
+        "the default for table/markdown, metrics otherwise)",
     )
     s.add_argument("--all-metrics", action="store_true", help="list unchanged metrics too")
     s.add_argument("--changes-out", help="write the changed pairs to this Parquet file")

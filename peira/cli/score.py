@@ -275,7 +275,9 @@ def add_correct_options(s: argparse.ArgumentParser) -> None:
         choices=("rogan-gladen", "ppi"),
         help="with --judge NAME (not gold): also the ASR corrected for that judge's error, "
         "measured on the gold verdicts of judgements.parquet (asr_corrected, with its "
-        "cluster-bootstrap interval; null and a correction_note where not identifiable)",
+        "cluster-bootstrap interval; null and a correction_note where not identifiable): "
+        "rogan-gladen (the judge's ASR through its sensitivity and specificity) or ppi "
+        "(prediction-powered inference: the judge's ASR plus its mean error on the gold labels)",
     )
     s.add_argument(
         "--correct-by",

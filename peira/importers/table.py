@@ -25,13 +25,19 @@ family, scenario_id, severity, split, target
 [arm_]decision      the answer (``benign_decision`` … in the wide layout)
 [arm_]prompt        the exact input answered
 [arm_]confidence, [arm_]score, [arm_]raw_text
+                    the answer's confidence and score (in [0, 1]) and
+                    the model's raw output
 [arm_]correct       an external verdict (boolean, or 1/0, true/false,
                     yes/no, C/I)
 [arm_]verdict_score a verdict score in [0, 1] (with ``threshold=``)
 [arm_]abstained, [arm_]malformed, [arm_]error
+                    the model abstained, the answer could not be
+                    parsed (booleans), the call's error message
 no_attack           the attack produced no adversarial input (attacked)
 verdict_source      who gave the verdict (default ``verdict_source=``)
 arm                 ``benign`` / ``attacked`` (long layout only)
+[arm_]verdict:NAME  judge NAME's verdict on the answer (repeatable;
+                    ``verdict:gold``: human labels), kept in judgements
 ==================  ====================================================
 
 Judges' verdicts (docs/spec/judges.md): ``verdict:NAME`` → column, once per
