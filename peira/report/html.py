@@ -81,6 +81,19 @@ table.meta th { background: none; position: static; text-align: left; padding-ri
   white-space: nowrap; vertical-align: top; }
 table.meta td { font-family: ui-monospace, Menlo, Consolas, monospace; white-space: normal;
   overflow-wrap: anywhere; }
+#summary { border: 1px solid #d8dee8; background: #f8fafd; padding: 0.2rem 1rem 0.6rem;
+  margin: 0.8rem 0 1rem; }
+#summary h2 { margin-top: 0.6rem; }
+#summary p { margin: 0.35rem 0; max-width: 80rem; }
+table.summary { font-size: 0.85rem; background: #fff; }
+table.summary { width: 100%; }
+table.summary th { position: static; }
+table.summary td { white-space: normal; overflow-wrap: anywhere; }
+table.summary td.n, table.summary td.id { white-space: nowrap; }
+table.summary tr.flagged td { background: #fdf0f0; }
+table.summary tr.unranked td { color: #666; }
+#provenance { margin-top: 2.5rem; font-size: 0.9rem; }
+#provenance summary { cursor: pointer; color: #444; }
 nav ul { columns: 3; font-size: 0.9rem; padding-left: 1.2rem; }
 .caption, figcaption { color: #444; font-size: 0.88rem; max-width: 70rem; }
 .scroll { overflow-x: auto; }
@@ -516,6 +529,7 @@ def render_html(
     flips_title: str = "Flipped pairs",
     flips_note: str = "",
     extra: Sequence[tuple[str, str, str, str]] = (),
+    summary: str = "",
 ) -> str:
     """The report page.
 
@@ -524,7 +538,8 @@ def render_html(
     title
         Page title (escaped).
     meta
-        (label, value) pairs shown under the title: dataset, hashes, settings.
+        (label, value) pairs of the provenance (dataset, hashes, settings), folded
+        in a ``<details>`` at the bottom of the page.
     tables
         name → (title, caption, frame, decimals per column).
     figures
@@ -548,6 +563,9 @@ def render_html(
     extra
         Sections (anchor, title, caption, HTML body) placed after the
         drill-down (:func:`peira.report.changes.diff_section`).
+    summary
+        The HTML of the opening summary (:func:`peira.report._answers.summary_html`),
+        placed under the title, before the contents.
 
     Returns
     -------
@@ -588,10 +606,8 @@ def render_html(
         f"<style>{_CSS}</style>",
         "</head>",
         "<body>",
-        f"<header><h1>{_e(title)}</h1>",
-        '<table class="meta"><tbody>',
-        *[f'<tr><th scope="row">{_e(k)}</th><td>{_e(v)}</td></tr>' for k, v in meta],
-        "</tbody></table></header>",
+        f"<header><h1>{_e(title)}</h1></header>",
+        summary,
         "<nav><ul>",
         *[f'<li><a href="#{_e(a)}">{_e(t)}</a></li>' for a, t, _, _ in items],
         "</ul></nav>",
@@ -604,6 +620,14 @@ def render_html(
         parts.append(body)
         parts.append("</section>")
     parts.append("</main>")
+    if meta:  # provenance last, folded: the answers come first
+        parts += [
+            '<details id="provenance"><summary>Provenance: inputs, hashes, settings, plan '
+            "fingerprints</summary>",
+            '<table class="meta"><tbody>',
+            *[f'<tr><th scope="row">{_e(k)}</th><td>{_e(v)}</td></tr>' for k, v in meta],
+            "</tbody></table></details>",
+        ]
     if footer:
         parts.append(f"<footer>{_e(footer)}</footer>")
     if script:
