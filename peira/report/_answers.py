@@ -195,9 +195,9 @@ def summary_sentences(ctx: ReportContext, tables: Mapping[str, pl.DataFrame]) ->
         else:
             text += "; no ranked run beats it."
         if top_flagged:
-            names = _list([f"{r['run_id']} ({cell[r['run_id']]})" for r in top_flagged])
+            also = _list([f"{r['run_id']} ({cell[r['run_id']]})" for r in top_flagged])
             text += (
-                f" {names} also ranks 1 on the public split but is flagged by the holdout "
+                f" {also} also ranks 1 on the public split but is flagged by the holdout "
                 "divergence check, so it is not named the winner."
             )
         out.append(text)
