@@ -518,10 +518,17 @@ def report_html(
     else:
         notes.append(("Flipped pairs", why_no_flips))
     from ._answers import summary_html
+    from ._versus import versus_reason, versus_section
+
+    why_no_versus = versus_reason(ctx)
+    versus = versus_section(ctx) if why_no_versus is None else None
+    if why_no_versus is not None and len(ctx.runs) > 1:
+        notes.append(("Run versus run", why_no_versus))
 
     return render_html(
         title=f"Peira report: {inputs['dataset_version']}",
         summary=summary_html(ctx, outputs.tables),
+        versus=versus,
         flips=flips,
         meta=meta,
         tables=tables,

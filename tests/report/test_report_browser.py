@@ -293,3 +293,35 @@ def test_first_screen_answers_and_stays_offline(browser: Any, report: Path, tmp_
     # only the page itself is loaded: no network request of any kind
     assert requests == [report.as_uri()], requests
     page.close()
+
+
+def test_run_versus_run_shows_the_pairs_one_got_right(page: Any, demo: dict[str, Any]) -> None:
+    from peira.changes import changed_cases, pair_outcomes
+
+    ds, log = demo["ds"], demo["log"]
+    pairs = build_pairs(log, ds.cases).filter(pl.col("split") == "public")
+    order: list[str] = demo["leaderboard"]["run_id"].to_list()
+    a, b = "m01-robust", "m02-fragile"
+    want = changed_cases(pair_outcomes(pairs, a, b), pairs, log, ds.variants, a, b)
+    a_right = want.filter(pl.col("outcome") == "regressed")
+    assert 0 < a_right.height < want.height
+    page.select_option("#vs-a", str(order.index(a)))
+    page.select_option("#vs-b", str(order.index(b)))
+    rows = "#vs-table tbody tr.pair"
+    assert page.locator(rows).count() == want.height
+    page.select_option("#vs-side", "0")  # A right, B wrong
+    assert _column(page, "#vs-table", 1) == a_right["case_id"].to_list()
+    assert set(_column(page, "#vs-table", 6)) == set(a_right["answer_b"].to_list())
+    # open one: both runs' input and raw output side by side
+    first = a_right.row(0, named=True)
+    page.locator(rows).first.click()
+    texts = page.locator("#vs-table tr.detail pre").all_text_contents()
+    assert texts == [first["input_a"], first["output_a"], first["input_b"], first["output_b"]]
+    assert first["output_a"] != first["output_b"]
+    # the other way round: the same pairs, B's side now A's
+    page.select_option("#vs-a", str(order.index(b)))
+    page.select_option("#vs-b", str(order.index(a)))
+    page.select_option("#vs-side", "1")  # B (m01) right, A (m02) wrong
+    assert _column(page, "#vs-table", 1) == a_right["case_id"].to_list()
+    assert _column(page, "#vs-table", 5) == a_right["answer_b"].to_list()
+    assert f"{a} right, {b} wrong: {a_right.height}" in page.locator("#vs-count").inner_text()
