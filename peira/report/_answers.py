@@ -42,23 +42,47 @@ SUMMARY_COLUMNS = (
 """Columns of the summary table (the estimate column is titled with the metric)."""
 
 _GATE = re.compile(r"\(gate (\w+)\)")
-_BOUND = re.compile(r"(-?[0-9.]+) ([<>]) (-?[0-9.]+) \(gate (\w+)\)$")
+_COUNT = re.compile(r"^(\d+) ")
+#: Gate → the column of :attr:`ReportContext.gates` holding what the run observed, and
+#: which way the gate's value must move for the run to pass it.
+_OBSERVED = {
+    "max_malformed_rate": ("malformed_rate", math.ceil),
+    "min_benign_accuracy": ("benign_accuracy", math.floor),
+    "min_eligible_per_family": ("min_family_eligible", None),
+}
 
 
-def _relax(reason: str) -> str | None:
-    """The ``--gate NAME=VALUE`` that lets a run pass the gate of ``reason``: the observed
-    value, rounded outwards (``"malformed_rate 0.1064 > 0.05 (gate max_malformed_rate)"``
-    → ``--gate max_malformed_rate=0.11``); None when the reason is not a bound."""
-    m = _BOUND.search(reason)
-    if m is None:
-        return None
-    observed, op, name = float(m.group(1)), m.group(2), m.group(4)
-    if observed.is_integer() and "." not in m.group(1):
-        value = str(int(observed))
-    else:
-        step = math.ceil if op == ">" else math.floor
-        value = f"{step(observed * 100) / 100:g}"
-    return f"--gate {name}={value}"
+def _leaderboard_gates(ctx: ReportContext) -> pl.DataFrame:
+    """:func:`peira.metrics.ranking_gates` on the pairs the leaderboard gates: the common
+    support (or each run's own), as :func:`peira.ranking.leaderboard` computes them."""
+    from ..metrics import ranking_gates
+
+    c, sums = ctx.config, ctx.sums
+    analysed = sums.common_to(sorted(sums.support())) if c.support == "common" else sums
+    return ranking_gates(
+        analysed, ctx.cases, thresholds=c.thresholds, metric=ctx.metric, support=c.support
+    )
+
+
+def _relax(gates: pl.DataFrame, run: str, name: str, reasons: list[str]) -> str:
+    """The ``--gate NAME=VALUE`` that lets ``run`` pass gate ``name``: what the run
+    observed, rounded outwards to two decimals (``--gate max_malformed_rate=0.11`` for a
+    malformed rate of 0.1064); ``VALUE`` where the observed value is not known."""
+    value: str | None = None
+    if name == "allow_missing":
+        value = "true"
+    elif name == "min_eligible":
+        for reason in reasons:
+            m = _COUNT.match(reason)
+            if m is not None and f"(gate {name})" in reason:
+                value = m.group(1)
+    elif name in _OBSERVED:
+        col, step = _OBSERVED[name]
+        row = gates.filter(pl.col("run_id") == run)
+        got = row[col][0] if row.height and col in row.columns else None
+        if got is not None:
+            value = str(int(got)) if step is None else f"{step(float(got) * 100) / 100:g}"
+    return f"--gate {name}={value or 'VALUE'}"
 
 
 def _n(x: float | None) -> str:
@@ -228,24 +252,30 @@ def summary_sentences(ctx: ReportContext, tables: Mapping[str, pl.DataFrame]) ->
         )
     elif ctx.holdout_flags is not None:
         out.append("The holdout divergence check flags no run.")
-    for r in lb.filter(~pl.col("ranked")).iter_rows(named=True):
+    unranked = lb.filter(~pl.col("ranked"))
+    gates = _leaderboard_gates(ctx) if unranked.height else pl.DataFrame()
+    for r in unranked.iter_rows(named=True):
         reasons: list[str] = r["gate_reasons"] or []
         names = _gate_names(reasons)
         text = f"Unranked: {r['run_id']}: {'; '.join(reasons) or 'a ranking gate'}."
         if r["estimate"] is None:
             text += f" Its {metric} is undefined (no pair it counts), so no gate setting ranks it."
         elif names:
-            exact: dict[str, str | None] = dict.fromkeys(names)
-            for reason in reasons:
-                opt = _relax(reason)
-                if opt is not None:
-                    exact[opt.split()[1].split("=")[0]] = opt
-            opts = " ".join(o or f"--gate {n}=VALUE" for n, o in exact.items())
-            gates = "gate" if len(names) == 1 else "gates"
-            text += f" To rank it anyway, relax the {gates}: {opts}."
+            opts = " ".join(_relax(gates, r["run_id"], n, reasons) for n in names)
+            word = "gate" if len(names) == 1 else "gates"
+            text += f" To rank it anyway, relax the {word}: {opts}."
         if r.get("note"):
             text += f" ({r['note']})"
         out.append(text)
+    pub = tables.get("published")
+    if pub is not None and pub.height and {"lo", "hi", "published"} <= set(pub.columns):
+        inside = pub.filter(
+            pl.col("published").is_between(pl.col("lo"), pl.col("hi")) & pl.col("lo").is_not_null()
+        ).height
+        out.append(
+            f"The source's own figures: {inside} of {pub.height} fall inside Peira's interval "
+            "of the same metric (the published table sets each beside Peira's)."
+        )
     return out
 
 

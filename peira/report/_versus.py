@@ -19,6 +19,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ..changes import BENIGN_ARM, UNDECOMPOSABLE, changed_cases, pair_outcomes
+from ..errors import PeiraError
 
 if TYPE_CHECKING:
     from ._context import ReportContext
@@ -55,13 +56,16 @@ def versus_reason(ctx: ReportContext) -> str | None:
     if len(ctx.runs) < 2:
         return "it needs two runs"
     if ctx.metric in UNDECOMPOSABLE:
-        return f"metric {ctx.metric!r} splits into no outcome per pair ({UNDECOMPOSABLE[ctx.metric]})"
+        return (
+            f"metric {ctx.metric!r} splits into no outcome per pair ({UNDECOMPOSABLE[ctx.metric]})"
+        )
     return None
 
 
 def versus_data(ctx: ReportContext, *, max_cases: int = MAX_VERSUS_CASES) -> dict[str, Any]:
     """The embedded data: runs, interned strings and, per two runs ``"i,j"`` (i < j in the
-    run list), the pairs one got right and the other wrong with both runs' fields."""
+    run list), the pairs one got right and the other wrong with both runs' fields (or
+    ``{"error": why}`` where the two split into no outcome per pair)."""
     assert ctx.responses is not None
     runs = ctx.run_order()[:MAX_VERSUS_RUNS]
     own = ctx.config.support == "own"
@@ -72,9 +76,13 @@ def versus_data(ctx: ReportContext, *, max_cases: int = MAX_VERSUS_CASES) -> dic
 
     by_pair: dict[str, Any] = {}
     for (i, a), (j, b) in itertools.combinations(enumerate(runs), 2):
-        outcomes = pair_outcomes(
-            ctx.pairs, a, b, metric=ctx.metric, support_runs=[a, b] if own else None
-        )
+        try:
+            outcomes = pair_outcomes(
+                ctx.pairs, a, b, metric=ctx.metric, support_runs=[a, b] if own else None
+            )
+        except PeiraError as e:  # a metric whose denominator differs between the two
+            by_pair[f"{i},{j}"] = {"error": str(e)}
+            continue
         cases = changed_cases(
             outcomes, ctx.pairs, ctx.responses, ctx.dataset.variants, a, b, metric=ctx.metric
         )

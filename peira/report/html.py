@@ -384,6 +384,7 @@ _VERSUS_JS = """
     var swap = a > b;
     var entry = data.pairs[Math.min(a, b) + "," + Math.max(a, b)];
     var names = [data.runs[a], data.runs[b]];
+    if (entry.error) { countEl.textContent = entry.error; return; }
     var want = side.value === "" ? null : parseInt(side.value, 10);
     var shown = 0;
     entry.rows.forEach(function (row) {

@@ -325,3 +325,23 @@ def test_run_versus_run_shows_the_pairs_one_got_right(page: Any, demo: dict[str,
     assert _column(page, "#vs-table", 1) == a_right["case_id"].to_list()
     assert _column(page, "#vs-table", 5) == a_right["answer_b"].to_list()
     assert f"{a} right, {b} wrong: {a_right.height}" in page.locator("#vs-count").inner_text()
+
+
+def test_the_gate_option_the_summary_names_ranks_the_run(demo: dict[str, Any]) -> None:
+    """The option the summary gives for an unranked run does rank it."""
+    import re as _re
+
+    from peira.metrics import GateThresholds
+    from peira.report._answers import summary_sentences
+
+    ctx = ReportContext(demo["ds"], demo["log"], ReportConfig(n_resamples=200))
+    (line,) = [s for s in summary_sentences(ctx, {}) if s.startswith("Unranked: m06-malformed")]
+    found = _re.findall(r"--gate (\w+)=([0-9]+(?:\.[0-9]+)?)", line)
+    assert found == [("max_malformed_rate", "0.11")]
+    gates = GateThresholds.of({k: float(v) for k, v in found})
+    relaxed = ReportContext(
+        demo["ds"], demo["log"], ReportConfig(n_resamples=200, thresholds=gates)
+    )
+    row = relaxed.leaderboard.filter(pl.col("run_id") == "m06-malformed").row(0, named=True)
+    assert row["ranked"] and row["rank"] is not None
+    assert not any(s.startswith("Unranked: m06") for s in summary_sentences(relaxed, {}))
