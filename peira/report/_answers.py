@@ -27,7 +27,7 @@ from ..metrics import RATIO_METRICS
 if TYPE_CHECKING:
     from ._context import ReportContext
 
-__all__ = ["SUMMARY_COLUMNS", "summary_frame", "summary_html", "summary_sentences"]
+__all__ = ["SUMMARY_COLUMNS", "forest_svg", "summary_frame", "summary_html", "summary_sentences"]
 
 SUMMARY_COLUMNS = (
     "rank",
@@ -298,6 +298,62 @@ def _table_html(df: pl.DataFrame, metric: str, level: float) -> str:
     return "".join(parts)
 
 
+def forest_svg(ctx: ReportContext) -> str:
+    """An inline SVG forest plot of the leaderboard: each run's estimate and interval on
+    one row, in leaderboard order; hovering a row shows its values (an SVG ``<title>``).
+    Flagged runs are drawn in red, unranked ones in grey; empty without an interval."""
+    lb = ctx.leaderboard.filter(pl.col("lo").is_not_null() & pl.col("hi").is_not_null())
+    if lb.is_empty():
+        return ""
+    flagged = _flagged(ctx)
+    lo = min(lb["lo"].min(), lb["estimate"].min())  # type: ignore[type-var]
+    hi = max(lb["hi"].max(), lb["estimate"].max())  # type: ignore[type-var]
+    lo, hi = float(lo), float(hi)  # type: ignore[arg-type]
+    pad = (hi - lo) * 0.05 or 0.05
+    lo, hi = max(0.0, lo - pad), min(1.0, hi + pad)
+    left, width, row_h, top = 260, 520, 22, 10
+    height = top + row_h * lb.height + 30
+
+    def x(v: float) -> float:
+        return round(left + (v - lo) / (hi - lo) * width, 1)
+
+    e = html.escape
+    out = [
+        f'<svg class="forest" role="img" width="{left + width + 20}" height="{height}" '
+        f'viewBox="0 0 {left + width + 20} {height}">',
+        f"<title>{e(ctx.metric)} per run, with {ctx.config.level:.0%} intervals</title>",
+    ]
+    for k, r in enumerate(lb.iter_rows(named=True)):
+        y = top + row_h * k + row_h / 2
+        color = "#b00020" if r["run_id"] in flagged else ("#999" if not r["ranked"] else "#1f4e9c")
+        rank = "unranked" if r["rank"] is None else f"rank {r['rank']}"
+        flag = ", flagged by the holdout divergence check" if r["run_id"] in flagged else ""
+        tip = (
+            f"{r['run_id']}: {ctx.metric} {_ci(r['estimate'], r['lo'], r['hi'])} "
+            f"({r['method']}), {rank}{flag}"
+        )
+        out += [
+            f'<g class="run"><title>{e(tip)}</title>',
+            f'<rect x="0" y="{y - row_h / 2}" width="{left + width + 20}" height="{row_h}" '
+            'fill="transparent"/>',
+            f'<text x="{left - 10}" y="{y + 4}" text-anchor="end" font-size="12" '
+            f'fill="{color}">{e(r["run_id"])}</text>',
+            f'<line x1="{x(r["lo"])}" x2="{x(r["hi"])}" y1="{y}" y2="{y}" stroke="{color}" '
+            'stroke-width="2"/>',
+            f'<circle cx="{x(r["estimate"])}" cy="{y}" r="4" fill="{color}"/></g>',
+        ]
+    base = top + row_h * lb.height + 4
+    out.append(f'<line x1="{left}" x2="{left + width}" y1="{base}" y2="{base}" stroke="#888"/>')
+    for k in range(5):
+        v = lo + (hi - lo) * k / 4
+        out.append(
+            f'<text x="{x(v)}" y="{base + 16}" text-anchor="middle" font-size="11" '
+            f'fill="#444">{v:.2f}</text>'
+        )
+    out.append("</svg>")
+    return "".join(out)
+
+
 def summary_html(ctx: ReportContext, tables: Mapping[str, pl.DataFrame]) -> str:
     """The ``<section id="summary">`` that opens the report: the sentences, then the table."""
     sentences = summary_sentences(ctx, tables)
@@ -313,5 +369,6 @@ def summary_html(ctx: ReportContext, tables: Mapping[str, pl.DataFrame]) -> str:
         '<section id="summary" aria-label="summary"><h2>Summary</h2>'
         + "".join(f"<p>{html.escape(s)}</p>" for s in sentences)
         + _table_html(df, ctx.metric, c.level)
+        + forest_svg(ctx)
         + f'<p class="caption">{html.escape(note)}</p></section>'
     )

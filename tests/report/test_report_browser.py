@@ -345,3 +345,18 @@ def test_the_gate_option_the_summary_names_ranks_the_run(demo: dict[str, Any]) -
     row = relaxed.leaderboard.filter(pl.col("run_id") == "m06-malformed").row(0, named=True)
     assert row["ranked"] and row["rank"] is not None
     assert not any(s.startswith("Unranked: m06") for s in summary_sentences(relaxed, {}))
+
+
+def test_summary_chart_shows_values_on_hover(page: Any, demo: dict[str, Any]) -> None:
+    """The summary's forest plot is inline SVG: each run's row carries its values in an SVG
+    ``<title>`` (the browser's tooltip on hover), the same numbers as the leaderboard."""
+    lb: pl.DataFrame = demo["leaderboard"]
+    defined = lb.filter(pl.col("robustness_lo").is_not_null())
+    rows = page.locator("#summary svg.forest g.run")
+    assert rows.count() == defined.height
+    tips = [rows.nth(i).locator("title").text_content() for i in range(rows.count())]
+    for tip, r in zip(tips, defined.iter_rows(named=True), strict=True):
+        est, lo, hi = (f"{r[c]:.3f}" for c in ("robustness", "robustness_lo", "robustness_hi"))
+        assert tip.startswith(f"{r['run_id']}: robustness {est} [{lo}, {hi}] (bca)"), tip
+    assert "flagged by the holdout divergence check" in tips[0]  # m08 at the top
+    rows.nth(1).hover()  # a real pointer over the row: the page stays error-free
