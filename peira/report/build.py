@@ -450,8 +450,9 @@ def report_html(
     progress: Progress | None = None,
     diff: tuple[str, str] | None = None,
 ) -> str:
-    """The self-contained, interactive HTML report of a context: tables, PNG figures and
-    the drill-down of the flipped pairs of the split analysed; with ``diff`` = (run_a,
+    """The self-contained, interactive HTML report of a context: the summary first
+    (:mod:`peira.report._answers`), tables, PNG figures, the drill-down of the flipped pairs
+    of the split analysed and the run-versus-run view; with ``diff`` = (run_a,
     run_b), what changed from the one to the other (:func:`peira.report.changes.diff_section`)."""
     extra: list[tuple[str, str, str, str]] = []
     if diff is not None:  # refused before anything is built

@@ -8,6 +8,11 @@ the page works offline, from a file. Every string that comes from the data
 escaped, and the script writes it into the page as text only
 (``textContent``, never ``innerHTML``).
 
+The page opens with the summary (:mod:`peira.report._answers`: the answers in
+plain sentences, one compact table and an inline SVG forest plot whose rows
+show their values on hover) and closes with the provenance (hashes, settings,
+plan fingerprints) folded in a ``<details>``.
+
 What the script adds (the page is complete without it):
 
 - every table sorts by a column when its header is clicked (again: the
@@ -18,7 +23,10 @@ What the script adds (the page is complete without it):
 - *Flipped pairs*, a drill-down of every pair the attack flipped (the rows
   of :func:`peira.report.flips.flipped_pairs`, as ``peira flips`` lists
   them), filtered by run, family and reason; a row opens the benign and
-  attacked input and raw output side by side.
+  attacked input and raw output side by side;
+- *Run versus run* (:mod:`peira.report._versus`): two run choosers; the
+  pairs one got right and the other wrong, a row opening both runs' input
+  and raw output side by side.
 
 A text column holding a long value (gate reasons) wraps as a whole column,
 within a fixed width range and between its ``;``-separated items, and cells
