@@ -8,6 +8,11 @@ the page works offline, from a file. Every string that comes from the data
 escaped, and the script writes it into the page as text only
 (``textContent``, never ``innerHTML``).
 
+The page opens with the summary (:mod:`peira.report._answers`: the answers in
+plain sentences, one compact table and an inline SVG forest plot whose rows
+show their values on hover) and closes with the provenance (hashes, settings,
+plan fingerprints) folded in a ``<details>``.
+
 What the script adds (the page is complete without it):
 
 - every table sorts by a column when its header is clicked (again: the
@@ -18,7 +23,10 @@ What the script adds (the page is complete without it):
 - *Flipped pairs*, a drill-down of every pair the attack flipped (the rows
   of :func:`peira.report.flips.flipped_pairs`, as ``peira flips`` lists
   them), filtered by run, family and reason; a row opens the benign and
-  attacked input and raw output side by side.
+  attacked input and raw output side by side;
+- *Run versus run* (:mod:`peira.report._versus`): two run choosers; the
+  pairs one got right and the other wrong, a row opening both runs' input
+  and raw output side by side.
 
 A text column holding a long value (gate reasons) wraps as a whole column,
 within a fixed width range and between its ``;``-separated items, and cells
@@ -81,6 +89,19 @@ table.meta th { background: none; position: static; text-align: left; padding-ri
   white-space: nowrap; vertical-align: top; }
 table.meta td { font-family: ui-monospace, Menlo, Consolas, monospace; white-space: normal;
   overflow-wrap: anywhere; }
+#summary { border: 1px solid #d8dee8; background: #f8fafd; padding: 0.2rem 1rem 0.6rem;
+  margin: 0.8rem 0 1rem; }
+#summary h2 { margin-top: 0.6rem; }
+#summary p { margin: 0.35rem 0; max-width: 80rem; }
+table.summary { font-size: 0.85rem; background: #fff; }
+table.summary { width: 100%; }
+table.summary th { position: static; }
+table.summary td { white-space: normal; overflow-wrap: anywhere; }
+table.summary td.n, table.summary td.id { white-space: nowrap; }
+table.summary tr.flagged td { background: #fdf0f0; }
+table.summary tr.unranked td { color: #666; }
+#provenance { margin-top: 2.5rem; font-size: 0.9rem; }
+#provenance summary { cursor: pointer; color: #444; }
 nav ul { columns: 3; font-size: 0.9rem; padding-left: 1.2rem; }
 .caption, figcaption { color: #444; font-size: 0.88rem; max-width: 70rem; }
 .scroll { overflow-x: auto; }
@@ -111,7 +132,8 @@ th[aria-sort=descending] button.sort::after { content: " \\25BC"; }
 td.win { background: #e3f4e1; } td.loss { background: #fbe3e1; } td.tie { color: #666; }
 td.null, td.na { color: #999; }
 tr:hover td { background: #fafaf0; }
-#flips-table tbody tr.pair { cursor: pointer; }
+#flips-table tbody tr.pair, #vs-table tbody tr.pair { cursor: pointer; }
+#versus .scroll { max-height: 75vh; overflow-y: auto; }
 #flips-table tbody tr.open td { background: #eef3fb; }
 tr.detail td { white-space: normal; background: #fbfbfb; }
 .sbs { display: grid; grid-template-columns: 1fr 1fr; gap: 1rem; }
@@ -302,6 +324,107 @@ _JS = """
     sel[k].addEventListener("change", function () { limit = PAGE; draw(); });
   });
   more.addEventListener("click", function () { limit += PAGE; draw(); });
+  draw();
+}());
+"""
+
+# The run-versus-run view (:mod:`peira.report._versus`): its own function, so that it works
+# whether or not the page has flipped pairs. Text only (textContent), as above.
+_VERSUS_JS = """
+(function () {
+  "use strict";
+  var src = document.getElementById("vs-data");
+  if (!src) { return; }
+  var data = JSON.parse(src.textContent);
+  var S = data.strings;
+  var F = {};
+  data.fields.forEach(function (name, i) { F[name] = i; });
+  var selA = document.getElementById("vs-a"), selB = document.getElementById("vs-b");
+  var side = document.getElementById("vs-side");
+  var body = document.getElementById("vs-table").tBodies[0];
+  var countEl = document.getElementById("vs-count");
+  function str(row, name) { var v = row[F[name]]; return v === null ? "" : S[v]; }
+  /* the row's field of the run shown in column "a" or "b" (swapped when chosen reversed) */
+  function of(row, name, col, swap) {
+    var s = swap ? (col === "a" ? "b" : "a") : col;
+    return str(row, name + "_" + s);
+  }
+  function block(title, row, col, swap) {
+    var div = document.createElement("div");
+    var h = document.createElement("h3");
+    h.textContent = title + ": " + of(row, "answer", col, swap) + " (benign answer " +
+      of(row, "benign_answer", col, swap) + ")";
+    div.appendChild(h);
+    [[data.arm + " input", "input"], ["raw output", "output"]].forEach(function (p) {
+      var h4 = document.createElement("h4");
+      h4.textContent = p[0];
+      var pre = document.createElement("pre");
+      pre.textContent = of(row, p[1], col, swap) || "(none)";
+      div.appendChild(h4);
+      div.appendChild(pre);
+    });
+    return div;
+  }
+  function toggle(tr, row, swap, names) {
+    var next = tr.nextSibling;
+    if (next && next.className === "detail") {
+      body.removeChild(next);
+      tr.setAttribute("aria-expanded", "false");
+      return;
+    }
+    var d = document.createElement("tr");
+    d.className = "detail";
+    var td = document.createElement("td");
+    td.colSpan = 7;
+    var grid = document.createElement("div");
+    grid.className = "sbs";
+    grid.appendChild(block("A: " + names[0], row, "a", swap));
+    grid.appendChild(block("B: " + names[1], row, "b", swap));
+    td.appendChild(grid);
+    d.appendChild(td);
+    tr.parentNode.insertBefore(d, tr.nextSibling);
+    tr.setAttribute("aria-expanded", "true");
+  }
+  function draw() {
+    while (body.firstChild) { body.removeChild(body.firstChild); }
+    var a = parseInt(selA.value, 10), b = parseInt(selB.value, 10);
+    if (a === b) { countEl.textContent = "choose two different runs"; return; }
+    var swap = a > b;
+    var entry = data.pairs[Math.min(a, b) + "," + Math.max(a, b)];
+    var names = [data.runs[a], data.runs[b]];
+    if (entry.error) { countEl.textContent = entry.error; return; }
+    var want = side.value === "" ? null : parseInt(side.value, 10);
+    var shown = 0;
+    entry.rows.forEach(function (row) {
+      var who = swap ? 1 - row[F.side] : row[F.side];  /* 0: A right, 1: B right */
+      if (want !== null && who !== want) { return; }
+      var tr = document.createElement("tr");
+      tr.className = "pair " + (who === 0 ? "a-right" : "b-right");
+      tr.tabIndex = 0;
+      tr.setAttribute("aria-expanded", "false");
+      [who === 0 ? "A" : "B", str(row, "case_id"), String(row[F.sample]), str(row, "family"),
+        str(row, "expected_decision"), of(row, "answer", "a", swap),
+        of(row, "answer", "b", swap)].forEach(function (t) {
+        var td = document.createElement("td");
+        td.textContent = t;
+        tr.appendChild(td);
+      });
+      tr.addEventListener("click", function () { toggle(tr, row, swap, names); });
+      tr.addEventListener("keydown", function (e) {
+        if (e.key === "Enter" || e.key === " ") { e.preventDefault(); toggle(tr, row, swap, names); }
+      });
+      body.appendChild(tr);
+      shown += 1;
+    });
+    var aRight = swap ? entry.b_right : entry.a_right;
+    var bRight = swap ? entry.a_right : entry.b_right;
+    countEl.textContent = names[0] + " right, " + names[1] + " wrong: " + aRight + "; " +
+      names[1] + " right, " + names[0] + " wrong: " + bRight + " (of " + entry.counted +
+      " pairs both count); " + shown + " shown" +
+      (entry.rows.length < entry.total ? " (the first " + entry.rows.length + " of " +
+        entry.total + " are embedded)" : "");
+  }
+  [selA, selB, side].forEach(function (el) { el.addEventListener("change", draw); });
   draw();
 }());
 """
@@ -516,6 +639,8 @@ def render_html(
     flips_title: str = "Flipped pairs",
     flips_note: str = "",
     extra: Sequence[tuple[str, str, str, str]] = (),
+    summary: str = "",
+    versus: tuple[str, str, str, str] | None = None,
 ) -> str:
     """The report page.
 
@@ -524,7 +649,8 @@ def render_html(
     title
         Page title (escaped).
     meta
-        (label, value) pairs shown under the title: dataset, hashes, settings.
+        (label, value) pairs of the provenance (dataset, hashes, settings), folded
+        in a ``<details>`` at the bottom of the page.
     tables
         name → (title, caption, frame, decimals per column).
     figures
@@ -548,6 +674,12 @@ def render_html(
     extra
         Sections (anchor, title, caption, HTML body) placed after the
         drill-down (:func:`peira.report.changes.diff_section`).
+    versus
+        The run-versus-run view (anchor, title, caption, HTML body;
+        :func:`peira.report._versus.versus_section`), placed after the drill-down.
+    summary
+        The HTML of the opening summary (:func:`peira.report._answers.summary_html`),
+        placed under the title, before the contents.
 
     Returns
     -------
@@ -576,6 +708,8 @@ def render_html(
             items.append(("flips", flips_title, flips_note + _FLIPS_CAPTION, body))
             script = True
         if kind == "flips":
+            if versus is not None:
+                items.append(versus)
             items.extend(extra)
     parts = [
         "<!DOCTYPE html>",
@@ -588,10 +722,8 @@ def render_html(
         f"<style>{_CSS}</style>",
         "</head>",
         "<body>",
-        f"<header><h1>{_e(title)}</h1>",
-        '<table class="meta"><tbody>',
-        *[f'<tr><th scope="row">{_e(k)}</th><td>{_e(v)}</td></tr>' for k, v in meta],
-        "</tbody></table></header>",
+        f"<header><h1>{_e(title)}</h1></header>",
+        summary,
         "<nav><ul>",
         *[f'<li><a href="#{_e(a)}">{_e(t)}</a></li>' for a, t, _, _ in items],
         "</ul></nav>",
@@ -604,9 +736,17 @@ def render_html(
         parts.append(body)
         parts.append("</section>")
     parts.append("</main>")
+    if meta:  # provenance last, folded: the answers come first
+        parts += [
+            '<details id="provenance"><summary>Provenance: inputs, hashes, settings, plan '
+            "fingerprints</summary>",
+            '<table class="meta"><tbody>',
+            *[f'<tr><th scope="row">{_e(k)}</th><td>{_e(v)}</td></tr>' for k, v in meta],
+            "</tbody></table></details>",
+        ]
     if footer:
         parts.append(f"<footer>{_e(footer)}</footer>")
-    if script:
-        parts.append(f"<script>{_JS}</script>")
+    if script or versus is not None:
+        parts.append(f"<script>{_JS if script else ''}{_VERSUS_JS if versus else ''}</script>")
     parts += ["</body>", "</html>"]
     return "\n".join(parts) + "\n"

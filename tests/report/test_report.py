@@ -701,8 +701,14 @@ def test_html_escapes_every_string() -> None:
     evil_run, evil_family = "<script>alert(1)</script>&co", "fam<script>&x"
     c = context(b=100, families=(evil_family, "plain"), runs=(evil_run, "ok-run"))
     page = report_html(c)
-    # the only scripts are the page's own: its code and the drill-down's JSON data
-    assert page.lower().count("<script") == 2
+    # the only scripts are the page's own: its code, the drill-down's and the run-versus-run
+    # view's JSON data
+    assert page.lower().count("<script") == 3
+    vs = page.split('id="vs-data">', 1)[1].split("</script>", 1)[0]
+    assert "<" not in vs and ">" not in vs and "&" not in vs
+    assert evil_run in json.loads(vs)["runs"]
+    summary = page.split('<section id="summary"', 1)[1].split("</section>", 1)[0]
+    assert "<script>alert" not in summary and "&lt;script&gt;alert(1)" in summary
     assert '<script type="application/json" id="flips-data">' in page
     data = page.split('id="flips-data">', 1)[1].split("</script>", 1)[0]
     assert "<" not in data and ">" not in data and "&" not in data

@@ -393,3 +393,26 @@ def test_census_counts_cases_without_a_severity(clean: dict[str, Any]) -> None:
     severity = [r for r in rows if r["dimension"] == "severity"]
     assert [r["level"] for r in severity] == [""]
     assert sum(int(r["total"]) for r in severity) == int(cases["total"]) == 16
+
+
+def test_clean_only_summary_names_the_gates_and_they_rank(
+    clean: dict[str, Any], tmp_path: Path
+) -> None:
+    """The clean-only view: the summary speaks of benign_accuracy, names the gates that keep
+    the runs unranked with the options that change it, and those options rank them."""
+    import re
+
+    text = clean["page"]["summary"]["text"]
+    assert "No run is ranked on benign_accuracy" in text
+    opts = sorted(set(re.findall(r"--gate (\w+)=(\d+)", text)))
+    lowest = {n: min(int(v) for m, v in opts if m == n) for n, _ in opts}
+    assert set(lowest) == {"min_eligible", "min_eligible_per_family"}
+    argv = [f"{n}={v}" for n, v in lowest.items()]
+    out = tmp_path / "ranked.html"
+    with contextlib.redirect_stderr(io.StringIO()):
+        gates = [x for a in argv for x in ("--gate", a)]
+        assert main(["report", *clean["common"], *gates, "--out", str(out)]) == 0
+    ranked = _page(out)["summary"]["text"]
+    assert "the best on benign_accuracy run is" in ranked
+    assert "Unranked" not in ranked
+    assert "published" in ranked  # the source's figures beside Peira's
