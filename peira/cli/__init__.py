@@ -66,6 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     without_pandas()  # start-up: pandera's pandas API is not used (peira/_pandera.py)
     args = build_parser().parse_args(argv)
+    from ._output import set_wide
+
+    set_wide(getattr(args, "wide", False))
     return guard(args.func, args)
 
 

@@ -219,6 +219,12 @@ def add_format_option(p: argparse.ArgumentParser) -> None:
         help="table (default; aligned columns fitted to the terminal), csv, json (one JSON "
         "object per line) or markdown",
     )
+    p.add_argument(
+        "--wide",
+        action="store_true",
+        help="table: every column at any width (default: fitted to the terminal and at most "
+        "120 characters, the columns left out named below the table)",
+    )
 
 
 def add_split_option(p: argparse.ArgumentParser, default: str, *, help: str | None = None) -> None:

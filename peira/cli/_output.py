@@ -3,9 +3,10 @@
 Used only by the command line; polars is imported when a frame is rendered, so
 ``peira --help`` does not pay for it.
 
-The ``table`` format fits the terminal (:func:`terminal_width`: ``COLUMNS``,
-else the size of the terminal on stdout; no limit when stdout is a file or a
-pipe and ``COLUMNS`` is unset). To fit, headers wrap at ``_`` onto up to three
+The ``table`` format fits the terminal, and at most :data:`MAX_WIDTH` (120)
+columns (:func:`terminal_width`: ``COLUMNS``, else the size of the terminal on
+stdout, else 120 when stdout is a file or a pipe; ``--wide``: no limit, every
+column). To fit, headers wrap at ``_`` onto up to three
 lines, then the longest text cells are shortened with ``…`` (the full text is
 in ``--format json`` or ``csv``), and only then are trailing columns left out,
 with a line naming them. Numbers are never shortened.
@@ -25,7 +26,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import polars as pl
 
-__all__ = ["FORMATS", "fit_table", "render", "render_rows", "terminal_width"]
+__all__ = [
+    "FORMATS",
+    "MAX_WIDTH",
+    "fit_table",
+    "render",
+    "render_rows",
+    "set_wide",
+    "terminal_width",
+]
 
 FORMATS = ("table", "csv", "json", "markdown")
 
@@ -112,18 +121,30 @@ def render_rows(
     return fit_table(header, cells, list(numeric), width if width is not None else terminal_width())
 
 
+#: The widest a ``table`` is printed by default, whatever the terminal (``--wide``: no limit).
+MAX_WIDTH = 120
+_WIDE = [False]
+
+
+def set_wide(wide: bool) -> None:
+    """``--wide``: tables of every column, at any width (the command line sets it)."""
+    _WIDE[0] = bool(wide)
+
+
 def terminal_width() -> int | None:
-    """The width tables must fit: ``COLUMNS``, else the terminal on stdout, else None
-    (stdout is a file or a pipe: no limit)."""
+    """The width tables must fit: ``COLUMNS``, else the terminal on stdout, else (a file
+    or a pipe) :data:`MAX_WIDTH`, and never more than it; None (no limit) with ``--wide``."""
+    if _WIDE[0]:
+        return None
     env = os.environ.get("COLUMNS", "")
     if env.isdigit() and int(env) > 0:
-        return int(env)
+        return min(int(env), MAX_WIDTH)
     try:
         if not sys.stdout.isatty():
-            return None
+            return MAX_WIDTH
     except (AttributeError, ValueError):
-        return None
-    return shutil.get_terminal_size().columns
+        return MAX_WIDTH
+    return min(shutil.get_terminal_size().columns, MAX_WIDTH)
 
 
 _GAP = 2  # spaces between columns

@@ -410,7 +410,7 @@ def test_cli_bounds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     d = _two_runs(tmp_path, "cli", {"a": 0.1, "b": 0.6}, {"a": 4, "b": 4})
     r = ("--dataset", str(d), "--resamples", str(B))
     capsys.readouterr()
-    assert main(["score", *r, "--judge", "j", "--bounds"]) == 0
+    assert main(["score", *r, "--judge", "j", "--bounds", "--wide"]) == 0
     out = capsys.readouterr()
     assert "asr_worst" in out.out and "asr_best_hi" in out.out and "bounds:" in out.err
     assert main(["compare", "a", "b", *r, "--judge", "j", "--bounds", "--format", "json"]) == 0

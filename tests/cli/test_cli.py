@@ -30,7 +30,7 @@ def test_score_json_hand_computed(tiny: Path, capsys: pytest.CaptureFixture[str]
 
 
 def test_score_by_primitive_table(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["score", "--dataset", str(tiny), "--by", "primitive"]) == 0
+    assert main(["score", "--dataset", str(tiny), "--by", "primitive", "--wide"]) == 0
     out = capsys.readouterr().out.splitlines()
     head = out[0].split()
     assert head[:7] == [

@@ -92,7 +92,7 @@ def test_score_terminal_marks_the_n_of_each_figure(
     src = TA / "lstm-mr-embedding-greedy.csv.gz"
     assert main(["import", "textattack", str(src), "--out", str(out)]) == 0
     capsys.readouterr()
-    assert main(["score", "--dataset", str(out), "--resamples", "200"]) == 0
+    assert main(["score", "--dataset", str(out), "--resamples", "200", "--wide"]) == 0
     text = capsys.readouterr().out
     beside_rows = text.split("beside the source's own figures")[1].splitlines()
     header = next(x for x in beside_rows if x.startswith("run_id"))
@@ -106,7 +106,7 @@ def test_score_terminal_marks_the_n_of_each_figure(
     _published([_fig("asr", 5000, run=run), _fig("benign_accuracy", None, run=run)]).write_parquet(
         hand
     )
-    assert main(["score", "--dataset", str(out), "--resamples", "200", "--published",
+    assert main(["score", "--dataset", str(out), "--resamples", "200", "--wide", "--published",
                  str(hand)]) == 0  # fmt: skip
     text = capsys.readouterr().out
     asr = next(x for x in text.splitlines() if x.startswith(run) and " asr " in x)

@@ -27,7 +27,7 @@ def test_margin_adds_the_verdicts(capsys: pytest.CaptureFixture[str]) -> None:
     assert row["noninferiority"] == "non-inferior"  # m01 is the better of the two on benign
     assert row["noninferiority_b"] == "inferior" and row["equivalence"] == "not equivalent"
     assert row["p_adjusted"] == row["p_value"]
-    assert main([*argv, "--margin", "0.02"]) == 0
+    assert main([*argv, "--margin", "0.02", "--wide"]) == 0
     head = capsys.readouterr().out.splitlines()[0].split()
     for col in (
         "margin",
@@ -66,7 +66,7 @@ def test_bad_margins_and_adjustments_are_refused(
 
 
 def test_leaderboard_names_its_adjustment(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["leaderboard", "--rule", "paired", "--adjust", "bh", *B]) == 0
+    assert main(["leaderboard", "--rule", "paired", "--adjust", "bh", *B, "--wide"]) == 0
     assert (
         "paired test, Benjamini-Hochberg-adjusted over every pair of runs"
         in capsys.readouterr().out

@@ -343,7 +343,7 @@ def test_written_import_shows_the_published_figures_beside_peira(
     assert sorted(p.name for p in out.iterdir()) == [
         "cases.parquet", "published.parquet", "responses.parquet", "variants.parquet"
     ]  # fmt: skip
-    assert main(["score", "--dataset", str(out), "--resamples", "300"]) == 0
+    assert main(["score", "--dataset", str(out), "--resamples", "300", "--wide"]) == 0
     text = capsys.readouterr().out
     assert "beside the source's own figures" in text
     row = next(line for line in text.splitlines() if " asr " in f" {line} " and "summary" in line)
@@ -466,7 +466,10 @@ def test_cli_imports_each_source_in_one_line(
     out, err = capsys.readouterr()
     assert "300 cases, 300 variants, 1200 responses of 2 run(s)" in out
     assert "peira: note: options inferred from the labels seen: 0, 1" in err
-    assert main(["leaderboard", "--dataset", str(tmp_path / "ta"), "--resamples", "300"]) == 0
+    assert (
+        main(["leaderboard", "--dataset", str(tmp_path / "ta"), "--resamples", "300", "--wide"])
+        == 0
+    )
     board = capsys.readouterr().out
     rows = [x for x in board.splitlines() if x.lstrip()[:1].isdigit()]  # the ranked rows
     assert sum(" ranked " in x for x in rows) == 2 and "missing pairs" not in board
