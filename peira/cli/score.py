@@ -310,11 +310,17 @@ def check_correct_args(args: argparse.Namespace) -> None:
 
 def correction_view(view: pl.DataFrame, table: pl.DataFrame) -> pl.DataFrame:
     """The terminal ``view`` (one row per row of ``table``, in order) with the
-    correction's columns."""
+    correction's columns right after ASR's interval (so a table fitted to the terminal
+    shows them; the note last)."""
     import polars as pl
 
     cols = [x for x in SHOWN if x in table.columns and x not in view.columns]
-    return pl.concat([view, table.select(cols)], how="horizontal")
+    head = [x for x in cols if x != "correction_note"]
+    at = view.columns.index("asr_hi") + 1 if "asr_hi" in view.columns else view.width
+    parts = [view.select(view.columns[:at]), table.select(head), view.select(view.columns[at:])]
+    if "correction_note" in cols:
+        parts.append(table.select("correction_note"))
+    return pl.concat([p for p in parts if p.width], how="horizontal")
 
 
 def correction_note(table: pl.DataFrame, args: argparse.Namespace) -> None:

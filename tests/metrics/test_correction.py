@@ -329,7 +329,7 @@ def test_cli_prints_the_columns_and_a_note(
     d, ref = random_ds
     argv = ["score", "--dataset", str(d), "--judge", "j", "--correct", "rogan-gladen",
             "--resamples", str(B)]  # fmt: skip
-    assert main(argv) == 0
+    assert main([*argv, "--wide"]) == 0
     out, err = capsys.readouterr()
     for col in ("asr_corrected", "asr_corrected_lo", "judge_sensitivity", "n_labelled"):
         assert col in out.splitlines()[0]

@@ -629,7 +629,7 @@ def test_cli_ranks_clean_only_runs_and_says_what_they_lack(
     d = tmp_path / "ds"
     write_dataset(cases, make_variants(cases).filter(pl.col("arm") == "benign"), d)
     write_parquet(log, d / "responses.parquet")
-    base = ["--dataset", str(d), "--resamples", "200"]
+    base = ["--dataset", str(d), "--resamples", "200", "--wide"]
     assert main(["score", *base]) == 0
     out = capsys.readouterr().out
     assert "no_attack_rate" in out.splitlines()[0] and "clean-only run" in out
