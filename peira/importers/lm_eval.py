@@ -45,6 +45,7 @@ run observed are the same for all its rows.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import warnings
@@ -191,9 +192,15 @@ def _continuations(arguments: Any) -> list[str] | None:
     return None
 
 
+@functools.lru_cache(maxsize=4096)
 def _arg_index(key: str) -> int:
-    m = re.search(r"(\d+)$", key)
+    """The request number a key ends in (``gen_args_3`` → 3; the same few keys recur on
+    every line of a file, hence the cache)."""
+    m = _TRAILING_DIGITS.search(key)
     return int(m.group(1)) if m else 0
+
+
+_TRAILING_DIGITS = re.compile(r"(\d+)$")
 
 
 def _prompt(arguments: Any) -> str | None:
