@@ -53,6 +53,8 @@ _PLACEHOLDER = "88F74D2C"
 
 _SAMPLES = "samples/"
 
+_CHOSEN = (True,)
+
 _ROLES = ("system", "user", "assistant", "tool")
 
 
@@ -120,7 +122,7 @@ class Output(_Obj):
     completion: str
     usage: Usage | None
     time: float | None
-    choices: list[Any]
+    choices: tuple[bool, ...]
     stop_reason: str | None
 
 
@@ -305,7 +307,7 @@ def _output(d: Any) -> Output:
         completion=completion,
         usage=u,
         time=_opt_float(d.get("time"), "output.time"),
-        choices=choices,
+        choices=_CHOSEN if choices else (),  # whether there are choices, not the choices
         stop_reason=stop,
     )
 
@@ -592,6 +594,8 @@ def _json_samples(f: IO[bytes], path: Path) -> Iterator[Any]:
         raise _ijson_error(exc, path) from exc
 
 
+_MAX_DEPTH = 1000  # as deep as Python's json follows
+
 _HEAD = ("version", "status", "eval", "results")
 
 
@@ -616,18 +620,22 @@ def _json_header(f: IO[bytes], path: Path) -> dict[str, Any]:
 
     head: dict[str, Any] = {}
     try:
-        events = ijson.parse(f, use_float=True)
-        for _prefix, event, key in events:
-            if event != "map_key":
-                continue  # the document's own start
-            if key == "samples":
+        # basic_parse: events without prefixes, whose building is quadratic in the depth
+        events = ijson.basic_parse(f, use_float=True)
+        first = next(events, None)
+        if first is None or first[0] != "start_map":
+            raise InputFormatError(f"{path}: not a readable Inspect log: not a JSON object")
+        for event, key in events:
+            if event != "map_key" or key == "samples":
                 break
             builder = ijson.ObjectBuilder()
             depth = 0
-            for _p, ev, v in events:
+            for ev, v in events:
                 builder.event(ev, v)
                 if ev in ("start_map", "start_array"):
                     depth += 1
+                    if depth > _MAX_DEPTH:
+                        raise RecursionError
                 elif ev in ("end_map", "end_array"):
                     depth -= 1
                 if depth == 0:
