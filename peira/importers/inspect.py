@@ -54,12 +54,10 @@ holds, with a warning, no published figure and a row of the ``runs`` table
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
 import warnings
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -77,6 +75,7 @@ from ._evallog import (
     check_threshold,
     extras_json,
     json_text,
+    no_gc,
     option_list,
     verdict_columns,
 )
@@ -881,20 +880,6 @@ def read_inspect(
     )
 
 
-@contextlib.contextmanager
-def _no_gc() -> Iterator[None]:
-    """The cyclic garbage collector paused: a large log makes millions of small acyclic
-    objects (JSON values, rows), over which each collection walks again, a third of the
-    import's time; reference counting frees them as before."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 def _import(
     engine: str,
     logs: Sequence[PathLike] = (),
@@ -916,7 +901,7 @@ def _import(
         raise InputFormatError("no Inspect log given")
     if score_key is not None and (not isinstance(score_key, str) or not score_key):
         raise InputFormatError(f"score_key must be a non-empty string, got {score_key!r}")
-    with _no_gc():
+    with no_gc():
         reader = _Reader(
             _Options(scorer, check_threshold(threshold), cluster_by, score_key), engine
         )

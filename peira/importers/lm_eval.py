@@ -65,6 +65,7 @@ from ._evallog import (
     check_threshold,
     extras_json,
     json_text,
+    no_gc,
     option_list,
     verdict_columns,
 )
@@ -788,6 +789,7 @@ def read_lm_eval(
         threshold=check_threshold(threshold),
         attacked_tasks=attacked,
     )
-    for run in _discover(inputs):
-        reader.read_run(run)
-    return reader.result(f"{Path(inputs[0])} (lm-eval import)")
+    with no_gc():
+        for run in _discover(inputs):
+            reader.read_run(run)
+        return reader.result(f"{Path(inputs[0])} (lm-eval import)")
