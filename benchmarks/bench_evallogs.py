@@ -15,7 +15,7 @@ Inputs (built into benchmarks/.cache/evallogs, git-ignored):
   files, the rows of tests/fixtures/lm_eval replicated under new ``doc_id``s.
 
 Measured, each in its own child process (wall clock, and peak RSS from
-``os.wait4``): ``peira import inspect``; ``inspect_ai.analysis.samples_df`` and
+``/usr/bin/time``): ``peira import inspect``; ``inspect_ai.analysis.samples_df`` and
 ``inspect_ai.log.read_eval_log`` on the same file; ``peira score`` of the
 imported dataset; ``peira import lm-eval`` and ``pandas.read_json(lines=True)``
 over the same files. The machine's load average is recorded before and after.
@@ -234,20 +234,21 @@ def build_lm_eval(rows: int, files: int, out: Path) -> Path:
 
 
 def measure(argv: list[str], label: str) -> dict[str, Any]:
-    """Wall time and peak RSS of a fresh process running ``argv``."""
+    """Wall time and peak RSS of a fresh process running ``argv``, under ``/usr/bin/time``:
+    a child forked from this process would inherit its high-water mark across exec, which
+    would hide any peak below this process's own."""
+    fmt = "PEAK_KB=%M"
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
-    assert proc.stderr is not None
-    err = proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
+    proc = subprocess.run(["/usr/bin/time", "-f", fmt, *argv], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
     wall = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    rss_mb = usage.ru_maxrss / 1024  # kB on Linux
-    row = {"what": label, "wall_s": round(wall, 2), "peak_rss_mb": round(rss_mb, 1),
-           "exit": proc.returncode}  # fmt: skip
-    if proc.returncode != 0:
-        row["stderr"] = err.decode(errors="replace").strip().splitlines()[-1:]
+    err = proc.stderr.decode(errors="replace").strip().splitlines()
+    kb = next((int(x.split("=")[1]) for x in reversed(err) if x.startswith("PEAK_KB=")), 0)
+    code = proc.returncode
+    row = {"what": label, "wall_s": round(wall, 2), "peak_rss_mb": round(kb / 1024, 1),
+           "exit": code}  # fmt: skip
+    if code != 0:
+        row["stderr"] = [x for x in err if not x.startswith("PEAK_KB=")][-1:]
     print(json.dumps(row), flush=True)
     return row
 
@@ -308,8 +309,6 @@ def main() -> None:
             r = measure(peira_cmd("import", "inspect", str(log), "--out", str(out)),
                         "peira import inspect")  # fmt: skip
             rows.append({"input": tag, **r})
-            code = f"from inspect_ai.analysis import samples_df; samples_df({str(log)!r})"
-            rows.append({"input": tag, **measure(_py(code), "inspect_ai.analysis.samples_df")})
             code = f"from inspect_ai.log import read_eval_log; read_eval_log({str(log)!r})"
             rows.append({"input": tag, **measure(_py(code), "inspect_ai read_eval_log")})
     if args.only in ("lm-eval", "all") and args.lm_rows:
@@ -349,7 +348,7 @@ def write(rows: list[dict[str, Any]], out: Path, before: Any, after: Any) -> Non
         "# Eval logs at scale",
         "",
         "`python benchmarks/bench_evallogs.py` (see its docstring for the inputs). Each row",
-        "is a fresh process: wall clock and peak RSS (`os.wait4`), Python start and imports",
+        "is a fresh process: wall clock and peak RSS (`/usr/bin/time`), Python start and imports",
         "included.",
         "",
         f"Machine: {meta['machine']}; load average before {meta['load_before']}, after "
