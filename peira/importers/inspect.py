@@ -57,7 +57,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -442,9 +442,9 @@ def _planned(log: EvalLog) -> int | None:
     return n * (cfg.epochs or 1)
 
 
-def _unfinished(log: EvalLog, path: Path, run_id: str) -> dict[str, Any] | None:
+def _unfinished(log: EvalLog, path: Path, run_id: str, held: int) -> dict[str, Any] | None:
     """The ``runs`` row of a log that did not finish or holds fewer samples than planned."""
-    held, planned = len(log.samples or []), _planned(log)
+    planned = _planned(log)
     if log.status == "success" and (planned is None or held >= planned):
         return None
     return {
@@ -456,8 +456,8 @@ def _unfinished(log: EvalLog, path: Path, run_id: str) -> dict[str, Any] | None:
     }
 
 
-def _status_note(log: EvalLog, path: Path) -> str | None:
-    held, planned = len(log.samples or []), _planned(log)
+def _status_note(log: EvalLog, path: Path, held: int) -> str | None:
+    planned = _planned(log)
     if log.status == "success":
         if planned is None or held >= planned:
             return None
@@ -522,6 +522,15 @@ def _published(
             }
         ]
     return []
+
+
+def _let_go(log: EvalLog) -> Iterator[EvalSample]:
+    """The log's samples in order, each dropped from the log once mapped: on a large log
+    the samples read and the rows built need not all be held at once."""
+    samples = log.samples or []
+    samples.reverse()
+    while samples:
+        yield samples.pop()
 
 
 class _Reader:
@@ -643,7 +652,8 @@ class _Reader:
         ident = self._identity(log, run_id, "benign")
         judges = self._judges(log, path, scorer)
         self.panels[run_id] = judges
-        for s in log.samples or []:
+        scores = [s.scores for s in log.samples or []]
+        for s in _let_go(log):
             where = _where(path, s)
             case_id = f"{log.eval.task}/{s.id}"
             self._case(log, s, case_id, where, meta={"sample_id": s.id, "metadata": s.metadata})
@@ -652,7 +662,7 @@ class _Reader:
             key = {"run_id": run_id, "case_id": case_id, "arm": "benign", "sample": s.epoch - 1}
             self.rows.append({**ident, **key, **row})
             self._judge(s, judges, where, key)
-        self._finish(log, path, scorer, run_id, "benign_accuracy")
+        self._finish(log, path, scorer, run_id, "benign_accuracy", scores)
 
     def by_metadata(self, path: Path, pair_by: str, arm_field: str) -> None:
         log = self._load(path)
@@ -759,12 +769,22 @@ class _Reader:
         self._finish(attacked, attacked_path, scorer_a, run_id, "accuracy_under_attack")
 
     def _finish(
-        self, log: EvalLog, path: Path, scorer: str, run_id: str, metric: str | None
+        self,
+        log: EvalLog,
+        path: Path,
+        scorer: str,
+        run_id: str,
+        metric: str | None,
+        scores: list[Any] | None = None,
     ) -> None:
-        note = _status_note(log, path)
+        """Notes, ``runs`` row and published figures of a log; ``scores`` are the samples'
+        scores when the samples themselves were let go (default: the log's samples')."""
+        if scores is None:
+            scores = [s.scores for s in log.samples or []]
+        note = _status_note(log, path, len(scores))
         if note is not None:
             self._note(note)
-        row = _unfinished(log, path, run_id)
+        row = _unfinished(log, path, run_id, len(scores))
         if row is not None:
             self.unfinished.append(row)
         if metric is not None and row is None:
@@ -772,7 +792,7 @@ class _Reader:
         key = self.opt.score_key
         values = [
             v[key] if key is not None and isinstance(v, Mapping) and key in v else v
-            for v in (s.scores[scorer].value for s in log.samples or [] if s.scores and scorer in s.scores)
+            for v in (sc[scorer].value for sc in scores if sc and scorer in sc)
         ]  # fmt: skip
         to_float = _to_float()
         credit = sorted(
