@@ -13,9 +13,12 @@ import with one line.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+import warnings
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,16 +47,11 @@ def _both(*args: Any, **kw: Any) -> tuple[Imported, Imported]:
     return oracle, direct
 
 
-class _quiet:
-    def __enter__(self) -> None:
-        import warnings
-
-        self._w = warnings.catch_warnings()
-        self._w.__enter__()
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", EvalLogWarning)
-
-    def __exit__(self, *exc: object) -> None:
-        self._w.__exit__(*exc)
+        yield
 
 
 def _assert_same(oracle: Imported, direct: Imported, extra_notes: int = 0) -> None:
@@ -115,6 +113,9 @@ def _rewrite(src: Path, dst: Path, edit: Any) -> Path:
     return dst
 
 
+YESES: list[str | bool] = ["yes", "No", True, "0.5", "C"]
+
+
 def _dict_and_odd_scores(log: Any) -> None:
     for i, s in enumerate(log.samples or []):
         scores = s.scores or {}
@@ -122,7 +123,7 @@ def _dict_and_odd_scores(log: Any) -> None:
         s.scores = {
             "both": Score(value=value, answer=scores["match"].answer, explanation="e"),
             "num": Score(value=[0.25, 1.0, 0][i % 3], answer=None),
-            "yes": Score(value=["yes", "No", True, "0.5", "C"][i % 5], answer="A"),
+            "yes": Score(value=YESES[i % 5], answer="A"),
         }
     log.results = None
 
@@ -168,7 +169,7 @@ def test_logs_written_by_inspect_give_the_same_tables(
 
 def test_value_to_float_is_inspects() -> None:
     theirs = value_to_float()
-    values = ["C", "I", "P", "N", "yes", "YES", "no", "True", "false", "0.5", "1e-1", "-2",
+    values: list[str | int | float | bool] = ["C", "I", "P", "N", "yes", "YES", "no", "True", "false", "0.5", "1e-1", "-2",
               "nan", "inf", "x", "", 0, 1, 0.5, True, False, 2, -1.5]  # fmt: skip
     for v in values:
         assert _inspect_log.value_to_float(v) == theirs(v), v
@@ -260,3 +261,36 @@ def test_copied_fixture_reads_the_same(tmp_path: Path) -> None:
     p = tmp_path / "copy.eval"
     shutil.copy(INSPECT / "two_scorers.eval", p)
     _assert_same(*_both([p], scorer="includes"))
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, r"deep.json: not a readable Inspect log: not a JSON object"),
+        (b'{"a":' * 5000 + b"1" + b"}" * 5000, r"deep.json: not a readable Inspect log: JSON nested too deep"),
+    ],
+    ids=["deep-array", "deep-object"],
+)  # fmt: skip
+def test_hostile_json_logs_are_one_line(content: bytes, message: str, tmp_path: Path) -> None:
+    bad = tmp_path / "deep.json"
+    bad.write_bytes(content)
+    with pytest.raises(InputFormatError, match=message) as info:
+        _import("auto", [bad])
+    assert "\n" not in str(info.value)
+
+
+def test_the_direct_path_does_not_import_inspect_ai() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, warnings; warnings.simplefilter('ignore');"
+        "from peira.importers.inspect import read_inspect;"
+        f"got = read_inspect([{str(INSPECT / 'two_scorers.eval')!r}], scorer='match');"
+        "assert got.responses.height > 0;"
+        "print('inspect_ai' in sys.modules)"
+    )
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=root, env={"PYTHONPATH": str(root), "PATH": ""}, check=True)  # fmt: skip
+    assert out.stdout.strip() == "False"
