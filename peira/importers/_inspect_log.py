@@ -16,8 +16,8 @@ It yields light objects with the attribute names of Inspect's own
 one mapping turns either into Peira's rows and the two paths cannot drift.
 It applies what Inspect's reading does to these fields (defaults of absent
 fields, the completion taken from the first choice when empty, the message
-text as Inspect's ``ChatMessage.text``, samples sorted by epoch then id, the
-dataset's sample ids taken from the samples when the header has none) and
+text as Inspect's ``ChatMessage.text``, a ``.eval``'s samples sorted by epoch then id
+and a ``.json``'s in the file's order, the dataset's sample ids taken from the samples when the header has none) and
 nothing else.
 
 What it does not understand it does not guess: a log version other than
@@ -438,8 +438,13 @@ def _header(h: Any) -> tuple[Log, bool]:
     return log, ids is not None
 
 
-def _finish(log: Log, samples: list[Sample], has_ids: bool) -> Log:
-    samples.sort(key=lambda s: (s.epoch, s.id if isinstance(s.id, str) else str(s.id).zfill(20)))
+def _finish(log: Log, samples: list[Sample], has_ids: bool, *, order: bool = True) -> Log:
+    """The samples into the log as Inspect's reader leaves them: a ``.eval``'s sorted by
+    epoch then id (``order``), a ``.json``'s in the file's order."""
+    if order:
+        samples.sort(
+            key=lambda s: (s.epoch, s.id if isinstance(s.id, str) else str(s.id).zfill(20))
+        )
     log.samples = samples
     if not has_ids:
         log.eval.dataset.sample_ids = list(dict.fromkeys(s.id for s in samples))
@@ -678,7 +683,7 @@ def _read_json(path: Path) -> Log:
         if not found:
             log.samples = None
             return log
-    return _finish(log, samples, has_ids)
+    return _finish(log, samples, has_ids, order=False)
 
 
 def read_log(path: Path) -> Log:

@@ -141,6 +141,16 @@ def _chat_inputs(log: Any) -> None:
             s.output.completion = ""  # the completion comes from the first choice
 
 
+def _reversed_two_models(log: Any) -> None:
+    # a .json log keeps its samples in the file's order, a .eval's are sorted; the model
+    # reported most often is a tie, which the first sample seen decides
+    log.samples.reverse()
+    for s in log.samples:
+        s.output.model = ""
+    log.samples[0].output.model = "provider-model-first"
+    log.samples[-1].output.model = "provider-model-last"
+
+
 def _no_sample_ids(log: Any) -> None:
     log.eval.dataset.sample_ids = None
 
@@ -153,6 +163,7 @@ def _no_sample_ids(log: Any) -> None:
         ("mc_alpha.eval", _chat_inputs, {}),
         ("epochs.json", _chat_inputs, {}),
         ("errored.eval", _no_sample_ids, {}),
+        ("two_scorers.eval", _reversed_two_models, {"scorer": "includes"}),
         ("cancelled.eval", _chat_inputs, {}),
     ],
     ids=lambda x: getattr(x, "__name__", str(x)),
@@ -165,6 +176,19 @@ def test_logs_written_by_inspect_give_the_same_tables(
     oracle, direct = _both([path], **opts)
     _assert_same(oracle, direct)
     assert not any("read through inspect_ai" in n for n in direct.notes)
+
+
+def test_a_json_log_keeps_its_file_order(tmp_path: Path) -> None:
+    # Inspect writes samples sorted, and sorts a .eval's on reading, but reads a .json's
+    # in the file's order: the first sample seen breaks the tie of the reported models
+    src = _rewrite(INSPECT / "epochs.json", tmp_path / "sorted.json", _reversed_two_models)
+    doc = json.loads(src.read_text())
+    doc["samples"].reverse()
+    path = tmp_path / "reversed.json"
+    path.write_text(json.dumps(doc))
+    oracle, direct = _both([path])
+    _assert_same(oracle, direct)
+    assert set(direct.responses["model_version"]) == {"provider-model-first"}
 
 
 def test_value_to_float_is_inspects() -> None:
