@@ -16,9 +16,9 @@ It yields light objects with the attribute names of Inspect's own
 one mapping turns either into Peira's rows and the two paths cannot drift.
 It applies what Inspect's reading does to these fields (defaults of absent
 fields, the completion taken from the first choice when empty, the message
-text as Inspect's ``ChatMessage.text``, a ``.eval``'s samples sorted by epoch then id
-and a ``.json``'s in the file's order, the dataset's sample ids taken from the samples when the header has none) and
-nothing else.
+text as Inspect's ``ChatMessage.text``, a ``.eval``'s samples sorted by epoch
+then id and a ``.json``'s in the file's order, the dataset's sample ids taken
+from the samples when the header has none) and nothing else.
 
 What it does not understand it does not guess: a log version other than
 :data:`VERSIONS`, a log without ``header.json``, deprecated field names that
