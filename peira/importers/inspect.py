@@ -1,8 +1,11 @@
 """Inspect eval logs (``.eval`` and ``.json``) → cases, variants, responses, published figures.
 
-Logs are read through ``inspect_ai.log.read_eval_log`` (``pip install
-'peira[inspect]'``); the file format itself is never parsed here. The mapping
-(docs/spec/eval-logs.md, "Inspect logs"):
+Logs are read by Peira's own reader (:mod:`peira.importers._inspect_log`), which
+streams the samples and keeps only the fields mapped here; a log it does not
+know (another format version, a shape outside Inspect's schema) is read through
+``inspect_ai.log.read_eval_log`` (``pip install 'peira[inspect]'``), with a
+note. Both give the same objects to one mapping (docs/spec/eval-logs.md,
+"Inspect logs"):
 
 - each log is a run: ``run_id`` = ``<model>:<task>@<eval id>`` (the first eight
   characters of the eval id), ``model`` = the log's model,
@@ -51,18 +54,18 @@ holds, with a warning, no published figure and a row of the ``runs`` table
 
 from __future__ import annotations
 
-import functools
 import os
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import polars as pl
 
 from ..errors import DataFileError, InputFormatError, warn
 from ..schema import JUDGEMENTS_SCHEMA, UNDETERMINED
+from . import _inspect_log as _direct
 from ._bundle import Imported
 from ._evallog import (
     CaseBook,
@@ -71,6 +74,7 @@ from ._evallog import (
     check_threshold,
     extras_json,
     json_text,
+    no_gc,
     option_list,
     verdict_columns,
 )
@@ -95,7 +99,12 @@ def _inspect_log() -> Any:
     return ilog
 
 
-def _read_log(path: PathLike) -> EvalLog:
+#: Which reader opens a log: ``auto`` (Peira's own, else Inspect's for a log it does
+#: not know), ``direct`` (Peira's own only), ``inspect_ai`` (``read_eval_log``).
+ENGINES = ("auto", "direct", "inspect_ai")
+
+
+def _read_log(path: PathLike, engine: str = "auto", notes: list[str] | None = None) -> EvalLog:
     p = Path(path)
     if not p.exists():
         raise DataFileError(f"{p}: no such file")
@@ -103,14 +112,20 @@ def _read_log(path: PathLike) -> EvalLog:
         raise DataFileError(f"{p}: is a directory, expected an Inspect log (.eval or .json)")
     if p.suffix not in (".eval", ".json"):
         raise InputFormatError(f"{p}: not an Inspect log (expected a .eval or .json file)")
-    ilog = _inspect_log()
-    try:
-        log = ilog.read_eval_log(str(p))
-    except RecursionError as exc:  # nesting deeper than the JSON decoder follows
-        raise InputFormatError(f"{p}: not a readable Inspect log: JSON nested too deep") from exc
-    except Exception as exc:  # Inspect raises zip, JSON and pydantic errors alike
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputFormatError(f"{p}: not a readable Inspect log: {first}") from exc
+    log: Any = None
+    if engine != "inspect_ai":
+        try:
+            log = _direct.read_log(p)
+        except _direct.Unsupported as exc:
+            if engine == "direct":
+                raise InputFormatError(f"{p}: not a log Peira's reader knows: {exc}") from exc
+            if notes is not None:
+                notes.append(
+                    f"{p}: read through inspect_ai's read_eval_log ({exc}: not a log "
+                    "Peira's own reader knows)"
+                )
+    if log is None:
+        log = _read_with_inspect(p)
     if log.samples is None:
         raise InputFormatError(f"{p}: the log holds no samples (written with log_samples=False?)")
     if not log.samples:
@@ -119,7 +134,18 @@ def _read_log(path: PathLike) -> EvalLog:
             f"{p}: the log holds no samples (status {status!r}: a run stopped before its first "
             "sample?); there is nothing to import from it"
         )
-    return log
+    return cast("EvalLog", log)
+
+
+def _read_with_inspect(p: Path) -> EvalLog:
+    ilog = _inspect_log()
+    try:
+        return cast("EvalLog", ilog.read_eval_log(str(p)))
+    except RecursionError as exc:  # nesting deeper than the JSON decoder follows
+        raise InputFormatError(f"{p}: not a readable Inspect log: JSON nested too deep") from exc
+    except Exception as exc:  # Inspect raises zip, JSON and pydantic errors alike
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputFormatError(f"{p}: not a readable Inspect log: {first}") from exc
 
 
 def _text(content: Any) -> str:
@@ -377,12 +403,10 @@ def _judgement(
     return others[0] if len(others) == 1 else UNDETERMINED
 
 
-@functools.cache
 def _to_float() -> Any:
-    """Inspect's own mapping of score values (C/I/P/N, bools, numbers) to [0, 1]."""
-    from inspect_ai.scorer import value_to_float
-
-    return value_to_float()
+    """Inspect's own mapping of score values (C/I/P/N, bools, numbers) to [0, 1]: its
+    default ``value_to_float()``, restated (tests check it against Inspect's)."""
+    return _direct.value_to_float
 
 
 def _stop_reason(output: Any) -> str | None:
@@ -417,9 +441,9 @@ def _planned(log: EvalLog) -> int | None:
     return n * (cfg.epochs or 1)
 
 
-def _unfinished(log: EvalLog, path: Path, run_id: str) -> dict[str, Any] | None:
+def _unfinished(log: EvalLog, path: Path, run_id: str, held: int) -> dict[str, Any] | None:
     """The ``runs`` row of a log that did not finish or holds fewer samples than planned."""
-    held, planned = len(log.samples or []), _planned(log)
+    planned = _planned(log)
     if log.status == "success" and (planned is None or held >= planned):
         return None
     return {
@@ -431,8 +455,8 @@ def _unfinished(log: EvalLog, path: Path, run_id: str) -> dict[str, Any] | None:
     }
 
 
-def _status_note(log: EvalLog, path: Path) -> str | None:
-    held, planned = len(log.samples or []), _planned(log)
+def _status_note(log: EvalLog, path: Path, held: int) -> str | None:
+    planned = _planned(log)
     if log.status == "success":
         if planned is None or held >= planned:
             return None
@@ -499,9 +523,19 @@ def _published(
     return []
 
 
+def _let_go(log: EvalLog) -> Iterator[EvalSample]:
+    """The log's samples in order, each dropped from the log once mapped: on a large log
+    the samples read and the rows built need not all be held at once."""
+    samples = log.samples or []
+    samples.reverse()
+    while samples:
+        yield samples.pop()
+
+
 class _Reader:
-    def __init__(self, options: _Options) -> None:
+    def __init__(self, options: _Options, engine: str = "auto") -> None:
         self.opt = options
+        self.engine = engine
         self.book = CaseBook()
         self.rows: list[dict[str, Any]] = []
         self.published: list[dict[str, Any]] = []
@@ -510,6 +544,9 @@ class _Reader:
         self.unfinished: list[dict[str, Any]] = []
         self.judgements: list[dict[str, Any]] = []
         self.panels: dict[str, list[str]] = {}
+
+    def _load(self, path: Path) -> EvalLog:
+        return _read_log(path, self.engine, self.notes)
 
     def _judges(self, log: EvalLog, path: Path, scorer: str) -> list[str]:
         """The log's judges (``scorer`` first); notes the scorers that are none."""
@@ -608,13 +645,14 @@ class _Reader:
         }
 
     def clean(self, path: Path) -> None:
-        log = _read_log(path)
+        log = self._load(path)
         scorer = _scorer_name(log, path, self.opt.scorer)
         run_id = self._run_id(path, log)
         ident = self._identity(log, run_id, "benign")
         judges = self._judges(log, path, scorer)
         self.panels[run_id] = judges
-        for s in log.samples or []:
+        scores = [s.scores for s in log.samples or []]
+        for s in _let_go(log):
             where = _where(path, s)
             case_id = f"{log.eval.task}/{s.id}"
             self._case(log, s, case_id, where, meta={"sample_id": s.id, "metadata": s.metadata})
@@ -623,10 +661,10 @@ class _Reader:
             key = {"run_id": run_id, "case_id": case_id, "arm": "benign", "sample": s.epoch - 1}
             self.rows.append({**ident, **key, **row})
             self._judge(s, judges, where, key)
-        self._finish(log, path, scorer, run_id, "benign_accuracy")
+        self._finish(log, path, scorer, run_id, "benign_accuracy", scores)
 
     def by_metadata(self, path: Path, pair_by: str, arm_field: str) -> None:
-        log = _read_log(path)
+        log = self._load(path)
         scorer = _scorer_name(log, path, self.opt.scorer)
         run_id = self._run_id(path, log)
         ident = self._identity(log, run_id, "both")
@@ -671,7 +709,7 @@ class _Reader:
         self._finish(log, path, scorer, run_id, None)
 
     def by_logs(self, benign_path: Path, attacked_path: Path) -> None:
-        benign, attacked = _read_log(benign_path), _read_log(attacked_path)
+        benign, attacked = self._load(benign_path), self._load(attacked_path)
         if benign.eval.model != attacked.eval.model:
             raise InputFormatError(
                 f"{attacked_path}: model {attacked.eval.model!r} differs from "
@@ -730,12 +768,22 @@ class _Reader:
         self._finish(attacked, attacked_path, scorer_a, run_id, "accuracy_under_attack")
 
     def _finish(
-        self, log: EvalLog, path: Path, scorer: str, run_id: str, metric: str | None
+        self,
+        log: EvalLog,
+        path: Path,
+        scorer: str,
+        run_id: str,
+        metric: str | None,
+        scores: list[Any] | None = None,
     ) -> None:
-        note = _status_note(log, path)
+        """Notes, ``runs`` row and published figures of a log; ``scores`` are the samples'
+        scores when the samples themselves were let go (default: the log's samples')."""
+        if scores is None:
+            scores = [s.scores for s in log.samples or []]
+        note = _status_note(log, path, len(scores))
         if note is not None:
             self._note(note)
-        row = _unfinished(log, path, run_id)
+        row = _unfinished(log, path, run_id, len(scores))
         if row is not None:
             self.unfinished.append(row)
         if metric is not None and row is None:
@@ -743,7 +791,7 @@ class _Reader:
         key = self.opt.score_key
         values = [
             v[key] if key is not None and isinstance(v, Mapping) and key in v else v
-            for v in (s.scores[scorer].value for s in log.samples or [] if s.scores and scorer in s.scores)
+            for v in (sc[scorer].value for sc in scores if sc and scorer in sc)
         ]  # fmt: skip
         to_float = _to_float()
         credit = sorted(
@@ -838,6 +886,32 @@ def read_inspect(
     EvalLogWarning
         A log that did not finish, or a scorer giving partial credit.
     """
+    return _import(
+        "auto",
+        logs,
+        scorer=scorer,
+        pair_by=pair_by,
+        arm_field=arm_field,
+        pairs=pairs,
+        threshold=threshold,
+        cluster_by=cluster_by,
+        score_key=score_key,
+    )
+
+
+def _import(
+    engine: str,
+    logs: Sequence[PathLike] = (),
+    *,
+    scorer: str | None = None,
+    pair_by: str | None = None,
+    arm_field: str | None = None,
+    pairs: Sequence[tuple[PathLike, PathLike]] = (),
+    threshold: float = 1.0,
+    cluster_by: str | None = None,
+    score_key: str | None = None,
+) -> Imported:
+    """:func:`read_inspect` with the reader ``engine`` (one of :data:`ENGINES`)."""
     if (pair_by is None) != (arm_field is None):
         raise InputFormatError(
             "pair_by and arm_field go together (--pair-by FIELD --arm-field FIELD)"
@@ -846,13 +920,16 @@ def read_inspect(
         raise InputFormatError("no Inspect log given")
     if score_key is not None and (not isinstance(score_key, str) or not score_key):
         raise InputFormatError(f"score_key must be a non-empty string, got {score_key!r}")
-    reader = _Reader(_Options(scorer, check_threshold(threshold), cluster_by, score_key))
-    for path in logs:
-        if pair_by is not None and arm_field is not None:
-            reader.by_metadata(Path(path), pair_by, arm_field)
-        else:
-            reader.clean(Path(path))
-    for benign, attacked in pairs:
-        reader.by_logs(Path(benign), Path(attacked))
-    first = next(iter([*logs, *(b for b, _ in pairs)]))
-    return reader.result(f"{first} (Inspect import)")
+    with no_gc():
+        reader = _Reader(
+            _Options(scorer, check_threshold(threshold), cluster_by, score_key), engine
+        )
+        for path in logs:
+            if pair_by is not None and arm_field is not None:
+                reader.by_metadata(Path(path), pair_by, arm_field)
+            else:
+                reader.clean(Path(path))
+        for benign, attacked in pairs:
+            reader.by_logs(Path(benign), Path(attacked))
+        first = next(iter([*logs, *(b for b, _ in pairs)]))
+        return reader.result(f"{first} (Inspect import)")

@@ -45,6 +45,7 @@ run observed are the same for all its rows.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections import Counter
@@ -63,6 +64,7 @@ from ._evallog import (
     check_threshold,
     extras_json,
     json_text,
+    no_gc,
     option_list,
     verdict_columns,
 )
@@ -190,9 +192,15 @@ def _continuations(arguments: Any) -> list[str] | None:
     return None
 
 
+@functools.lru_cache(maxsize=4096)
 def _arg_index(key: str) -> int:
-    m = re.search(r"(\d+)$", key)
+    """The request number a key ends in (``gen_args_3`` → 3; the same few keys recur on
+    every line of a file, hence the cache)."""
+    m = _TRAILING_DIGITS.search(key)
     return int(m.group(1)) if m else 0
+
+
+_TRAILING_DIGITS = re.compile(r"(\d+)$")
 
 
 def _prompt(arguments: Any) -> str | None:
@@ -780,6 +788,7 @@ def read_lm_eval(
         threshold=check_threshold(threshold),
         attacked_tasks=attacked,
     )
-    for run in _discover(inputs):
-        reader.read_run(run)
-    return reader.result(f"{Path(inputs[0])} (lm-eval import)")
+    with no_gc():
+        for run in _discover(inputs):
+            reader.read_run(run)
+        return reader.result(f"{Path(inputs[0])} (lm-eval import)")
