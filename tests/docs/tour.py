@@ -33,6 +33,19 @@ from .codeblocks import (
 )
 
 README = ROOT / "README.md"
+
+#: Set by .ci/run once this module passed in command 1's environment: the tests that run
+#: the same blocks in the development environment are then skipped, not run twice.
+PASSED = "PEIRA_TOUR_PASSED"
+
+
+def passed_already() -> bool:
+    """This CI run's tour passed in command 1's environment (``.ci/run``)."""
+    import os
+
+    return os.environ.get(PASSED) == "1"
+
+
 DOCS = ROOT / "docs"
 
 #: What the README's tour writes (out/…), checked after it ran.
