@@ -231,7 +231,9 @@ def _manifest(
             "seed": c.seed,
             "unit": c.unit,
             "level": c.level,
-            "method": "percentile",
+            # the interval method of every table: "auto" (docs/spec/uncertainty.md), BCa where
+            # the cluster bootstrap carries the row, else the interval the row names
+            "method": "auto",
             "plans": plans,
         },
         "tables": tables,
