@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -363,21 +363,12 @@ def compare(
         responses, cases, split, unit=unit, n_resamples=n_resamples, seed=seed,
         missing=missing, delta=delta, engine=engine, judge=judge,
     )  # fmt: skip
+    verdicts: dict[str, Any] = dict(
+        metric=metric, rule=rule, level=level, cases=cs, allow_missing=allow_missing,
+        support=support, adjust=adjust, margin=margin,
+    )  # fmt: skip
     if runs is not None and len(runs) == 2:
-        row = head_to_head(
-            table,
-            plan,
-            runs[0],
-            runs[1],
-            metric=metric,
-            rule=rule,
-            level=level,
-            cases=cs,
-            allow_missing=allow_missing,
-            support=support,
-            adjust=adjust,
-            margin=margin,
-        )
+        row = head_to_head(table, plan, runs[0], runs[1], **verdicts)
         out = pl.DataFrame([row])
         out = out.with_columns(  # a None (a tie's winner, an undefined diff) keeps its dtype
             pl.col(c).cast(pl.String if c in ("winner", "note") else pl.Float64)
@@ -385,19 +376,7 @@ def compare(
             if dtype == pl.Null
         )
     else:
-        out = pairwise(
-            table,
-            plan,
-            metric=metric,
-            runs=runs,
-            rule=rule,
-            level=level,
-            cases=cs,
-            allow_missing=allow_missing,
-            support=support,
-            adjust=adjust,
-            margin=margin,
-        )
+        out = pairwise(table, plan, runs=runs, **verdicts)
     if not bounds or judge is None:
         return out
     from ._bounds import compare_bounds
